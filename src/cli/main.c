@@ -1,0 +1,106 @@
+/* main.c — `verdict`: dispatches to one command per file (cmd_*.c) and
+ * answers --help and --version. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "verdict.h"
+
+typedef struct command {
+  const char *name;
+  const char *summary;
+  int (*run)(int argc, char **argv);
+  const char *help;
+} command;
+
+static const command commands[] = {
+    {"eval", "evaluate a condition-language (CEL) expression", cmd_eval, cmd_eval_help},
+};
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "verdict %s — fast, recorded decisions\n"
+          "\n"
+          "usage: verdict <command> [options]\n"
+          "       verdict <command> --help\n"
+          "       verdict --version\n"
+          "\n"
+          "commands:\n",
+          vd_version());
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+  fprintf(out, "\ndocs: docs/expressions.md (the condition language), docs/cli.md\n");
+}
+
+char *cli_read_file(const char *path, size_t *len) {
+  FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "verdict: %s: %s\n", path, strerror(errno));
+    return NULL;
+  }
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  for (;;) {
+    if (!buf) break;
+    if (n + 1 >= cap) {
+      char *nb = realloc(buf, cap *= 2);
+      if (!nb) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = nb;
+    }
+    size_t got = fread(buf + n, 1, cap - n - 1, f);
+    n += got;
+    if (got == 0) break;
+  }
+  int err = ferror(f);
+  if (f != stdin) fclose(f);
+  if (!buf || err) {
+    fprintf(stderr, "verdict: %s: %s\n", path, buf ? "read error" : "out of memory");
+    free(buf);
+    return NULL;
+  }
+  buf[n] = '\0';
+  if (len) *len = n;
+  return buf;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+    if (argc > 2 && strcmp(cmd, "help") == 0) {
+      for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[2], commands[i].name) == 0) {
+          fputs(commands[i].help, stdout);
+          return 0;
+        }
+    }
+    usage(stdout);
+    return 0;
+  }
+  if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0 || strcmp(cmd, "version") == 0) {
+    printf("verdict %s\n", vd_version());
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+    if (strcmp(cmd, commands[i].name) != 0) continue;
+    for (int a = 2; a < argc; a++) {
+      if (strcmp(argv[a], "--") == 0) break;
+      if (strcmp(argv[a], "--help") == 0 || strcmp(argv[a], "-h") == 0) {
+        fputs(commands[i].help, stdout);
+        return 0;
+      }
+    }
+    return commands[i].run(argc - 1, argv + 1);
+  }
+  fprintf(stderr, "verdict: unknown command '%s' (try 'verdict --help')\n", cmd);
+  return 2;
+}

@@ -1,0 +1,61 @@
+/* expr.h — the condition language's entry points: compile once, evaluate
+ * many times.
+ *
+ *   expr_program *p;
+ *   if (expr_compile(src, len, NULL, &p, &err)) ... err.message has line:col and a caret excerpt
+ *   expr_activation act = {.lookup = my_lookup, .user = ctx};
+ *   value out = expr_eval(p, &act, &ectx);   // V_ERROR on evaluation error
+ *   expr_free(p);
+ *
+ * A program is immutable after compile and may be evaluated from many
+ * threads at once, each with its own eval_ctx and arena. Evaluation allocates
+ * only from ectx->arena. */
+#ifndef VD_EXPR_EXPR_H
+#define VD_EXPR_EXPR_H
+
+#include <stddef.h>
+
+#include "core/value.h"
+#include "expr/ast.h"
+#include "expr/lib.h"
+
+typedef struct expr_program expr_program;
+
+typedef struct expr_error {
+  int line;    /* 1-based; 0 when not tied to a place */
+  int column;  /* 1-based, in code points */
+  size_t offset;
+  char message[1024]; /* "1:5: unexpected token ')'\n | a + )\n | ....^" style */
+} expr_error;
+
+typedef struct expr_opts {
+  uint32_t max_depth;   /* parser recursion limit; 0 = default (CEL's 250-ish) */
+  size_t max_length;    /* source length limit; 0 = default (100 KiB) */
+  /* Names that are known variables. When set, the checker reports unknown
+   * top-level identifiers as compile errors; when NULL, an unbound variable is
+   * a run-time error, as the CEL spec says. */
+  const char *const *declared;
+  size_t ndeclared;
+} expr_opts;
+
+/* Variable lookup: returns 0 and sets *out when `name` is bound, else -1.
+ * Names may contain dots for qualified bindings ("a.b.c"). */
+typedef struct expr_activation {
+  int (*lookup)(void *user, const char *name, size_t len, value *out);
+  void *user;
+} expr_activation;
+
+int expr_compile(const char *src, size_t len, const expr_opts *opts, expr_program **out,
+                 expr_error *err);
+value expr_eval(const expr_program *p, const expr_activation *act, eval_ctx *ctx);
+void expr_free(expr_program *p);
+
+/* Parsing alone (used by the compiler and by tools): builds the AST in `a`. */
+int expr_parse(arena *a, const char *src, size_t len, const expr_opts *opts, ast **out,
+               expr_error *err);
+
+/* Formats "LINE:COL: msg" plus a two-line caret excerpt of src at offset into err. */
+void expr_error_at(expr_error *err, const char *src, size_t len, size_t offset, const char *fmt,
+                   ...) __attribute__((format(printf, 5, 6)));
+
+#endif
