@@ -64,6 +64,7 @@ int cmd_eval(int argc, char **argv) {
     if (i + 1 >= argc) return usage_error("missing value after", a);
     *slot = argv[++i];
   }
+  if (bindings && !*bindings) bindings = NULL; /* --bindings= means none */
   if (i < argc) expr = argv[i++];
   if (i < argc) return usage_error("unexpected argument", argv[i]);
   if (!expr == !expr_file) return usage_error("give exactly one expression, or --file", NULL);

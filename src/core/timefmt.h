@@ -24,4 +24,10 @@ int timefmt_parse_duration(const char *s, size_t len, int64_t *sec, int32_t *nan
 /* Writes "1.5s" style (protobuf JSON) into out (at least 40 bytes); returns the length. */
 size_t timefmt_format_duration(int64_t sec, int32_t nanos, char *out);
 
+/* Proleptic Gregorian calendar arithmetic, independent of the process time
+ * zone: days since 1970-01-01 from a civil date and back. Valid far beyond
+ * CEL's range (any year that fits in int32). */
+int64_t timefmt_days_from_civil(int64_t year, int month, int day);
+void timefmt_civil_from_days(int64_t days, int64_t *year, int *month, int *day);
+
 #endif

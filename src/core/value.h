@@ -65,6 +65,10 @@ struct map_entry {
 
 /* flags */
 #define VF_ASCII 0x01 /* string: known to be pure ASCII (size == byte length) */
+/* string: an IP address (VF_IP) or a CIDR prefix (VF_CIDR) made by ip()/cidr()
+ * in lib_net.c; the text is the canonical form ("10.0.0.1", "2001:db8::/32"). */
+#define VF_IP 0x02
+#define VF_CIDR 0x04
 
 _Static_assert(sizeof(value) == 16, "value must stay 16 bytes");
 

@@ -36,6 +36,9 @@ typedef struct expr_opts {
    * a run-time error, as the CEL spec says. */
   const char *const *declared;
   size_t ndeclared;
+  /* Namespace for name resolution ("a.b"), or NULL: in container "a.b" the
+   * name `x` means the first bound of `a.b.x`, `a.x`, `x`. */
+  const char *container;
 } expr_opts;
 
 /* Variable lookup: returns 0 and sets *out when `name` is bound, else -1.
@@ -49,6 +52,11 @@ int expr_compile(const char *src, size_t len, const expr_opts *opts, expr_progra
                  expr_error *err);
 value expr_eval(const expr_program *p, const expr_activation *act, eval_ctx *ctx);
 void expr_free(expr_program *p);
+
+/* Names of the functions p calls that no library defines (calling one is a
+ * run-time error, as CEL says; a policy compiler may warn about them).
+ * Returns the count and sets *names to an array owned by p. */
+uint32_t expr_unknown_functions(const expr_program *p, const char *const **names);
 
 /* Parsing alone (used by the compiler and by tools): builds the AST in `a`. */
 int expr_parse(arena *a, const char *src, size_t len, const expr_opts *opts, ast **out,

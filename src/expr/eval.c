@@ -1,0 +1,770 @@
+/* eval.c — runs a compiled program (program.h) over one activation.
+ *
+ * A tree walk over the flat node array: one switch, one case an opcode,
+ * recursion bounded by the parser's depth limit. Errors are V_ERROR values,
+ * so `&&`, `||` and the all/exists macros can absorb them as CEL requires
+ * (both sides are evaluated before an error wins); every other operator and
+ * function is strict and passes the first error on.
+ *
+ * Memory: evaluation allocates only from ctx->arena, and only when it builds
+ * something new (a concatenation, a list or map literal with variable parts,
+ * a macro's result, an error message). Comparisons, field selection, `in`
+ * against a constant list and calls to built-ins that return a part of their
+ * input allocate nothing, which the gate conditions of a policy rely on.
+ *
+ * Arithmetic follows CEL: int64/uint64 overflow is an error (never a
+ * wrap-around), `/` truncates, `%` takes the sign of the dividend, division
+ * and modulus by zero are errors, doubles are IEEE 754. Timestamp and
+ * duration arithmetic is here too, with range checks: timestamps stay within
+ * 0001-01-01..9999-12-31 (timefmt.h), and a duration computed by arithmetic
+ * must fit in int64 nanoseconds (about ±292 years), as in the reference
+ * implementations and the conformance suite.
+ *
+ * Not here: parsing and name resolution (compile.c), the built-in functions
+ * (lib_*.c), equality/ordering of values (core/value.c). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/timefmt.h"
+#include "expr/program.h"
+
+typedef struct est {
+  const expr_program *p;
+  const expr_activation *act;
+  eval_ctx *ctx;
+  value *slots;
+} est;
+
+static value ev(est *s, uint32_t i);
+static inline value evk(est *s, uint32_t i);
+
+#define KID(s, n, j) ((s)->p->kids[(n)->kids + (j)])
+#define COLD __attribute__((noinline, cold))
+#define NOINLINE __attribute__((noinline))
+
+static const char *kname(const value *v) { return value_kind_name((value_kind)v->kind); }
+
+COLD static value err_overload1(est *s, const char *op, const value *a) {
+  return value_errorf(s->ctx->arena, "no matching overload for '%s' applied to (%s)", op, kname(a));
+}
+
+COLD static value err_overload2(est *s, const char *op, const value *a, const value *b) {
+  return value_errorf(s->ctx->arena, "no matching overload for '%s' applied to (%s, %s)", op,
+                      kname(a), kname(b));
+}
+
+static value err_nomem(void) { return VALUE_ERR("memory limit exceeded during evaluation"); }
+
+static int over_cost(const eval_ctx *ctx) { return ctx->cost_limit && ctx->cost > ctx->cost_limit; }
+
+/* ---- variables and fields ---- */
+
+static int lookup(est *s, const char *name, size_t len, value *out) {
+  const expr_activation *act = s->act;
+  return act && act->lookup && act->lookup(act->user, name, len, out) == 0;
+}
+
+COLD static value select_failed(est *s, const value *v, const value *key) {
+  if (v->kind == V_MAP)
+    return value_errorf(s->ctx->arena, "no such key: '%.*s'", (int)key->n, key->s);
+  if (v->kind == V_ERROR) return *v;
+  return value_errorf(s->ctx->arena, "type '%s' does not support field selection ('.%.*s')",
+                      kname(v), (int)key->n, key->s);
+}
+
+static inline value select_field(est *s, const value *v, const value *key) {
+  if (v->kind == V_MAP) {
+    const value *r = value_map_get(v, key->s, key->n);
+    if (r) return *r;
+  }
+  return select_failed(s, v, key);
+}
+
+static value eval_qvar(est *s, const pqual *q) {
+  for (uint32_t c = 0; c < q->ncand; c++) {
+    const pcand *cand = &q->cands[c];
+    value v;
+    if (!lookup(s, cand->name, cand->len, &v)) continue;
+    for (uint32_t j = cand->used; j < q->ncomp && v.kind != V_ERROR; j++)
+      v = select_field(s, &v, &q->comps[j]);
+    return v;
+  }
+  if (q->type_kind) return value_type((value_kind)(q->type_kind - 1));
+  return value_errorf(s->ctx->arena, "undeclared reference to '%.*s'", (int)q->full_len, q->full);
+}
+
+/* ---- index and membership ---- */
+
+NOINLINE static value eval_index(est *s, const value *c, const value *k) {
+  if (c->kind == V_LIST) {
+    int64_t i;
+    switch (k->kind) {
+      case V_INT:
+        i = k->i;
+        break;
+      case V_UINT:
+        if (k->u >= c->n) goto out_of_range;
+        i = (int64_t)k->u;
+        break;
+      case V_DOUBLE:
+        if (!(k->d >= 0 && k->d < 4294967296.0) || k->d != floor(k->d))
+          return value_errorf(s->ctx->arena, "invalid list index %g", k->d);
+        i = (int64_t)k->d;
+        break;
+      default:
+        return err_overload2(s, "_[_]", c, k);
+    }
+    if (i < 0 || i >= (int64_t)c->n) goto out_of_range;
+    return c->items[i];
+  out_of_range:
+    if (k->kind == V_UINT)
+      return value_errorf(s->ctx->arena, "index out of range: %llu (list size %u)",
+                          (unsigned long long)k->u, c->n);
+    return value_errorf(s->ctx->arena, "index out of range: %lld (list size %u)",
+                        (long long)(k->kind == V_INT ? k->i : (int64_t)k->d), c->n);
+  }
+  if (c->kind == V_MAP) {
+    const value *r = value_map_find(c, k);
+    if (r) return *r;
+    switch (k->kind) {
+      case V_STRING:
+        return value_errorf(s->ctx->arena, "no such key: '%.*s'", (int)k->n, k->s);
+      case V_INT:
+        return value_errorf(s->ctx->arena, "no such key: %lld", (long long)k->i);
+      case V_UINT:
+        return value_errorf(s->ctx->arena, "no such key: %lluu", (unsigned long long)k->u);
+      case V_DOUBLE:
+        return value_errorf(s->ctx->arena, "no such key: %g", k->d);
+      case V_BOOL:
+        return value_errorf(s->ctx->arena, "no such key: %s", k->b ? "true" : "false");
+      default:
+        return value_errorf(s->ctx->arena, "no such key (a %s key)", kname(k));
+    }
+  }
+  return err_overload2(s, "_[_]", c, k);
+}
+
+static int list_contains(const value *list, const value *x) {
+  for (uint32_t i = 0; i < list->n; i++)
+    if (value_equal(&list->items[i], x)) return 1;
+  return 0;
+}
+
+static value eval_in(est *s, const value *x, const value *c) {
+  if (c->kind == V_LIST) return value_bool(list_contains(c, x));
+  if (c->kind == V_MAP) return value_bool(value_map_find(c, x) != NULL);
+  return err_overload2(s, "@in", x, c);
+}
+
+static int str_eq(const value *a, const value *b) {
+  return a->n == b->n && (a->n == 0 || memcmp(a->s, b->s, a->n) == 0);
+}
+
+/* `x in CONST`: hash probe, or a byte scan when every element is a string. */
+static value eval_in_const(est *s, const value *x, const pnode *n) {
+  const value *c = &n->k;
+  if (!n->aux) return eval_in(s, x, c);
+  const pset *set = &s->p->sets[n->aux - 1];
+  const int is_map = c->kind == V_MAP;
+  if (set->all_strings && !set->slots) {
+    if (x->kind != V_STRING) return value_bool(0);
+    for (uint32_t i = 0; i < c->n; i++) {
+      const value *e = is_map ? &c->entries[i].key : &c->items[i];
+      if (str_eq(e, x)) return value_bool(1);
+    }
+    return value_bool(0);
+  }
+  if (!set->slots) return eval_in(s, x, c);
+  if (set->all_strings && x->kind != V_STRING) return value_bool(0);
+  uint32_t h = (uint32_t)value_hash(x) & set->mask;
+  for (;; h = (h + 1) & set->mask) {
+    uint32_t slot = set->slots[h];
+    if (!slot) return value_bool(0);
+    const value *e = is_map ? &c->entries[slot - 1].key : &c->items[slot - 1];
+    if (value_equal(e, x)) return value_bool(1);
+  }
+}
+
+/* ---- arithmetic ---- */
+
+#define NANOS 1000000000LL
+
+typedef __int128 i128;
+
+static i128 time_ns(const value *v) { return (i128)v->i * NANOS + (int32_t)v->n; }
+
+static value make_duration(est *s, i128 ns) {
+  if (ns > (i128)INT64_MAX || ns < (i128)INT64_MIN)
+    return value_errorf(s->ctx->arena, "duration out of range");
+  int64_t t = (int64_t)ns;
+  return value_duration(t / NANOS, (int32_t)(t % NANOS));
+}
+
+static value make_timestamp(est *s, i128 ns) {
+  i128 sec = ns / NANOS, rem = ns % NANOS;
+  if (rem < 0) {
+    rem += NANOS;
+    sec -= 1;
+  }
+  if (sec < TIMEFMT_MIN_SEC || sec > TIMEFMT_MAX_SEC)
+    return value_errorf(s->ctx->arena, "timestamp out of range");
+  return value_timestamp((int64_t)sec, (int32_t)rem);
+}
+
+NOINLINE static value concat(est *s, const value *a, const value *b) {
+  if (a->n == 0) return *b;
+  if (b->n == 0) return *a;
+  uint64_t total = (uint64_t)a->n + b->n;
+  if (total > UINT32_MAX) return err_nomem();
+  if (a->kind == V_LIST) {
+    value *items = arena_alloc(s->ctx->arena, (size_t)total * sizeof(value));
+    if (!items) return err_nomem();
+    memcpy(items, a->items, a->n * sizeof(value));
+    memcpy(items + a->n, b->items, b->n * sizeof(value));
+    return value_list(items, (uint32_t)total);
+  }
+  char *buf = arena_alloc(s->ctx->arena, (size_t)total);
+  if (!buf) return err_nomem();
+  memcpy(buf, a->s, a->n);
+  memcpy(buf + a->n, b->s, b->n);
+  value r =
+      a->kind == V_STRING ? value_str(buf, (uint32_t)total) : value_bytes(buf, (uint32_t)total);
+  r.flags = a->flags & b->flags & VF_ASCII;
+  return r;
+}
+
+static value op_add(est *s, const value *a, const value *b) {
+  if (a->kind == b->kind) {
+    switch (a->kind) {
+      case V_INT: {
+        int64_t r;
+        if (__builtin_add_overflow(a->i, b->i, &r)) return VALUE_ERR("integer overflow in '+'");
+        return value_int(r);
+      }
+      case V_UINT: {
+        uint64_t r;
+        if (__builtin_add_overflow(a->u, b->u, &r))
+          return VALUE_ERR("unsigned integer overflow in '+'");
+        return value_uint(r);
+      }
+      case V_DOUBLE:
+        return value_double(a->d + b->d);
+      case V_STRING:
+      case V_BYTES:
+      case V_LIST:
+        return concat(s, a, b);
+      case V_DURATION:
+        return make_duration(s, time_ns(a) + time_ns(b));
+      default:
+        break;
+    }
+  } else if (a->kind == V_TIMESTAMP && b->kind == V_DURATION) {
+    return make_timestamp(s, time_ns(a) + time_ns(b));
+  } else if (a->kind == V_DURATION && b->kind == V_TIMESTAMP) {
+    return make_timestamp(s, time_ns(a) + time_ns(b));
+  }
+  return err_overload2(s, "_+_", a, b);
+}
+
+static value op_sub(est *s, const value *a, const value *b) {
+  if (a->kind == b->kind) {
+    switch (a->kind) {
+      case V_INT: {
+        int64_t r;
+        if (__builtin_sub_overflow(a->i, b->i, &r)) return VALUE_ERR("integer overflow in '-'");
+        return value_int(r);
+      }
+      case V_UINT: {
+        uint64_t r;
+        if (__builtin_sub_overflow(a->u, b->u, &r))
+          return VALUE_ERR("unsigned integer overflow in '-'");
+        return value_uint(r);
+      }
+      case V_DOUBLE:
+        return value_double(a->d - b->d);
+      case V_DURATION:
+      case V_TIMESTAMP:
+        return make_duration(s, time_ns(a) - time_ns(b));
+      default:
+        break;
+    }
+  } else if (a->kind == V_TIMESTAMP && b->kind == V_DURATION) {
+    return make_timestamp(s, time_ns(a) - time_ns(b));
+  }
+  return err_overload2(s, "_-_", a, b);
+}
+
+static value op_mul(est *s, const value *a, const value *b) {
+  if (a->kind == b->kind) {
+    switch (a->kind) {
+      case V_INT: {
+        int64_t r;
+        if (__builtin_mul_overflow(a->i, b->i, &r)) return VALUE_ERR("integer overflow in '*'");
+        return value_int(r);
+      }
+      case V_UINT: {
+        uint64_t r;
+        if (__builtin_mul_overflow(a->u, b->u, &r))
+          return VALUE_ERR("unsigned integer overflow in '*'");
+        return value_uint(r);
+      }
+      case V_DOUBLE:
+        return value_double(a->d * b->d);
+      default:
+        break;
+    }
+  }
+  return err_overload2(s, "_*_", a, b);
+}
+
+static value op_div(est *s, const value *a, const value *b) {
+  if (a->kind == b->kind) {
+    switch (a->kind) {
+      case V_INT:
+        if (b->i == 0) return VALUE_ERR("division by zero");
+        if (a->i == INT64_MIN && b->i == -1) return VALUE_ERR("integer overflow in '/'");
+        return value_int(a->i / b->i);
+      case V_UINT:
+        if (b->u == 0) return VALUE_ERR("division by zero");
+        return value_uint(a->u / b->u);
+      case V_DOUBLE:
+        return value_double(a->d / b->d);
+      default:
+        break;
+    }
+  }
+  return err_overload2(s, "_/_", a, b);
+}
+
+static value op_mod(est *s, const value *a, const value *b) {
+  if (a->kind == b->kind) {
+    switch (a->kind) {
+      case V_INT:
+        if (b->i == 0) return VALUE_ERR("modulus by zero");
+        if (a->i == INT64_MIN && b->i == -1) return VALUE_ERR("integer overflow in '%'");
+        return value_int(a->i % b->i);
+      case V_UINT:
+        if (b->u == 0) return VALUE_ERR("modulus by zero");
+        return value_uint(a->u % b->u);
+      default:
+        break;
+    }
+  }
+  return err_overload2(s, "_%_", a, b);
+}
+
+static value op_neg(est *s, const value *a) {
+  switch (a->kind) {
+    case V_INT:
+      if (a->i == INT64_MIN) return VALUE_ERR("integer overflow in unary '-'");
+      return value_int(-a->i);
+    case V_DOUBLE:
+      return value_double(-a->d);
+    case V_DURATION:
+      return make_duration(s, -time_ns(a));
+    default:
+      return err_overload1(s, "-_", a);
+  }
+}
+
+static value op_order(est *s, int op, const value *a, const value *b) {
+  static const char *const names[] = {"_<_", "_<=_", "_>_", "_>=_"};
+  int c;
+  if (value_compare(a, b, &c) != 0) return err_overload2(s, names[op - OP_LT], a, b);
+  if (c == 2) return value_bool(0); /* NaN: unordered */
+  switch (op) {
+    case OP_LT:
+      return value_bool(c < 0);
+    case OP_LE:
+      return value_bool(c <= 0);
+    case OP_GT:
+      return value_bool(c > 0);
+    default:
+      return value_bool(c >= 0);
+  }
+}
+
+/* ---- literals ---- */
+
+static int key_kind_ok(uint8_t k) {
+  return k == V_BOOL || k == V_INT || k == V_UINT || k == V_STRING;
+}
+
+/* Checks the keys of a map literal: allowed kinds, no duplicates (CEL
+ * equality, so 0 and 0u collide). Small maps compare pairwise; larger ones
+ * go through a scratch hash table. Returns an error value or a V_NULL. */
+NOINLINE static value check_map_keys(est *s, const map_entry *e, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++)
+    if (!key_kind_ok(e[i].key.kind))
+      return value_errorf(s->ctx->arena, "unsupported map key type '%s'", kname(&e[i].key));
+  if (n <= 16) {
+    for (uint32_t i = 1; i < n; i++)
+      for (uint32_t j = 0; j < i; j++)
+        if (value_equal(&e[i].key, &e[j].key)) goto dup;
+    return value_null();
+  }
+  uint32_t cap = 32;
+  while (cap < 2 * n) cap *= 2;
+  uint32_t *tab = arena_zalloc(s->ctx->arena, (size_t)cap * sizeof *tab);
+  if (!tab) return err_nomem();
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t h = (uint32_t)value_hash(&e[i].key) & (cap - 1);
+    while (tab[h]) {
+      if (value_equal(&e[tab[h] - 1].key, &e[i].key)) goto dup;
+      h = (h + 1) & (cap - 1);
+    }
+    tab[h] = i + 1;
+  }
+  return value_null();
+dup:
+  return VALUE_ERR("repeated key in map literal");
+}
+
+NOINLINE static value eval_list(est *s, const pnode *n) {
+  if (n->nkids == 0) return value_list(NULL, 0);
+  value *items = arena_alloc(s->ctx->arena, (size_t)n->nkids * sizeof(value));
+  if (!items) return err_nomem();
+  for (uint32_t i = 0; i < n->nkids; i++) {
+    items[i] = evk(s, KID(s, n, i));
+    if (items[i].kind == V_ERROR) return items[i];
+  }
+  return value_list(items, n->nkids);
+}
+
+NOINLINE static value eval_map(est *s, const pnode *n) {
+  uint32_t count = n->nkids / 2;
+  if (count == 0) return value_map(NULL, 0);
+  map_entry *e = arena_alloc(s->ctx->arena, (size_t)count * sizeof *e);
+  if (!e) return err_nomem();
+  for (uint32_t i = 0; i < count; i++) {
+    e[i].key = evk(s, KID(s, n, 2 * i));
+    if (e[i].key.kind == V_ERROR) return e[i].key;
+    e[i].val = evk(s, KID(s, n, 2 * i + 1));
+    if (e[i].val.kind == V_ERROR) return e[i].val;
+  }
+  value bad = check_map_keys(s, e, count);
+  if (bad.kind == V_ERROR) return bad;
+  return value_map(e, count);
+}
+
+/* ---- calls ---- */
+
+static int cand_accepts(const builtin *b, const value *args, uint32_t nargs) {
+  for (uint32_t i = 0; i < nargs; i++) {
+    uint8_t k = (i < b->nargs && i < 4) ? b->kinds[i] : b->kinds[3];
+    if (k != K_ANY && k != args[i].kind) return 0;
+  }
+  return 1;
+}
+
+COLD static value err_no_overload_call(est *s, const pcall *c, const value *args, uint32_t nargs) {
+  char kinds[256];
+  size_t len = 0;
+  kinds[0] = '\0';
+  for (uint32_t i = 0; i < nargs && len < sizeof kinds - 1; i++) {
+    int w = snprintf(kinds + len, sizeof kinds - len, "%s%s", i ? ", " : "", kname(&args[i]));
+    if (w < 0) break;
+    len += (size_t)w;
+  }
+  return value_errorf(s->ctx->arena, "no matching overload for '%s' applied to (%s)", c->name,
+                      kinds);
+}
+
+NOINLINE static value eval_call(est *s, const pnode *n) {
+  const pcall *c = &s->p->calls[n->aux];
+  value local[8];
+  value *args = local;
+  uint32_t nargs = n->nkids;
+  if (nargs > 8) {
+    args = arena_alloc(s->ctx->arena, (size_t)nargs * sizeof(value));
+    if (!args) return err_nomem();
+  }
+  for (uint32_t i = 0; i < nargs; i++) {
+    args[i] = evk(s, KID(s, n, i));
+    if (args[i].kind == V_ERROR) return args[i];
+  }
+  for (uint32_t j = 0; j < c->ncand; j++) {
+    const builtin *b = c->cand[j];
+    if (cand_accepts(b, args, nargs)) return b->fn(s->ctx, args, nargs, c->aux[j]);
+  }
+  return err_no_overload_call(s, c, args, nargs);
+}
+
+/* ---- macros ---- */
+
+static const char *macro_name(int op) {
+  switch (op) {
+    case OP_ALL:
+      return "all";
+    case OP_EXISTS:
+      return "exists";
+    case OP_EXISTS_ONE:
+      return "exists_one";
+    case OP_MAP_MACRO:
+      return "map";
+    default:
+      return "filter";
+  }
+}
+
+NOINLINE static value eval_macro(est *s, const pnode *n) {
+  value range = evk(s, KID(s, n, 0));
+  if (range.kind == V_ERROR) return range;
+  if (range.kind != V_LIST && range.kind != V_MAP)
+    return err_overload1(s, macro_name(n->op), &range);
+  const int is_map = range.kind == V_MAP;
+  const uint32_t count = range.n;
+  const uint32_t body = KID(s, n, 1);
+  value *slot = &s->slots[n->aux];
+  value *out = NULL;
+  uint32_t nout = 0;
+  if ((n->op == OP_MAP_MACRO || n->op == OP_FILTER) && count) {
+    out = arena_alloc(s->ctx->arena, (size_t)count * sizeof(value));
+    if (!out) return err_nomem();
+  }
+  value err = value_null(); /* first error seen by all/exists, absorbed if the answer is decided */
+  uint32_t matches = 0;
+  for (uint32_t i = 0; i < count; i++) {
+    if (!eval_charge(s->ctx, 1)) return VALUE_ERR("cost limit exceeded");
+    *slot = is_map ? range.entries[i].key : range.items[i];
+    switch (n->op) {
+      case OP_ALL:
+      case OP_EXISTS: {
+        value r = evk(s, body);
+        const int decisive = n->op == OP_ALL ? 0 : 1;
+        if (r.kind == V_BOOL) {
+          if (r.b == decisive) return r;
+        } else if (err.kind != V_ERROR) {
+          err = r.kind == V_ERROR ? r : err_overload1(s, macro_name(n->op), &r);
+        }
+        break;
+      }
+      case OP_EXISTS_ONE: {
+        value r = evk(s, body);
+        if (r.kind == V_ERROR) return r;
+        if (r.kind != V_BOOL) return err_overload1(s, "exists_one", &r);
+        matches += r.b;
+        break;
+      }
+      case OP_FILTER: {
+        value r = evk(s, body);
+        if (r.kind == V_ERROR) return r;
+        if (r.kind != V_BOOL) return err_overload1(s, "filter", &r);
+        if (r.b) out[nout++] = *slot;
+        break;
+      }
+      default: { /* OP_MAP_MACRO */
+        if (n->nkids == 3) {
+          value f = evk(s, KID(s, n, 2));
+          if (f.kind == V_ERROR) return f;
+          if (f.kind != V_BOOL) return err_overload1(s, "map", &f);
+          if (!f.b) break;
+        }
+        value r = evk(s, body);
+        if (r.kind == V_ERROR) return r;
+        out[nout++] = r;
+        break;
+      }
+    }
+    if (over_cost(s->ctx)) return VALUE_ERR("cost limit exceeded");
+  }
+  switch (n->op) {
+    case OP_ALL:
+    case OP_EXISTS:
+      if (err.kind == V_ERROR) return err;
+      return value_bool(n->op == OP_ALL);
+    case OP_EXISTS_ONE:
+      return value_bool(matches == 1);
+    default:
+      return value_list(out, nout);
+  }
+}
+
+/* ---- the walk ---- */
+
+static value ev(est *s, uint32_t i) {
+  const pnode *n = &s->p->nodes[i];
+  switch ((opcode)n->op) {
+    case OP_CONST:
+      return n->k;
+    case OP_VAR: {
+      value v;
+      if (lookup(s, n->k.s, n->k.n, &v)) return v;
+      if (n->aux) return value_type((value_kind)(n->aux - 1));
+      return value_errorf(s->ctx->arena, "undeclared reference to '%.*s'", (int)n->k.n, n->k.s);
+    }
+    case OP_QVAR:
+      return eval_qvar(s, &s->p->quals[n->aux]);
+    case OP_SLOT:
+      return s->slots[n->aux];
+    case OP_SELECT: {
+      value v = evk(s, KID(s, n, 0));
+      return select_field(s, &v, &n->k);
+    }
+    case OP_HAS: {
+      value v = evk(s, KID(s, n, 0));
+      if (v.kind == V_MAP) return value_bool(value_map_get(&v, n->k.s, n->k.n) != NULL);
+      if (v.kind == V_ERROR) return v;
+      return value_errorf(s->ctx->arena, "has(): type '%s' does not support field selection",
+                          kname(&v));
+    }
+    case OP_INDEX: {
+      value c = evk(s, KID(s, n, 0));
+      if (c.kind == V_ERROR) return c;
+      value k = evk(s, KID(s, n, 1));
+      if (k.kind == V_ERROR) return k;
+      return eval_index(s, &c, &k);
+    }
+    case OP_AND:
+    case OP_OR: {
+      /* n-ary (the compiler flattens chains): a decisive operand (false for
+       * &&, true for ||) wins over anything, errors included, wherever it
+       * is; otherwise the first error or non-bool operand is the answer. */
+      const int absorbing = n->op == OP_OR;
+      value bad = value_null();
+      for (uint32_t j = 0; j < n->nkids; j++) {
+        value v = evk(s, KID(s, n, j));
+        if (v.kind == V_BOOL) {
+          if (v.b == absorbing) return v;
+        } else if (bad.kind == V_NULL) {
+          bad = v.kind == V_ERROR ? v : err_overload1(s, absorbing ? "_||_" : "_&&_", &v);
+        }
+      }
+      return bad.kind == V_ERROR ? bad : value_bool(!absorbing);
+    }
+    case OP_NOT: {
+      value v = evk(s, KID(s, n, 0));
+      if (v.kind == V_BOOL) return value_bool(!v.b);
+      if (v.kind == V_ERROR) return v;
+      return err_overload1(s, "!_", &v);
+    }
+    case OP_COND: {
+      value c = evk(s, KID(s, n, 0));
+      if (c.kind == V_BOOL) return evk(s, KID(s, n, c.b ? 1 : 2));
+      if (c.kind == V_ERROR) return c;
+      return err_overload1(s, "_?_:_", &c);
+    }
+    case OP_NEG: {
+      value v = evk(s, KID(s, n, 0));
+      if (v.kind == V_ERROR) return v;
+      return op_neg(s, &v);
+    }
+    case OP_ADD:
+    case OP_SUB:
+    case OP_MUL:
+    case OP_DIV:
+    case OP_MOD:
+    case OP_EQ:
+    case OP_NE:
+    case OP_LT:
+    case OP_LE:
+    case OP_GT:
+    case OP_GE:
+    case OP_IN: {
+      value a = evk(s, KID(s, n, 0));
+      if (a.kind == V_ERROR) return a;
+      value b = evk(s, KID(s, n, 1));
+      if (b.kind == V_ERROR) return b;
+      switch (n->op) {
+        case OP_ADD:
+          return op_add(s, &a, &b);
+        case OP_SUB:
+          return op_sub(s, &a, &b);
+        case OP_MUL:
+          return op_mul(s, &a, &b);
+        case OP_DIV:
+          return op_div(s, &a, &b);
+        case OP_MOD:
+          return op_mod(s, &a, &b);
+        case OP_EQ:
+          return value_bool(value_equal(&a, &b));
+        case OP_NE:
+          return value_bool(!value_equal(&a, &b));
+        case OP_IN:
+          return eval_in(s, &a, &b);
+        default:
+          return op_order(s, n->op, &a, &b);
+      }
+    }
+    case OP_EQ_CONST:
+    case OP_NE_CONST: {
+      value a = evk(s, KID(s, n, 0));
+      if (a.kind == V_ERROR) return a;
+      int eq = (a.kind == V_STRING && n->k.kind == V_STRING) ? str_eq(&a, &n->k)
+                                                             : value_equal(&a, &n->k);
+      return value_bool(n->op == OP_EQ_CONST ? eq : !eq);
+    }
+    case OP_IN_CONST: {
+      value x = evk(s, KID(s, n, 0));
+      if (x.kind == V_ERROR) return x;
+      return eval_in_const(s, &x, n);
+    }
+    case OP_LIST:
+      return eval_list(s, n);
+    case OP_MAP:
+      return eval_map(s, n);
+    case OP_CALL:
+      return eval_call(s, n);
+    case OP_CALL_UNKNOWN:
+      return value_errorf(s->ctx->arena, "unknown function '%.*s'", (int)n->k.n, n->k.s);
+    case OP_ALL:
+    case OP_EXISTS:
+    case OP_EXISTS_ONE:
+    case OP_MAP_MACRO:
+    case OP_FILTER:
+      return eval_macro(s, n);
+    case OP_BIND:
+      s->slots[n->aux] = evk(s, KID(s, n, 0));
+      return evk(s, KID(s, n, 1));
+    case OP_BLOCK:
+      for (uint32_t j = 0; j + 1 < n->nkids; j++) s->slots[n->aux + j] = evk(s, KID(s, n, j));
+      return evk(s, KID(s, n, n->nkids - 1));
+    case OP_COUNT:
+      break;
+  }
+  return VALUE_ERR("internal error: bad opcode");
+}
+
+/* Evaluates a child: the leaves that policy conditions are made of (constants,
+ * variables, field selections on them) are handled here without going
+ * through the big switch, which keeps the common gate cheap. */
+static inline value evk(est *s, uint32_t i) {
+  const pnode *n = &s->p->nodes[i];
+  switch (n->op) {
+    case OP_CONST: return n->k;
+    case OP_SLOT: return s->slots[n->aux];
+    case OP_QVAR: return eval_qvar(s, &s->p->quals[n->aux]);
+    case OP_SELECT: {
+      const pnode *t = &s->p->nodes[s->p->kids[n->kids]];
+      value v;
+      if (t->op == OP_QVAR)
+        v = eval_qvar(s, &s->p->quals[t->aux]);
+      else if (t->op == OP_SLOT)
+        v = s->slots[t->aux];
+      else
+        v = ev(s, s->p->kids[n->kids]);
+      return select_field(s, &v, &n->k);
+    }
+    default: return ev(s, i);
+  }
+}
+
+value eval_program_node(const expr_program *p, uint32_t root, const expr_activation *act,
+                        eval_ctx *ctx, value *slots) {
+  est s = {p, act, ctx, slots};
+  return ev(&s, root);
+}
+
+value expr_eval(const expr_program *p, const expr_activation *act, eval_ctx *ctx) {
+  value local[16];
+  value *slots = local;
+  if (p->nslots > 16) {
+    slots = arena_alloc(ctx->arena, (size_t)p->nslots * sizeof(value));
+    if (!slots) return err_nomem();
+  }
+  est s = {p, act, ctx, slots};
+  value r = ev(&s, p->root);
+  if (over_cost(ctx)) return VALUE_ERR("cost limit exceeded");
+  return r;
+}

@@ -1,0 +1,92 @@
+/* lib.c — the registry of built-in functions: one table made of the four
+ * library tables (core, strings, time, net), grouped by name.
+ *
+ * The compiler asks for "every overload named X" and expects them side by
+ * side, in the order their library lists them (the first overload whose kinds
+ * accept the arguments wins, so order within a name matters). The library
+ * tables are separate arrays whose sizes are unknown here, so the merged
+ * table is built once, on first use, under pthread_once: after that it is
+ * immutable and shared by every thread, like the tables it is made from.
+ * Lookup is a binary search over the names.
+ *
+ * Not here: the functions themselves (lib_*.c) or overload choice at run
+ * time (eval.c). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "expr/lib.h"
+
+typedef struct registry {
+  builtin *entries; /* grouped by name (sorted), each group in table order; zeroed last entry */
+  uint32_t count;
+} registry;
+
+static registry reg;
+static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
+
+static uint32_t table_len(const builtin *t) {
+  uint32_t n = 0;
+  while (t[n].name) n++;
+  return n;
+}
+
+static int name_cmp(const char *a, size_t alen, const char *b) {
+  size_t blen = strlen(b);
+  size_t m = alen < blen ? alen : blen;
+  int c = memcmp(a, b, m);
+  if (c) return c;
+  return (alen > blen) - (alen < blen);
+}
+
+/* Stable insertion by name: tables are small (a few hundred entries) and this
+ * runs once per process. */
+static void registry_build(void) {
+  const builtin *tables[] = {lib_core_builtins, lib_strings_builtins, lib_time_builtins,
+                             lib_net_builtins};
+  uint32_t total = 0;
+  for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) total += table_len(tables[t]);
+  builtin *e = calloc((size_t)total + 1, sizeof *e);
+  if (!e) return; /* reg stays empty: every function is then unknown */
+  uint32_t n = 0;
+  for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+    for (const builtin *b = tables[t]; b->name; b++) {
+      uint32_t at = n;
+      while (at > 0 && name_cmp(b->name, strlen(b->name), e[at - 1].name) < 0) at--;
+      memmove(e + at + 1, e + at, (size_t)(n - at) * sizeof *e);
+      e[at] = *b;
+      n++;
+    }
+  }
+  reg.entries = e;
+  reg.count = n;
+}
+
+static const registry *registry_get(void) {
+  pthread_once(&reg_once, registry_build);
+  return &reg;
+}
+
+const builtin *builtin_table(void) {
+  static const builtin empty[1];
+  const registry *r = registry_get();
+  return r->entries ? r->entries : empty;
+}
+
+uint32_t builtin_lookup(const char *name, uint32_t len, const builtin **first) {
+  const registry *r = registry_get();
+  *first = NULL;
+  uint32_t lo = 0, hi = r->count;
+  while (lo < hi) { /* first entry whose name is >= name */
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (name_cmp(name, len, r->entries[mid].name) > 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  uint32_t end = lo;
+  while (end < r->count && name_cmp(name, len, r->entries[end].name) == 0) end++;
+  if (end == lo) return 0;
+  *first = &r->entries[lo];
+  return end - lo;
+}

@@ -1,0 +1,538 @@
+/* lib_core.c — CEL's standard functions: size, the string predicates
+ * (contains, startsWith, endsWith, matches), the type conversions (int, uint,
+ * double, string, bytes, bool), type() and dyn().
+ *
+ * Semantics follow the CEL spec and, where the spec is silent, cel-go (the
+ * reference implementation): conversions that lose range are errors, never
+ * wrap-around; double -> int truncates toward zero and rejects anything
+ * outside the open interval (-2^63, 2^63); string(double) prints like Go's %g
+ * ("1e+06", "0.0045"); bool(string) accepts exactly 1/t/true/TRUE/True and
+ * 0/f/false/FALSE/False.
+ *
+ * Regular expressions: CEL specifies RE2 syntax. verdict runs them with
+ * PCRE2 (JIT when available) in UTF mode with RE2's ASCII meaning of \d \w \s
+ * \b (no PCRE2_UCP), `$` matching only at the very end (DOLLAR_ENDONLY, as in
+ * RE2) and \C forbidden. PCRE2 is a backtracking engine, so every match runs
+ * under a match limit (eval_ctx.regex_match_limit) and a depth limit: a
+ * hostile pattern such as `(a+)+$` fails with an error instead of hanging.
+ * A constant pattern is compiled (and JIT-compiled) once, by `prepare`; a
+ * pattern computed at run time is compiled per call into the arena.
+ *
+ * Everything a call allocates comes from ctx->arena, PCRE2's match data
+ * included (through a general context whose malloc is the arena). */
+#define _GNU_SOURCE /* memmem, strtod_l */
+#include <errno.h>
+#include <inttypes.h>
+#include <locale.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "core/dtoa.h"
+#include "core/timefmt.h"
+#include "core/utf8.h"
+#include "expr/lib.h"
+
+/* Match limit when eval_ctx.regex_match_limit is 0. PCRE2's own default
+ * (10 million) lets `(a+)+$` on 40 characters run for a third of a second
+ * interpreted; a million keeps the worst case within a few milliseconds with
+ * JIT and about 35 ms without, and no sensible pattern comes near it. */
+#define REGEX_DEFAULT_MATCH_LIMIT 1000000u
+/* Interpreter recursion bound (JIT ignores it and has its own stack limit). */
+#define REGEX_DEPTH_LIMIT 10000u
+/* Backtracking memory for the interpreter, in KiB. */
+#define REGEX_HEAP_LIMIT_KIB 8192u
+
+#define NO_OVERLOAD VALUE_ERR("no such overload")
+#define COST_ERROR VALUE_ERR("cost limit exceeded")
+
+static value str_result(const char *s, size_t n, int ascii) {
+  value v = value_str(s, (uint32_t)n);
+  if (ascii) v.flags |= VF_ASCII;
+  return v;
+}
+
+/* Copies a NUL-free ASCII buffer into the arena as a string value. */
+static value arena_ascii(eval_ctx *ctx, const char *s, size_t n) {
+  char *p = arena_memdup(ctx->arena, s, n);
+  if (!p && n) return VALUE_ERR("out of memory");
+  return str_result(p, n, 1);
+}
+
+/* ------------------------------------------------------------------ size */
+
+static value fn_size(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
+  const value *v = &args[0];
+  switch (v->kind) {
+    case V_STRING:
+      if (!(v->flags & VF_ASCII) && !eval_charge(ctx, v->n / 16 + 1)) return COST_ERROR;
+      return value_int((int64_t)value_str_codepoints(v));
+    case V_BYTES:
+    case V_LIST:
+    case V_MAP:
+      return value_int((int64_t)v->n);
+    default:
+      return NO_OVERLOAD;
+  }
+}
+
+/* ------------------------------------------------- string predicates */
+
+static value fn_contains(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
+  const value *s = &args[0], *sub = &args[1];
+  if (!eval_charge(ctx, s->n / 16 + 1)) return COST_ERROR;
+  if (sub->n == 0) return value_bool(true);
+  if (sub->n > s->n) return value_bool(false);
+  /* Valid UTF-8 is self-synchronising: a byte match is a code point match. */
+  return value_bool(memmem(s->s, s->n, sub->s, sub->n) != NULL);
+}
+
+static value fn_starts_with(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
+  const value *s = &args[0], *p = &args[1];
+  return value_bool(p->n <= s->n && (p->n == 0 || memcmp(s->s, p->s, p->n) == 0));
+}
+
+static value fn_ends_with(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
+  const value *s = &args[0], *p = &args[1];
+  return value_bool(p->n <= s->n && (p->n == 0 || memcmp(s->s + s->n - p->n, p->s, p->n) == 0));
+}
+
+/* ---------------------------------------------------------------- matches */
+
+#define REGEX_COMPILE_OPTIONS (PCRE2_UTF | PCRE2_DOLLAR_ENDONLY | PCRE2_NEVER_BACKSLASH_C)
+
+static void *arena_pcre_alloc(PCRE2_SIZE size, void *data) { return arena_alloc(data, size); }
+static void arena_pcre_free(void *p, void *data) { (void)p, (void)data; }
+
+/* "invalid regular expression 'a(': missing closing parenthesis at offset 2" */
+static void regex_error_text(int code, PCRE2_SIZE offset, const char *pat, size_t pat_len,
+                             char *out, size_t out_size) {
+  PCRE2_UCHAR msg[160];
+  if (pcre2_get_error_message(code, msg, sizeof msg) < 0) strcpy((char *)msg, "unknown error");
+  int shown = pat_len > 200 ? 200 : (int)pat_len;
+  snprintf(out, out_size, "invalid regular expression '%.*s%s': %s at offset %zu", shown, pat,
+           pat_len > 200 ? "..." : "", (const char *)msg, (size_t)offset);
+}
+
+static void *prepare_regex(const value *args, const uint8_t *is_const, uint32_t nargs, char *err,
+                           size_t err_size) {
+  if (err_size) err[0] = '\0';
+  if (nargs < 2 || !is_const[1] || args[1].kind != V_STRING) return NULL;
+  int code;
+  PCRE2_SIZE offset;
+  pcre2_code *re =
+      pcre2_compile((PCRE2_SPTR)args[1].s, args[1].n, REGEX_COMPILE_OPTIONS, &code, &offset, NULL);
+  if (!re) {
+    regex_error_text(code, offset, args[1].s, args[1].n, err, err_size);
+    return NULL;
+  }
+  /* JIT is an optimisation: when it is unavailable the interpreter runs. */
+  (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
+  return re;
+}
+
+static void release_regex(void *aux) { pcre2_code_free(aux); }
+
+static value fn_matches(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
+  const value *subject = &args[0], *pattern = &args[1];
+  if (!eval_charge(ctx, subject->n / 8 + 1)) return COST_ERROR;
+  pcre2_general_context *gc =
+      pcre2_general_context_create(arena_pcre_alloc, arena_pcre_free, ctx->arena);
+  if (!gc) return VALUE_ERR("out of memory");
+  const pcre2_code *re = aux;
+  if (!re) { /* not a constant pattern: compile it now, into the arena */
+    if (!eval_charge(ctx, (uint64_t)pattern->n * 4 + 16)) return COST_ERROR;
+    pcre2_compile_context *cc = pcre2_compile_context_create(gc);
+    if (!cc) return VALUE_ERR("out of memory");
+    int code;
+    PCRE2_SIZE offset;
+    re = pcre2_compile((PCRE2_SPTR)pattern->s, pattern->n, REGEX_COMPILE_OPTIONS, &code, &offset,
+                       cc);
+    if (!re) {
+      if (code == PCRE2_ERROR_NOMEMORY) return VALUE_ERR("out of memory");
+      char msg[400];
+      regex_error_text(code, offset, pattern->s, pattern->n, msg, sizeof msg);
+      return value_errorf(ctx->arena, "%s", msg);
+    }
+  }
+  pcre2_match_context *mc = pcre2_match_context_create(gc);
+  pcre2_match_data *md = pcre2_match_data_create(1, gc);
+  if (!mc || !md) return VALUE_ERR("out of memory");
+  pcre2_set_match_limit(mc,
+                        ctx->regex_match_limit ? ctx->regex_match_limit : REGEX_DEFAULT_MATCH_LIMIT);
+  pcre2_set_depth_limit(mc, REGEX_DEPTH_LIMIT);
+  pcre2_set_heap_limit(mc, REGEX_HEAP_LIMIT_KIB);
+  /* Strings are valid UTF-8 when they enter verdict; re-check only what is
+   * not already known to be ASCII. */
+  uint32_t opts = (subject->flags & VF_ASCII) ? PCRE2_NO_UTF_CHECK : 0;
+  int rc = pcre2_match(re, (PCRE2_SPTR)subject->s, subject->n, 0, opts, md, mc);
+  if (rc >= 0) return value_bool(true);
+  switch (rc) {
+    case PCRE2_ERROR_NOMATCH:
+      return value_bool(false);
+    case PCRE2_ERROR_MATCHLIMIT:
+    case PCRE2_ERROR_DEPTHLIMIT:
+    case PCRE2_ERROR_HEAPLIMIT:
+    case PCRE2_ERROR_JIT_STACKLIMIT:
+      return VALUE_ERR(
+          "regular expression too expensive: match limit exceeded (simplify the pattern, e.g. "
+          "avoid nested repetition like (a+)+)");
+    case PCRE2_ERROR_NOMEMORY:
+      return VALUE_ERR("out of memory");
+    default: {
+      PCRE2_UCHAR msg[160];
+      if (pcre2_get_error_message(rc, msg, sizeof msg) < 0) strcpy((char *)msg, "unknown error");
+      return value_errorf(ctx->arena, "matches: %s", (const char *)msg);
+    }
+  }
+}
+
+/* ------------------------------------------------------ number parsing */
+
+static int parse_uint64_dec(const char *s, size_t n, uint64_t *out) {
+  if (n == 0) return -1;
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    unsigned d = (unsigned)(s[i] - '0');
+    if (v > (UINT64_MAX - d) / 10) return -1;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return 0;
+}
+
+/* Go's strconv.ParseInt(s, 10, 64): optional sign, decimal digits only. */
+static int parse_int64_dec(const char *s, size_t n, int64_t *out) {
+  int neg = 0;
+  if (n && (s[0] == '+' || s[0] == '-')) {
+    neg = s[0] == '-';
+    s++, n--;
+  }
+  uint64_t u;
+  if (parse_uint64_dec(s, n, &u)) return -1;
+  if (neg) {
+    if (u > (uint64_t)INT64_MAX + 1) return -1;
+    *out = u == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u;
+  } else {
+    if (u > (uint64_t)INT64_MAX) return -1;
+    *out = (int64_t)u;
+  }
+  return 0;
+}
+
+static int lower_eq(const char *s, size_t n, const char *word) {
+  size_t w = strlen(word);
+  if (n != w) return 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+    if (c != word[i]) return 0;
+  }
+  return 1;
+}
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+static int is_xdigit(char c) {
+  return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* Checks the syntax Go's strconv.ParseFloat accepts (without underscores):
+ * decimal with optional exponent, hexadecimal with a mandatory p exponent,
+ * and inf/infinity/nan in any case. */
+static int float_syntax_ok(const char *s, size_t n) {
+  size_t i = 0;
+  if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+  if (lower_eq(s + i, n - i, "inf") || lower_eq(s + i, n - i, "infinity")) return 1;
+  if (i == 0 && lower_eq(s, n, "nan")) return 1;
+  int hex = n - i > 2 && s[i] == '0' && (s[i + 1] == 'x' || s[i + 1] == 'X');
+  if (hex) i += 2;
+  size_t mant = 0;
+  while (i < n && (hex ? is_xdigit(s[i]) : is_digit(s[i]))) i++, mant++;
+  if (i < n && s[i] == '.') {
+    i++;
+    while (i < n && (hex ? is_xdigit(s[i]) : is_digit(s[i]))) i++, mant++;
+  }
+  if (mant == 0) return 0;
+  char e = hex ? 'p' : 'e';
+  if (i < n && (s[i] == e || s[i] == e - 32)) {
+    i++;
+    if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+    size_t ed = 0;
+    while (i < n && is_digit(s[i])) i++, ed++;
+    if (ed == 0) return 0;
+  } else if (hex) {
+    return 0;
+  }
+  return i == n;
+}
+
+/* strtod in the "C" locale, whatever locale the embedding program set. */
+static double strtod_c(const char *s, char **end) {
+#ifdef __GLIBC__
+  locale_t c = newlocale(LC_ALL_MASK, "C", (locale_t)0); /* glibc: a static object, no malloc */
+  if (c) {
+    double d = strtod_l(s, end, c);
+    freelocale(c);
+    return d;
+  }
+#endif
+  return strtod(s, end);
+}
+
+/* Returns 0 and *out, or -1 for bad syntax, -2 for overflow. */
+static int parse_double(const char *s, size_t n, double *out) {
+  if (n == 0 || n > 1000 || !float_syntax_ok(s, n)) return -1;
+  char buf[1024];
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+  char *end;
+  errno = 0;
+  double d = strtod_c(buf, &end);
+  if (end != buf + n) return -1;
+  if (errno == ERANGE && isinf(d)) return -2;
+  *out = d;
+  return 0;
+}
+
+/* --------------------------------------------------------- conversions */
+
+static value fn_identity(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
+  return args[0];
+}
+
+static value range_error(const char *to) {
+  if (to[0] == 'i') return VALUE_ERR("int conversion: value out of range");
+  return VALUE_ERR("uint conversion: value out of range");
+}
+
+static value fn_int(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
+  const value *v = &args[0];
+  switch (v->kind) {
+    case V_INT:
+      return *v;
+    case V_UINT:
+      if (v->u > (uint64_t)INT64_MAX) return range_error("int");
+      return value_int((int64_t)v->u);
+    case V_DOUBLE:
+      /* The open interval (-2^63, 2^63): both ends are out, NaN is out. */
+      if (!(v->d > -9223372036854775808.0 && v->d < 9223372036854775808.0))
+        return range_error("int");
+      return value_int((int64_t)v->d);
+    case V_STRING: {
+      int64_t i;
+      if (parse_int64_dec(v->s, v->n, &i))
+        return value_errorf(ctx->arena, "int conversion: '%.*s' is not a valid int",
+                            (int)(v->n > 64 ? 64 : v->n), v->s);
+      return value_int(i);
+    }
+    case V_TIMESTAMP:
+      return value_int(v->i);
+    case V_DURATION: {
+      /* nanoseconds, as cel-go: must fit int64 (about ±292 years) */
+      int64_t ns = value_nanos(*v), r;
+      if (__builtin_mul_overflow(v->i, (int64_t)1000000000, &r) ||
+          __builtin_add_overflow(r, ns, &r))
+        return range_error("int");
+      return value_int(r);
+    }
+    default:
+      return NO_OVERLOAD;
+  }
+}
+
+static value fn_uint(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
+  const value *v = &args[0];
+  switch (v->kind) {
+    case V_UINT:
+      return *v;
+    case V_INT:
+      if (v->i < 0) return range_error("uint");
+      return value_uint((uint64_t)v->i);
+    case V_DOUBLE:
+      if (!(v->d >= 0 && v->d < 18446744073709551616.0)) return range_error("uint");
+      return value_uint((uint64_t)v->d);
+    case V_STRING: {
+      uint64_t u;
+      if (parse_uint64_dec(v->s, v->n, &u))
+        return value_errorf(ctx->arena, "uint conversion: '%.*s' is not a valid uint",
+                            (int)(v->n > 64 ? 64 : v->n), v->s);
+      return value_uint(u);
+    }
+    default:
+      return NO_OVERLOAD;
+  }
+}
+
+static value fn_double(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
+  const value *v = &args[0];
+  switch (v->kind) {
+    case V_DOUBLE:
+      return *v;
+    case V_INT:
+      return value_double((double)v->i);
+    case V_UINT:
+      return value_double((double)v->u);
+    case V_STRING: {
+      double d;
+      int rc = parse_double(v->s, v->n, &d);
+      if (rc == -2)
+        return value_errorf(ctx->arena, "double conversion: '%.*s' is out of range",
+                            (int)(v->n > 64 ? 64 : v->n), v->s);
+      if (rc)
+        return value_errorf(ctx->arena, "double conversion: '%.*s' is not a valid double",
+                            (int)(v->n > 64 ? 64 : v->n), v->s);
+      return value_double(d);
+    }
+    default:
+      return NO_OVERLOAD;
+  }
+}
+
+/* RFC 3339 in UTC with as many fraction digits as needed (Go's RFC3339Nano). */
+static size_t format_timestamp_min(int64_t sec, int32_t nanos, char *out) {
+  size_t n = timefmt_format_rfc3339(sec, nanos, out);
+  /* out ends in "Z"; trim zeros of a fraction before it. */
+  const char *dot = memchr(out, '.', n);
+  if (!dot) return n;
+  size_t end = n - 1;
+  while (end > (size_t)(dot - out) + 1 && out[end - 1] == '0') end--;
+  if (end == (size_t)(dot - out) + 1) end--; /* all zeros: drop the point too */
+  out[end] = 'Z';
+  out[end + 1] = '\0';
+  return end + 1;
+}
+
+static value fn_string(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
+  const value *v = &args[0];
+  char buf[64];
+  size_t n;
+  switch (v->kind) {
+    case V_STRING: { /* a tagged string (an IP, a CIDR) becomes a plain one */
+      value r = *v;
+      r.flags &= VF_ASCII;
+      return r;
+    }
+    case V_INT:
+      n = (size_t)sprintf(buf, "%" PRId64, v->i);
+      break;
+    case V_UINT:
+      n = (size_t)sprintf(buf, "%" PRIu64, v->u);
+      break;
+    case V_DOUBLE:
+      n = dtoa_shortest(v->d, buf);
+      break;
+    case V_BOOL:
+      return v->b ? str_result("true", 4, 1) : str_result("false", 5, 1);
+    case V_BYTES: {
+      if (!eval_charge(ctx, v->n / 16 + 1)) return COST_ERROR;
+      int ascii;
+      size_t bad = utf8_validate(v->s, v->n, &ascii);
+      if (bad != v->n)
+        return value_errorf(ctx->arena, "string conversion: invalid UTF-8 at byte %zu", bad);
+      return str_result(v->s, v->n, ascii);
+    }
+    case V_TIMESTAMP:
+      n = format_timestamp_min(v->i, value_nanos(*v), buf);
+      break;
+    case V_DURATION:
+      n = timefmt_format_duration(v->i, value_nanos(*v), buf);
+      break;
+    case V_TYPE: {
+      const char *name = value_kind_name((value_kind)v->n);
+      return str_result(name, strlen(name), 1);
+    }
+    default:
+      return NO_OVERLOAD;
+  }
+  return arena_ascii(ctx, buf, n);
+}
+
+static value fn_bytes(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
+  const value *v = &args[0];
+  if (v->kind == V_BYTES) return *v;
+  if (v->kind == V_STRING) return value_bytes(v->s, v->n); /* values are immutable: share */
+  return NO_OVERLOAD;
+}
+
+static value fn_bool(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
+  const value *v = &args[0];
+  if (v->kind == V_BOOL) return *v;
+  if (v->kind != V_STRING) return NO_OVERLOAD;
+  static const char *const yes[] = {"1", "t", "true", "TRUE", "True"};
+  static const char *const no[] = {"0", "f", "false", "FALSE", "False"};
+  for (size_t i = 0; i < 5; i++) {
+    if (v->n == strlen(yes[i]) && memcmp(v->s, yes[i], v->n) == 0) return value_bool(true);
+    if (v->n == strlen(no[i]) && memcmp(v->s, no[i], v->n) == 0) return value_bool(false);
+  }
+  return value_errorf(ctx->arena, "bool conversion: '%.*s' is not a valid bool",
+                      (int)(v->n > 64 ? 64 : v->n), v->s);
+}
+
+static value fn_type(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
+  if (args[0].kind == V_ERROR) return args[0];
+  return value_type((value_kind)args[0].kind);
+}
+
+/* ------------------------------------------------------------- table */
+
+#define S V_STRING
+#define ANY K_ANY
+
+const builtin lib_core_builtins[] = {
+    {"size", 0, 1, {S}, fn_size, NULL, NULL, 0},
+    {"size", 0, 1, {V_BYTES}, fn_size, NULL, NULL, 0},
+    {"size", 0, 1, {V_LIST}, fn_size, NULL, NULL, 0},
+    {"size", 0, 1, {V_MAP}, fn_size, NULL, NULL, 0},
+    {"size", 1, 1, {S}, fn_size, NULL, NULL, 0},
+    {"size", 1, 1, {V_BYTES}, fn_size, NULL, NULL, 0},
+    {"size", 1, 1, {V_LIST}, fn_size, NULL, NULL, 0},
+    {"size", 1, 1, {V_MAP}, fn_size, NULL, NULL, 0},
+
+    {"contains", 1, 2, {S, S}, fn_contains, NULL, NULL, 0},
+    {"startsWith", 1, 2, {S, S}, fn_starts_with, NULL, NULL, 0},
+    {"endsWith", 1, 2, {S, S}, fn_ends_with, NULL, NULL, 0},
+    {"matches", 1, 2, {S, S}, fn_matches, prepare_regex, release_regex, 0},
+    {"matches", 0, 2, {S, S}, fn_matches, prepare_regex, release_regex, 0},
+
+    {"int", 0, 1, {V_INT}, fn_int, NULL, NULL, 0},
+    {"int", 0, 1, {V_UINT}, fn_int, NULL, NULL, 0},
+    {"int", 0, 1, {V_DOUBLE}, fn_int, NULL, NULL, 0},
+    {"int", 0, 1, {S}, fn_int, NULL, NULL, 0},
+    {"int", 0, 1, {V_TIMESTAMP}, fn_int, NULL, NULL, 0},
+    {"int", 0, 1, {V_DURATION}, fn_int, NULL, NULL, 0},
+
+    {"uint", 0, 1, {V_UINT}, fn_uint, NULL, NULL, 0},
+    {"uint", 0, 1, {V_INT}, fn_uint, NULL, NULL, 0},
+    {"uint", 0, 1, {V_DOUBLE}, fn_uint, NULL, NULL, 0},
+    {"uint", 0, 1, {S}, fn_uint, NULL, NULL, 0},
+
+    {"double", 0, 1, {V_DOUBLE}, fn_double, NULL, NULL, 0},
+    {"double", 0, 1, {V_INT}, fn_double, NULL, NULL, 0},
+    {"double", 0, 1, {V_UINT}, fn_double, NULL, NULL, 0},
+    {"double", 0, 1, {S}, fn_double, NULL, NULL, 0},
+
+    {"string", 0, 1, {S}, fn_string, NULL, NULL, 0},
+    {"string", 0, 1, {V_INT}, fn_string, NULL, NULL, 0},
+    {"string", 0, 1, {V_UINT}, fn_string, NULL, NULL, 0},
+    {"string", 0, 1, {V_DOUBLE}, fn_string, NULL, NULL, 0},
+    {"string", 0, 1, {V_BOOL}, fn_string, NULL, NULL, 0},
+    {"string", 0, 1, {V_BYTES}, fn_string, NULL, NULL, 0},
+    {"string", 0, 1, {V_TIMESTAMP}, fn_string, NULL, NULL, 0},
+    {"string", 0, 1, {V_DURATION}, fn_string, NULL, NULL, 0},
+    {"string", 0, 1, {V_TYPE}, fn_string, NULL, NULL, 0},
+
+    {"bytes", 0, 1, {V_BYTES}, fn_bytes, NULL, NULL, 0},
+    {"bytes", 0, 1, {S}, fn_bytes, NULL, NULL, 0},
+
+    {"bool", 0, 1, {V_BOOL}, fn_bool, NULL, NULL, 0},
+    {"bool", 0, 1, {S}, fn_bool, NULL, NULL, 0},
+
+    {"type", 0, 1, {ANY}, fn_type, NULL, NULL, 0},
+    {"dyn", 0, 1, {ANY}, fn_identity, NULL, NULL, 0},
+    {0},
+};

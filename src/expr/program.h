@@ -1,0 +1,142 @@
+/* program.h — the compiled form of an expression, shared by the compiler
+ * (compile.c) and the evaluator (eval.c). Nothing outside src/expr/ should
+ * need it.
+ *
+ * A program is a flat array of nodes; children are named by index through a
+ * side array (`kids`). Everything — nodes, constants (strings, lists, maps
+ * built once at compile time), call sites with their overload candidates,
+ * qualified-name candidates, constant sets — lives in one arena owned by the
+ * program and is never written after compile, so any number of threads may
+ * evaluate one program at once.
+ *
+ * Operators are resolved to opcodes; calls to built-ins carry the overloads
+ * that fit the call's style and arity (the first whose kinds accept the
+ * arguments is called); comprehension variables are numbered slots. */
+#ifndef VD_EXPR_PROGRAM_H
+#define VD_EXPR_PROGRAM_H
+
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/value.h"
+#include "expr/expr.h"
+#include "expr/lib.h"
+
+typedef enum opcode {
+  OP_CONST,       /* k */
+  OP_VAR,         /* variable named k; aux: type kind to fall back on (+1), 0 = none */
+  OP_QVAR,        /* qualified name: quals[aux] */
+  OP_SLOT,        /* comprehension / bind / block slot aux */
+  OP_SELECT,      /* kid0.k (k is the field name) */
+  OP_HAS,         /* has(kid0.k) */
+  OP_INDEX,       /* kid0[kid1] */
+  OP_AND,         /* kid0 && kid1 && ... (chains flattened) */
+  OP_OR,          /* kid0 || kid1 || ... */
+  OP_NOT,         /* !kid0 */
+  OP_COND,        /* kid0 ? kid1 : kid2 */
+  OP_NEG,         /* -kid0 */
+  OP_ADD,         /* kid0 + kid1 */
+  OP_SUB,
+  OP_MUL,
+  OP_DIV,
+  OP_MOD,
+  OP_EQ,          /* kid0 == kid1 */
+  OP_NE,
+  OP_LT,
+  OP_LE,
+  OP_GT,
+  OP_GE,
+  OP_EQ_CONST,    /* kid0 == k (k a constant) */
+  OP_NE_CONST,    /* kid0 != k */
+  OP_IN,          /* kid0 in kid1 */
+  OP_IN_CONST,    /* kid0 in k (a constant list or map); aux: sets[] index + 1, 0 = none */
+  OP_LIST,        /* [kids...] */
+  OP_MAP,         /* {kid0: kid1, ...} */
+  OP_CALL,        /* calls[aux](kids...) */
+  OP_CALL_UNKNOWN, /* a function no library defines: k is its name; always an error */
+  OP_ALL,         /* kid0.all(slot aux, kid1) */
+  OP_EXISTS,
+  OP_EXISTS_ONE,
+  OP_MAP_MACRO,   /* kid0.map(slot aux, kid1) or, with 3 kids, kid0.map(slot, kid2 filter, kid1) */
+  OP_FILTER,      /* kid0.filter(slot aux, kid1) */
+  OP_BIND,        /* cel.bind(slot aux, kid0, kid1) */
+  OP_BLOCK,       /* cel.block([kids 0..n-2] into slots aux.., kid n-1) */
+  OP_COUNT
+} opcode;
+
+typedef struct pnode {
+  uint8_t op;
+  uint8_t flags;
+  uint16_t reserved;
+  uint32_t pos;   /* byte offset in the source, for messages */
+  uint32_t nkids;
+  uint32_t kids;  /* index of the first child in expr_program.kids */
+  uint32_t aux;
+  uint32_t reserved2;
+  value k;
+} pnode;
+
+/* One call site: the overloads that fit its style and arity, in registry
+ * order, with what each one's prepare returned (NULL when none). */
+typedef struct pcall {
+  const char *name; /* NUL-terminated, program-owned */
+  uint32_t name_len;
+  uint32_t ncand;
+  const builtin *const *cand;
+  void *const *aux;
+} pcall;
+
+/* A name candidate of a qualified identifier a.b.c: look up `name`; when it
+ * is bound, select the remaining components (from `used` on) as fields. */
+typedef struct pcand {
+  const char *name;
+  uint32_t len;
+  uint32_t used; /* components the name covers */
+} pcand;
+
+typedef struct pqual {
+  const char *full; /* "a.b.c" as written, for messages */
+  uint32_t full_len;
+  const value *comps; /* component names (strings) */
+  uint32_t ncomp;
+  uint32_t ncand;
+  const pcand *cands; /* in resolution order: longest first */
+  uint32_t type_kind; /* value_kind + 1 when the whole chain names a type (fallback), else 0 */
+} pqual;
+
+/* A constant list or map used on the right of `in`, prepared for fast
+ * membership tests: an open-addressing table of element indexes by
+ * value_hash (only when every element is a scalar key kind). */
+typedef struct pset {
+  value container;
+  const uint32_t *slots; /* index + 1, 0 = empty; NULL: scan linearly */
+  uint32_t mask;
+  uint8_t all_strings; /* every element is a string: compare bytes only */
+} pset;
+
+struct expr_program {
+  const pnode *nodes;
+  uint32_t nnodes;
+  uint32_t root;
+  const uint32_t *kids;
+  const pcall *calls;
+  uint32_t ncalls;
+  const pqual *quals;
+  const pset *sets;
+  uint32_t nslots;   /* comprehension/bind/block slots the evaluator needs */
+  const char *const *unknown_fns; /* names of functions no library defines */
+  uint32_t nunknown;
+  const char *src;   /* a copy of the source, for messages */
+  size_t src_len;
+  arena mem;         /* owns everything above */
+};
+
+/* Evaluates node `root` of p (used by expr_eval and by constant folding). */
+value eval_program_node(const expr_program *p, uint32_t root, const expr_activation *act,
+                        eval_ctx *ctx, value *slots);
+
+/* Deep copy of a value into a (constants that must outlive a scratch arena).
+ * Returns 0, or -1 when a is exhausted. */
+int value_copy_deep(arena *a, const value *in, value *out);
+
+#endif
