@@ -49,6 +49,10 @@
 #include "core/timefmt.h"
 #include "core/utf8.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #define JSON_DEFAULT_DEPTH 512
 #define JSON_DEFAULT_SIZE ((size_t)64 << 20)
 
@@ -271,21 +275,42 @@ static void parser_free(parser *P) {
 
 /* ---- strings ---- */
 
-#define ONES 0x0101010101010101ull
-#define HIGHS 0x8080808080808080ull
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define JSON_SWAR 1
-/* Marks (high bit of each byte) the bytes that end a plain run in a
- * string: '"', '\\', < 0x20, >= 0x80. May mark extra bytes after a marked
- * one, never before, so the lowest mark is exact. */
-static inline uint64_t string_stops(uint64_t w) {
-  uint64_t q = w ^ (ONES * '"');
-  uint64_t b = w ^ (ONES * '\\');
-  uint64_t stops = ((w - ONES * 0x20) & ~w) | ((q - ONES) & ~q) | ((b - ONES) & ~b) | w;
-  return stops & HIGHS;
-}
+/* Returns the first byte of [s, end) that ends a plain run in a string —
+ * '"', '\\', a control byte (< 0x20) or a non-ASCII byte (>= 0x80) — or end.
+ * 16 bytes at a time with SSE2, else 8 at a time in a 64-bit word. */
+static inline const char *skip_plain(const char *s, const char *end) {
+#if defined(__SSE2__)
+  const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
+  const __m128i space = _mm_set1_epi8(0x20);
+  while (end - s >= 16) {
+    __m128i w = _mm_loadu_si128((const __m128i *)(const void *)s);
+    /* Signed compare: bytes >= 0x80 are negative, so "< 0x20" takes them too. */
+    __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(w, quote), _mm_cmpeq_epi8(w, bslash)),
+                             _mm_cmplt_epi8(w, space));
+    unsigned bits = (unsigned)_mm_movemask_epi8(m);
+    if (bits) return s + __builtin_ctz(bits);
+    s += 16;
+  }
 #endif
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  /* The high bit of each byte of `stop` marks a stop byte; borrows may mark
+   * bytes after a real stop, never before one, so the lowest mark is exact. */
+  const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+  while (end - s >= 8) {
+    uint64_t w;
+    memcpy(&w, s, 8);
+    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    uint64_t stop = ((w - ones * 0x20) | w | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
+    if (stop) return s + (__builtin_ctzll(stop) >> 3);
+    s += 8;
+  }
+#endif
+  for (; s < end; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) return s;
+  }
+  return end;
+}
 
 static int hex4(const char *p, const char *end, uint32_t *out) {
   if (end - p < 4) return -1;
@@ -369,34 +394,13 @@ static int decode_escapes(parser *P, const char *body, const char *esc, const ch
   return 0;
 }
 
-/* Reads the string whose opening quote is at *pp; leaves *pp after the
- * closing quote. */
-static int read_string(parser *P, const char **pp, value *out) {
-  const char *body = *pp + 1, *end = P->end;
-  const char *s = body, *esc = NULL;
+/* The rest of read_string, for strings with escapes or non-ASCII bytes (or
+ * no end): s is the first such byte. */
+static int read_string_rest(parser *P, const char **pp, value *out, const char *s) {
+  const char *body = *pp + 1, *end = P->end, *esc = NULL;
   int ascii = 1;
-  for (;;) {
-#ifdef JSON_SWAR
-    while (end - s >= 8) {
-      uint64_t w;
-      memcpy(&w, s, 8);
-      uint64_t m = string_stops(w);
-      if (m) {
-        s += __builtin_ctzll(m) >> 3;
-        goto stop;
-      }
-      s += 8;
-    }
-#endif
-    for (;;) {
-      if (s >= end) return FAIL(P, *pp, "unterminated string (it starts here)");
-      unsigned char c = (unsigned char)*s;
-      if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) break;
-      s++;
-    }
-#ifdef JSON_SWAR
-  stop:
-#endif
+  for (;; s = skip_plain(s, end)) {
+    if (s >= end) return FAIL(P, *pp, "unterminated string (it starts here)");
     unsigned char c = (unsigned char)*s;
     if (c == '"') break;
     if (c == '\\') {
@@ -418,6 +422,19 @@ static int read_string(parser *P, const char **pp, value *out) {
   if ((size_t)(s - body) > UINT32_MAX) return FAIL(P, body, "string longer than 4 GiB");
   *out = value_str(body, (uint32_t)(s - body));
   if (ascii) out->flags |= VF_ASCII;
+  return 0;
+}
+
+/* Reads the string whose opening quote is at *pp; leaves *pp after the
+ * closing quote. Plain ASCII strings, the common case, finish here. */
+static inline int read_string(parser *P, const char **pp, value *out) {
+  const char *body = *pp + 1;
+  const char *s = skip_plain(body, P->end);
+  if (s == P->end || *s != '"' || (size_t)(s - body) > UINT32_MAX)
+    return read_string_rest(P, pp, out, s);
+  *pp = s + 1;
+  *out = value_str(body, (uint32_t)(s - body));
+  out->flags |= VF_ASCII;
   return 0;
 }
 
@@ -589,10 +606,29 @@ static int read_number(parser *P, const char **pp, value *out) {
 
 /* ---- objects ---- */
 
+/* A hash of a key for the duplicate check, 8 bytes at a time. */
 static uint64_t key_hash(const value *k) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (uint32_t i = 0; i < k->n; i++) h = (h ^ (unsigned char)k->s[i]) * 0x100000001b3ull;
-  return h;
+  const char *s = k->s;
+  size_t n = k->n;
+  uint64_t h = (uint64_t)n * 0x9E3779B97F4A7C15ull, w = 0;
+  if (n >= 8) {
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+      memcpy(&w, s + i, 8);
+      h = (h ^ w) * 0xff51afd7ed558ccdull;
+      h ^= h >> 32;
+    }
+    memcpy(&w, s + n - 8, 8); /* the tail, overlapping the last word */
+  } else if (n >= 4) { /* two overlapping 4-byte reads */
+    uint32_t lo, hi;
+    memcpy(&lo, s, 4);
+    memcpy(&hi, s + n - 4, 4);
+    w = (uint64_t)hi << 32 | lo;
+  } else if (n > 0) {
+    const unsigned char *u = (const unsigned char *)s;
+    w = (uint64_t)u[0] << 16 | (uint64_t)u[n / 2] << 8 | u[n - 1];
+  }
+  h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 29);
 }
 
 static inline int key_eq(const value *a, const value *b) {
@@ -681,6 +717,7 @@ static int close_container(parser *P, const char *at) {
 /* ---- the main loop ---- */
 
 static inline const char *skip_ws(const char *p, const char *end) {
+  if (p < end && (unsigned char)*p > ' ') return p; /* compact JSON */
   while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
   return p;
 }
@@ -912,24 +949,7 @@ void json_write_string(json_buf *b, const char *s, size_t len) {
   b->data[b->len++] = '"';
   size_t i = 0;
   while (i < len) {
-    size_t run = i;
-#ifdef JSON_SWAR
-    while (len - run >= 8) {
-      uint64_t w;
-      memcpy(&w, s + run, 8);
-      uint64_t m = string_stops(w);
-      if (m) {
-        run += __builtin_ctzll(m) >> 3;
-        break;
-      }
-      run += 8;
-    }
-#endif
-    while (run < len) {
-      unsigned char c = (unsigned char)s[run];
-      if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) break;
-      run++;
-    }
+    size_t run = (size_t)(skip_plain(s + i, s + len) - s);
     if (run > i) {
       json_buf_put(b, s + i, run - i);
       i = run;

@@ -23,10 +23,10 @@
 int64_t timefmt_days_from_civil(int64_t year, int month, int day) {
   int64_t y = year - (month <= 2);
   int64_t era = (y >= 0 ? y : y - 399) / 400;
-  int64_t yoe = y - era * 400;                                        /* [0, 399] */
-  int64_t mp = month > 2 ? month - 3 : month + 9;                     /* March = 0 */
-  int64_t doy = (153 * mp + 2) / 5 + day - 1;                         /* [0, 365] */
-  int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;                /* [0, 146096] */
+  int64_t yoe = y - era * 400;                         /* [0, 399] */
+  int64_t mp = month > 2 ? month - 3 : month + 9;      /* March = 0 */
+  int64_t doy = (153 * mp + 2) / 5 + day - 1;          /* [0, 365] */
+  int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy; /* [0, 146096] */
   return era * 146097 + doe - 719468; /* 719468: days from 0000-03-01 to 1970-01-01 */
 }
 
@@ -116,8 +116,8 @@ int timefmt_parse_rfc3339(const char *s, size_t len, int64_t *sec, int32_t *nano
     return -1;
   }
   if (i != len) return -1;
-  int64_t t = timefmt_days_from_civil(year, mon, day) * SECS_PER_DAY + hour * 3600LL +
-              min * 60LL + secs - offset;
+  int64_t t = timefmt_days_from_civil(year, mon, day) * SECS_PER_DAY + hour * 3600LL + min * 60LL +
+              secs - offset;
   if (t < TIMEFMT_MIN_SEC || t > TIMEFMT_MAX_SEC) return -1;
   *sec = t;
   *nanos = ns;
@@ -196,9 +196,14 @@ typedef struct duration_unit {
 } duration_unit;
 
 static const duration_unit duration_units[] = {
-    {"ns", 2, 0, 1},           {"us", 2, 0, 1000},    {"\xc2\xb5s", 3, 0, 1000}, /* µs */
-    {"\xce\xbcs", 3, 0, 1000}, /* μs */ {"ms", 2, 0, 1000000}, {"s", 1, 1, 0},
-    {"m", 1, 60, 0},           {"h", 1, 3600, 0},
+    {"ns", 2, 0, 1},
+    {"us", 2, 0, 1000},
+    {"\xc2\xb5s", 3, 0, 1000}, /* µs */
+    {"\xce\xbcs", 3, 0, 1000},
+    /* μs */ {"ms", 2, 0, 1000000},
+    {"s", 1, 1, 0},
+    {"m", 1, 60, 0},
+    {"h", 1, 3600, 0},
 };
 
 static const duration_unit *find_unit(const char *s, size_t n) {

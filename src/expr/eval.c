@@ -581,75 +581,149 @@ NOINLINE static value eval_macro(est *s, const pnode *n) {
   }
 }
 
-/* ---- the walk ---- */
+/* ---- the walk ----
+ *
+ * One small function per opcode and a dispatcher (`ev`) whose every case is
+ * a tail call, so that visiting a node costs a jump rather than a big
+ * function's prologue: the per-node overhead is what separates a compiled
+ * condition from the same test written by hand. Children go through `evk`,
+ * which answers constants and variable references without a dispatch. */
+
+#define OPFN NOINLINE static value
+
+OPFN op_const(est *s, const pnode *n) { return n->k; }
+
+OPFN op_var(est *s, const pnode *n) {
+  value v;
+  if (lookup(s, n->k.s, n->k.n, &v)) return v;
+  if (n->aux) return value_type((value_kind)(n->aux - 1));
+  return value_errorf(s->ctx->arena, "undeclared reference to '%.*s'", (int)n->k.n, n->k.s);
+}
+
+OPFN op_qvar(est *s, const pnode *n) { return eval_qvar(s, &s->p->quals[n->aux]); }
+
+OPFN op_slot(est *s, const pnode *n) { return s->slots[n->aux]; }
+
+OPFN op_select(est *s, const pnode *n) {
+  value v = evk(s, KID(s, n, 0));
+  return select_field(s, &v, &n->k);
+}
+
+OPFN op_has(est *s, const pnode *n) {
+  value v = evk(s, KID(s, n, 0));
+  if (v.kind == V_MAP) return value_bool(value_map_get(&v, n->k.s, n->k.n) != NULL);
+  if (v.kind == V_ERROR) return v;
+  return value_errorf(s->ctx->arena, "has(): type '%s' does not support field selection",
+                      kname(&v));
+}
+
+OPFN op_index(est *s, const pnode *n) {
+  value c = evk(s, KID(s, n, 0));
+  if (c.kind == V_ERROR) return c;
+  value k = evk(s, KID(s, n, 1));
+  if (k.kind == V_ERROR) return k;
+  return eval_index(s, &c, &k);
+}
+
+/* && and ||, n-ary (the compiler flattens chains): a decisive operand (false
+ * for &&, true for ||) wins over anything, errors included, wherever it is;
+ * otherwise the first error or non-bool operand is the answer. */
+OPFN op_logic(est *s, const pnode *n) {
+  const int absorbing = n->op == OP_OR;
+  value bad = value_null();
+  for (uint32_t j = 0; j < n->nkids; j++) {
+    value v = evk(s, KID(s, n, j));
+    if (v.kind == V_BOOL) {
+      if (v.b == absorbing) return v;
+    } else if (bad.kind == V_NULL) {
+      bad = v.kind == V_ERROR ? v : err_overload1(s, absorbing ? "_||_" : "_&&_", &v);
+    }
+  }
+  return bad.kind == V_ERROR ? bad : value_bool(!absorbing);
+}
+
+OPFN op_not(est *s, const pnode *n) {
+  value v = evk(s, KID(s, n, 0));
+  if (v.kind == V_BOOL) return value_bool(!v.b);
+  if (v.kind == V_ERROR) return v;
+  return err_overload1(s, "!_", &v);
+}
+
+OPFN op_cond(est *s, const pnode *n) {
+  value c = evk(s, KID(s, n, 0));
+  if (c.kind == V_BOOL) return evk(s, KID(s, n, c.b ? 1 : 2));
+  if (c.kind == V_ERROR) return c;
+  return err_overload1(s, "_?_:_", &c);
+}
+
+OPFN op_negate(est *s, const pnode *n) {
+  value v = evk(s, KID(s, n, 0));
+  if (v.kind == V_ERROR) return v;
+  return op_neg(s, &v);
+}
+
+/* The strict binary operators: the first error among the operands wins. */
+OPFN op_binary(est *s, const pnode *n) {
+  value a = evk(s, KID(s, n, 0));
+  if (a.kind == V_ERROR) return a;
+  value b = evk(s, KID(s, n, 1));
+  if (b.kind == V_ERROR) return b;
+  switch (n->op) {
+    case OP_ADD: return op_add(s, &a, &b);
+    case OP_SUB: return op_sub(s, &a, &b);
+    case OP_MUL: return op_mul(s, &a, &b);
+    case OP_DIV: return op_div(s, &a, &b);
+    case OP_MOD: return op_mod(s, &a, &b);
+    case OP_EQ: return value_bool(value_equal(&a, &b));
+    case OP_NE: return value_bool(!value_equal(&a, &b));
+    case OP_IN: return eval_in(s, &a, &b);
+    default: return op_order(s, n->op, &a, &b);
+  }
+}
+
+OPFN op_eq_const(est *s, const pnode *n) {
+  value a = evk(s, KID(s, n, 0));
+  if (a.kind == V_ERROR) return a;
+  int eq = (a.kind == V_STRING && n->k.kind == V_STRING) ? str_eq(&a, &n->k)
+                                                         : value_equal(&a, &n->k);
+  return value_bool(n->op == OP_EQ_CONST ? eq : !eq);
+}
+
+OPFN op_in_const(est *s, const pnode *n) {
+  value x = evk(s, KID(s, n, 0));
+  if (x.kind == V_ERROR) return x;
+  return eval_in_const(s, &x, n);
+}
+
+OPFN op_call_unknown(est *s, const pnode *n) {
+  return value_errorf(s->ctx->arena, "unknown function '%.*s'", (int)n->k.n, n->k.s);
+}
+
+OPFN op_bind(est *s, const pnode *n) {
+  s->slots[n->aux] = evk(s, KID(s, n, 0));
+  return evk(s, KID(s, n, 1));
+}
+
+OPFN op_block(est *s, const pnode *n) {
+  for (uint32_t j = 0; j + 1 < n->nkids; j++) s->slots[n->aux + j] = evk(s, KID(s, n, j));
+  return evk(s, KID(s, n, n->nkids - 1));
+}
 
 static value ev(est *s, uint32_t i) {
   const pnode *n = &s->p->nodes[i];
   switch ((opcode)n->op) {
-    case OP_CONST:
-      return n->k;
-    case OP_VAR: {
-      value v;
-      if (lookup(s, n->k.s, n->k.n, &v)) return v;
-      if (n->aux) return value_type((value_kind)(n->aux - 1));
-      return value_errorf(s->ctx->arena, "undeclared reference to '%.*s'", (int)n->k.n, n->k.s);
-    }
-    case OP_QVAR:
-      return eval_qvar(s, &s->p->quals[n->aux]);
-    case OP_SLOT:
-      return s->slots[n->aux];
-    case OP_SELECT: {
-      value v = evk(s, KID(s, n, 0));
-      return select_field(s, &v, &n->k);
-    }
-    case OP_HAS: {
-      value v = evk(s, KID(s, n, 0));
-      if (v.kind == V_MAP) return value_bool(value_map_get(&v, n->k.s, n->k.n) != NULL);
-      if (v.kind == V_ERROR) return v;
-      return value_errorf(s->ctx->arena, "has(): type '%s' does not support field selection",
-                          kname(&v));
-    }
-    case OP_INDEX: {
-      value c = evk(s, KID(s, n, 0));
-      if (c.kind == V_ERROR) return c;
-      value k = evk(s, KID(s, n, 1));
-      if (k.kind == V_ERROR) return k;
-      return eval_index(s, &c, &k);
-    }
+    case OP_CONST: return op_const(s, n);
+    case OP_VAR: return op_var(s, n);
+    case OP_QVAR: return op_qvar(s, n);
+    case OP_SLOT: return op_slot(s, n);
+    case OP_SELECT: return op_select(s, n);
+    case OP_HAS: return op_has(s, n);
+    case OP_INDEX: return op_index(s, n);
     case OP_AND:
-    case OP_OR: {
-      /* n-ary (the compiler flattens chains): a decisive operand (false for
-       * &&, true for ||) wins over anything, errors included, wherever it
-       * is; otherwise the first error or non-bool operand is the answer. */
-      const int absorbing = n->op == OP_OR;
-      value bad = value_null();
-      for (uint32_t j = 0; j < n->nkids; j++) {
-        value v = evk(s, KID(s, n, j));
-        if (v.kind == V_BOOL) {
-          if (v.b == absorbing) return v;
-        } else if (bad.kind == V_NULL) {
-          bad = v.kind == V_ERROR ? v : err_overload1(s, absorbing ? "_||_" : "_&&_", &v);
-        }
-      }
-      return bad.kind == V_ERROR ? bad : value_bool(!absorbing);
-    }
-    case OP_NOT: {
-      value v = evk(s, KID(s, n, 0));
-      if (v.kind == V_BOOL) return value_bool(!v.b);
-      if (v.kind == V_ERROR) return v;
-      return err_overload1(s, "!_", &v);
-    }
-    case OP_COND: {
-      value c = evk(s, KID(s, n, 0));
-      if (c.kind == V_BOOL) return evk(s, KID(s, n, c.b ? 1 : 2));
-      if (c.kind == V_ERROR) return c;
-      return err_overload1(s, "_?_:_", &c);
-    }
-    case OP_NEG: {
-      value v = evk(s, KID(s, n, 0));
-      if (v.kind == V_ERROR) return v;
-      return op_neg(s, &v);
-    }
+    case OP_OR: return op_logic(s, n);
+    case OP_NOT: return op_not(s, n);
+    case OP_COND: return op_cond(s, n);
+    case OP_NEG: return op_negate(s, n);
     case OP_ADD:
     case OP_SUB:
     case OP_MUL:
@@ -661,93 +735,33 @@ static value ev(est *s, uint32_t i) {
     case OP_LE:
     case OP_GT:
     case OP_GE:
-    case OP_IN: {
-      value a = evk(s, KID(s, n, 0));
-      if (a.kind == V_ERROR) return a;
-      value b = evk(s, KID(s, n, 1));
-      if (b.kind == V_ERROR) return b;
-      switch (n->op) {
-        case OP_ADD:
-          return op_add(s, &a, &b);
-        case OP_SUB:
-          return op_sub(s, &a, &b);
-        case OP_MUL:
-          return op_mul(s, &a, &b);
-        case OP_DIV:
-          return op_div(s, &a, &b);
-        case OP_MOD:
-          return op_mod(s, &a, &b);
-        case OP_EQ:
-          return value_bool(value_equal(&a, &b));
-        case OP_NE:
-          return value_bool(!value_equal(&a, &b));
-        case OP_IN:
-          return eval_in(s, &a, &b);
-        default:
-          return op_order(s, n->op, &a, &b);
-      }
-    }
+    case OP_IN: return op_binary(s, n);
     case OP_EQ_CONST:
-    case OP_NE_CONST: {
-      value a = evk(s, KID(s, n, 0));
-      if (a.kind == V_ERROR) return a;
-      int eq = (a.kind == V_STRING && n->k.kind == V_STRING) ? str_eq(&a, &n->k)
-                                                             : value_equal(&a, &n->k);
-      return value_bool(n->op == OP_EQ_CONST ? eq : !eq);
-    }
-    case OP_IN_CONST: {
-      value x = evk(s, KID(s, n, 0));
-      if (x.kind == V_ERROR) return x;
-      return eval_in_const(s, &x, n);
-    }
-    case OP_LIST:
-      return eval_list(s, n);
-    case OP_MAP:
-      return eval_map(s, n);
-    case OP_CALL:
-      return eval_call(s, n);
-    case OP_CALL_UNKNOWN:
-      return value_errorf(s->ctx->arena, "unknown function '%.*s'", (int)n->k.n, n->k.s);
+    case OP_NE_CONST: return op_eq_const(s, n);
+    case OP_IN_CONST: return op_in_const(s, n);
+    case OP_LIST: return eval_list(s, n);
+    case OP_MAP: return eval_map(s, n);
+    case OP_CALL: return eval_call(s, n);
+    case OP_CALL_UNKNOWN: return op_call_unknown(s, n);
     case OP_ALL:
     case OP_EXISTS:
     case OP_EXISTS_ONE:
     case OP_MAP_MACRO:
-    case OP_FILTER:
-      return eval_macro(s, n);
-    case OP_BIND:
-      s->slots[n->aux] = evk(s, KID(s, n, 0));
-      return evk(s, KID(s, n, 1));
-    case OP_BLOCK:
-      for (uint32_t j = 0; j + 1 < n->nkids; j++) s->slots[n->aux + j] = evk(s, KID(s, n, j));
-      return evk(s, KID(s, n, n->nkids - 1));
-    case OP_COUNT:
-      break;
+    case OP_FILTER: return eval_macro(s, n);
+    case OP_BIND: return op_bind(s, n);
+    case OP_BLOCK: return op_block(s, n);
+    case OP_COUNT: break;
   }
   return VALUE_ERR("internal error: bad opcode");
 }
 
-/* Evaluates a child: the leaves that policy conditions are made of (constants,
- * variables, field selections on them) are handled here without going
- * through the big switch, which keeps the common gate cheap. */
+/* Evaluates a child: constants and variable references are answered here,
+ * everything else goes through the dispatcher. */
 static inline value evk(est *s, uint32_t i) {
   const pnode *n = &s->p->nodes[i];
-  switch (n->op) {
-    case OP_CONST: return n->k;
-    case OP_SLOT: return s->slots[n->aux];
-    case OP_QVAR: return eval_qvar(s, &s->p->quals[n->aux]);
-    case OP_SELECT: {
-      const pnode *t = &s->p->nodes[s->p->kids[n->kids]];
-      value v;
-      if (t->op == OP_QVAR)
-        v = eval_qvar(s, &s->p->quals[t->aux]);
-      else if (t->op == OP_SLOT)
-        v = s->slots[t->aux];
-      else
-        v = ev(s, s->p->kids[n->kids]);
-      return select_field(s, &v, &n->k);
-    }
-    default: return ev(s, i);
-  }
+  if (n->op == OP_CONST) return n->k;
+  if (n->op == OP_QVAR) return eval_qvar(s, &s->p->quals[n->aux]);
+  return ev(s, i);
 }
 
 value eval_program_node(const expr_program *p, uint32_t root, const expr_activation *act,

@@ -16,6 +16,7 @@
 #include "expr/lex.h"
 
 #include <errno.h>
+#include <locale.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -159,17 +160,30 @@ static int lex_number(lexer *lx, token *t) {
       }
     }
     if (is_float) {
-      /* strtod needs a NUL-terminated copy; number tokens are short, a
-       * pathological one goes to the arena. */
+      /* strtod needs a NUL-terminated copy, and reads the decimal point of
+       * the C locale the host program may have set: the copy spells CEL's
+       * '.' that way. Number tokens are short; a pathological one goes to
+       * the arena. */
+      const char *dp = localeconv()->decimal_point;
+      size_t dpn = dp && dp[0] ? strlen(dp) : 1;
+      if (!dp || !dp[0]) dp = ".";
       size_t n = i - start;
       char buf[128];
       char *s = buf;
-      if (n >= sizeof buf) {
-        s = arena_alloc(lx->a, n + 1);
+      if (n + dpn + 1 > sizeof buf) {
+        s = arena_alloc(lx->a, n + dpn + 1);
         if (!s) return lex_fail(lx, t, start, "out of memory");
       }
-      memcpy(s, lx->src + start, n);
-      s[n] = 0;
+      size_t o = 0;
+      for (size_t k = start; k < i; k++) {
+        if (lx->src[k] == '.') {
+          memcpy(s + o, dp, dpn);
+          o += dpn;
+        } else {
+          s[o++] = lx->src[k];
+        }
+      }
+      s[o] = 0;
       errno = 0;
       double d = strtod(s, NULL);
       if (errno == ERANGE && isinf(d)) return lex_fail(lx, t, start, "double literal out of range");

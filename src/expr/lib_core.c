@@ -162,8 +162,8 @@ static value fn_matches(eval_ctx *ctx, const value *args, uint32_t nargs, void *
   pcre2_match_context *mc = pcre2_match_context_create(gc);
   pcre2_match_data *md = pcre2_match_data_create(1, gc);
   if (!mc || !md) return VALUE_ERR("out of memory");
-  pcre2_set_match_limit(mc,
-                        ctx->regex_match_limit ? ctx->regex_match_limit : REGEX_DEFAULT_MATCH_LIMIT);
+  pcre2_set_match_limit(
+      mc, ctx->regex_match_limit ? ctx->regex_match_limit : REGEX_DEFAULT_MATCH_LIMIT);
   pcre2_set_depth_limit(mc, REGEX_DEPTH_LIMIT);
   pcre2_set_heap_limit(mc, REGEX_HEAP_LIMIT_KIB);
   /* Strings are valid UTF-8 when they enter verdict; re-check only what is

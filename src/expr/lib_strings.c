@@ -128,6 +128,14 @@ static int64_t byte_to_cp(const value *s, size_t b) {
   return (int64_t)utf8_count(s->s, b);
 }
 
+/* s as a plain string: an IP or CIDR tag (lib_net.c) does not survive string
+ * operations, only the ASCII flag does. */
+static value plain(const value *s) {
+  value v = *s;
+  v.flags &= VF_ASCII;
+  return v;
+}
+
 static value slice(const value *s, size_t from, size_t to) {
   value v = value_str(s->s + from, (uint32_t)(to - from));
   v.flags = s->flags & VF_ASCII;
@@ -210,7 +218,7 @@ static value change_case(eval_ctx *ctx, const value *s, int upper) {
   char lo = upper ? 'a' : 'A', hi = upper ? 'z' : 'Z';
   size_t i = 0;
   while (i < s->n && !(s->s[i] >= lo && s->s[i] <= hi)) i++;
-  if (i == s->n) return *s; /* nothing to change */
+  if (i == s->n) return plain(s); /* nothing to change */
   char *p = arena_memdup(ctx->arena, s->s, s->n);
   if (!p) return OOM_ERROR;
   for (; i < s->n; i++)
@@ -236,7 +244,7 @@ static value fn_replace(eval_ctx *ctx, const value *args, uint32_t nargs, void *
   const value *s = &args[0], *old = &args[1], *rep = &args[2];
   int64_t n = nargs > 3 ? args[3].i : -1;
   if (!eval_charge(ctx, s->n / 8 + 1)) return COST_ERROR;
-  if (n == 0 || (old->n == rep->n && memcmp(old->s, rep->s, old->n) == 0)) return *s;
+  if (n == 0 || (old->n == rep->n && memcmp(old->s, rep->s, old->n) == 0)) return plain(s);
   sbuf b;
   sb_init(&b, ctx->arena, s->n + 16);
   size_t pos = 0;
@@ -261,7 +269,7 @@ static value fn_replace(eval_ctx *ctx, const value *args, uint32_t nargs, void *
       done++;
     }
   }
-  if (done == 0) return *s;
+  if (done == 0) return plain(s);
   sb_put(&b, s->s + pos, s->n - pos);
   if (!eval_charge(ctx, b.len / 8)) return COST_ERROR;
   return sb_value(&b);
@@ -393,7 +401,7 @@ static value fn_join(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux
     total += e->n + sep->n;
   }
   if (!eval_charge(ctx, total / 8 + 1)) return COST_ERROR;
-  if (list->n == 1) return list->items[0];
+  if (list->n == 1) return plain(&list->items[0]);
   sbuf b;
   sb_init(&b, ctx->arena, total + 1);
   for (uint32_t i = 0; i < list->n; i++) {
@@ -408,7 +416,7 @@ static value fn_join(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux
 static value fn_reverse(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
   const value *s = &args[0];
   if (!eval_charge(ctx, s->n / 8 + 1)) return COST_ERROR;
-  if (s->n < 2) return *s;
+  if (s->n < 2) return plain(s);
   char *out = arena_alloc(ctx->arena, s->n);
   if (!out) return OOM_ERROR;
   size_t w = s->n;

@@ -40,7 +40,8 @@
 static value fn_timestamp(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
   const value *v = &args[0];
   switch (v->kind) {
-    case V_TIMESTAMP: return *v;
+    case V_TIMESTAMP:
+      return *v;
     case V_INT:
       if (v->i < TIMEFMT_MIN_SEC || v->i > TIMEFMT_MAX_SEC)
         return VALUE_ERR("timestamp: seconds out of range (years 0001 to 9999)");
@@ -55,7 +56,8 @@ static value fn_timestamp(eval_ctx *ctx, const value *args, uint32_t nargs, void
                             (int)(v->n > 64 ? 64 : v->n), v->s);
       return value_timestamp(sec, ns);
     }
-    default: return NO_OVERLOAD;
+    default:
+      return NO_OVERLOAD;
   }
 }
 
@@ -92,9 +94,9 @@ typedef struct tz_rule {
 typedef struct tz_zone {
   int32_t fixed; /* offset for fixed zones (ntypes == 0 and !has_rule) */
   uint32_t ntrans, ntypes;
-  int64_t *trans;   /* transition times, ascending */
-  uint8_t *tidx;    /* type of each transition */
-  int32_t *utoff;   /* offset of each type */
+  int64_t *trans; /* transition times, ascending */
+  uint8_t *tidx;  /* type of each transition */
+  int32_t *utoff; /* offset of each type */
   int has_rule;
   tz_rule rule;
 } tz_zone;
@@ -212,7 +214,8 @@ static int is_leap(int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 =
 
 /* Days since the epoch of rule date d in year y. */
 static int64_t rule_day(const tz_date *d, int64_t y) {
-  if (d->kind == 'J') return timefmt_days_from_civil(y, 1, 1) + d->n - 1 + (is_leap(y) && d->n >= 60);
+  if (d->kind == 'J')
+    return timefmt_days_from_civil(y, 1, 1) + d->n - 1 + (is_leap(y) && d->n >= 60);
   if (d->kind == 'N') return timefmt_days_from_civil(y, 1, 1) + d->n;
   static const int dim[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
   int64_t first = timefmt_days_from_civil(y, d->m, 1);
@@ -248,8 +251,10 @@ static int32_t zone_offset(const tz_zone *z, int64_t t) {
   uint32_t lo = 0, hi = z->ntrans; /* last transition <= t */
   while (hi - lo > 1) {
     uint32_t mid = lo + (hi - lo) / 2;
-    if (z->trans[mid] <= t) lo = mid;
-    else hi = mid;
+    if (z->trans[mid] <= t)
+      lo = mid;
+    else
+      hi = mid;
   }
   return z->utoff[z->tidx[lo]];
 }
@@ -299,8 +304,7 @@ static int tzif_parse(const uint8_t *d, size_t n, tz_zone *z, tz_alloc_fn alloc,
   }
   if (version >= '2' && off < n && d[off] == '\n') { /* footer: "\n<POSIX TZ>\n" */
     const uint8_t *s = d + off + 1, *e = memchr(s, '\n', n - off - 1);
-    if (e && e > s && posix_rule_parse((const char *)s, (size_t)(e - s), &z->rule))
-      z->has_rule = 1;
+    if (e && e > s && posix_rule_parse((const char *)s, (size_t)(e - s), &z->rule)) z->has_rule = 1;
   }
   if (z->ntypes == 0 && !z->has_rule) return -1;
   return 0;
@@ -393,7 +397,8 @@ static void *prepare_tz(const value *args, const uint8_t *is_const, uint32_t nar
   int rc = tz_load(args[1].s, args[1].n, z, heap_alloc, NULL);
   if (rc) {
     release_tz(z);
-    if (rc == -2) snprintf(err, err_size, "out of memory loading a time zone");
+    if (rc == -2)
+      snprintf(err, err_size, "out of memory loading a time zone");
     else
       snprintf(err, err_size,
                "unknown time zone '%.*s' (use an IANA name like 'America/New_York' with tzdata "
@@ -406,8 +411,18 @@ static void *prepare_tz(const value *args, const uint8_t *is_const, uint32_t nar
 
 /* ----------------------------------------------------- accessors */
 
-enum field { F_YEAR, F_MONTH, F_DAY_OF_YEAR, F_DAY_OF_MONTH, F_DATE, F_DAY_OF_WEEK, F_HOURS,
-             F_MINUTES, F_SECONDS, F_MILLIS };
+enum field {
+  F_YEAR,
+  F_MONTH,
+  F_DAY_OF_YEAR,
+  F_DAY_OF_MONTH,
+  F_DATE,
+  F_DAY_OF_WEEK,
+  F_HOURS,
+  F_MINUTES,
+  F_SECONDS,
+  F_MILLIS
+};
 
 static value timestamp_field(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux,
                              enum field f) {
@@ -432,36 +447,51 @@ static value timestamp_field(eval_ctx *ctx, const value *args, uint32_t nargs, v
   int64_t y;
   int m, d;
   switch (f) {
-    case F_HOURS: return value_int(secs / 3600);
-    case F_MINUTES: return value_int(secs / 60 % 60);
-    case F_SECONDS: return value_int(secs % 60);
-    case F_MILLIS: return value_int(value_nanos(*ts) / 1000000);
-    case F_DAY_OF_WEEK: return value_int(((days + 4) % 7 + 7) % 7);
-    default: break;
+    case F_HOURS:
+      return value_int(secs / 3600);
+    case F_MINUTES:
+      return value_int(secs / 60 % 60);
+    case F_SECONDS:
+      return value_int(secs % 60);
+    case F_MILLIS:
+      return value_int(value_nanos(*ts) / 1000000);
+    case F_DAY_OF_WEEK:
+      return value_int(((days + 4) % 7 + 7) % 7);
+    default:
+      break;
   }
   timefmt_civil_from_days(days, &y, &m, &d);
   switch (f) {
-    case F_YEAR: return value_int(y);
-    case F_MONTH: return value_int(m - 1);
-    case F_DAY_OF_MONTH: return value_int(d - 1);
-    case F_DATE: return value_int(d);
-    default: return value_int(days - timefmt_days_from_civil(y, 1, 1)); /* F_DAY_OF_YEAR */
+    case F_YEAR:
+      return value_int(y);
+    case F_MONTH:
+      return value_int(m - 1);
+    case F_DAY_OF_MONTH:
+      return value_int(d - 1);
+    case F_DATE:
+      return value_int(d);
+    default:
+      return value_int(days - timefmt_days_from_civil(y, 1, 1)); /* F_DAY_OF_YEAR */
   }
 }
 
 static value duration_field(const value *dur, enum field f) {
   switch (f) {
-    case F_HOURS: return value_int(dur->i / 3600);
-    case F_MINUTES: return value_int(dur->i / 60);
-    case F_SECONDS: return value_int(dur->i);
-    default: return value_int(value_nanos(*dur) / 1000000); /* F_MILLIS */
+    case F_HOURS:
+      return value_int(dur->i / 3600);
+    case F_MINUTES:
+      return value_int(dur->i / 60);
+    case F_SECONDS:
+      return value_int(dur->i);
+    default:
+      return value_int(value_nanos(*dur) / 1000000); /* F_MILLIS */
   }
 }
 
-#define TS_ACCESSOR(fname, field)                                                     \
+#define TS_ACCESSOR(fname, field)                                                   \
   static value fname(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) { \
     if (args[0].kind == V_DURATION) return duration_field(&args[0], field);         \
-    return timestamp_field(ctx, args, nargs, aux, field);                             \
+    return timestamp_field(ctx, args, nargs, aux, field);                           \
   }
 
 TS_ACCESSOR(fn_full_year, F_YEAR)
@@ -477,10 +507,8 @@ TS_ACCESSOR(fn_millis, F_MILLIS)
 
 #define T V_TIMESTAMP
 #define S V_STRING
-#define ACCESSOR(name, fn)                          \
-  {name, 1, 1, {T}, fn, NULL, NULL, 0}, {           \
-    name, 1, 2, {T, S}, fn, prepare_tz, release_tz, 0 \
-  }
+#define ACCESSOR(name, fn) \
+  {name, 1, 1, {T}, fn, NULL, NULL, 0}, { name, 1, 2, {T, S}, fn, prepare_tz, release_tz, 0 }
 
 const builtin lib_time_builtins[] = {
     {"timestamp", 0, 1, {S}, fn_timestamp, NULL, NULL, 0},

@@ -123,47 +123,47 @@ static int is_str(value v, const char *want) {
   return v.kind == V_STRING && v.n == n && memcmp(v.s, want, n) == 0;
 }
 
-#define CHECK_INT(expr, want)                                                              \
-  do {                                                                                     \
-    value v_ = (expr);                                                                     \
-    CHECK_MSG(v_.kind == V_INT && v_.i == (int64_t)(want), "%s: kind %d, %lld (%.*s)",     \
-              #expr, v_.kind, (long long)v_.i, v_.kind == V_ERROR ? (int)v_.n : 0,         \
-              v_.kind == V_ERROR ? v_.s : "");                                             \
+#define CHECK_INT(expr, want)                                                                 \
+  do {                                                                                        \
+    value v_ = (expr);                                                                        \
+    CHECK_MSG(v_.kind == V_INT && v_.i == (int64_t)(want), "%s: kind %d, %lld (%.*s)", #expr, \
+              v_.kind, (long long)v_.i, v_.kind == V_ERROR ? (int)v_.n : 0,                   \
+              v_.kind == V_ERROR ? v_.s : "");                                                \
   } while (0)
-#define CHECK_UINT(expr, want)                                                   \
-  do {                                                                           \
-    value v_ = (expr);                                                           \
-    CHECK_MSG(v_.kind == V_UINT && v_.u == (uint64_t)(want), "%s: kind %d", #expr, v_.kind); \
-  } while (0)
-#define CHECK_DBL(expr, want)                                                         \
-  do {                                                                                \
-    value v_ = (expr);                                                                \
-    CHECK_MSG(v_.kind == V_DOUBLE && v_.d == (want), "%s: kind %d, %g", #expr, v_.kind, v_.d); \
-  } while (0)
-#define CHECK_BOOL(expr, want)                                                               \
+#define CHECK_UINT(expr, want)                                                               \
   do {                                                                                       \
     value v_ = (expr);                                                                       \
-    CHECK_MSG(v_.kind == V_BOOL && v_.b == (want), "%s: kind %d (%.*s)", #expr, v_.kind,     \
-              v_.kind == V_ERROR ? (int)v_.n : 0, v_.kind == V_ERROR ? v_.s : "");           \
+    CHECK_MSG(v_.kind == V_UINT && v_.u == (uint64_t)(want), "%s: kind %d", #expr, v_.kind); \
   } while (0)
-#define CHECK_S(expr, want)                                                                \
-  do {                                                                                     \
-    value v_ = (expr);                                                                     \
-    CHECK_MSG(is_str(v_, want), "%s: kind %d, got \"%.*s\", want \"%s\"", #expr, v_.kind, \
-              (int)v_.n, v_.s ? v_.s : "", want);                                          \
+#define CHECK_DBL(expr, want)                                                                  \
+  do {                                                                                         \
+    value v_ = (expr);                                                                         \
+    CHECK_MSG(v_.kind == V_DOUBLE && v_.d == (want), "%s: kind %d, %g", #expr, v_.kind, v_.d); \
   } while (0)
-#define CHECK_ERR(expr)                                                                   \
+#define CHECK_BOOL(expr, want)                                                           \
+  do {                                                                                   \
+    value v_ = (expr);                                                                   \
+    CHECK_MSG(v_.kind == V_BOOL && v_.b == (want), "%s: kind %d (%.*s)", #expr, v_.kind, \
+              v_.kind == V_ERROR ? (int)v_.n : 0, v_.kind == V_ERROR ? v_.s : "");       \
+  } while (0)
+#define CHECK_S(expr, want)                                                               \
   do {                                                                                    \
     value v_ = (expr);                                                                    \
+    CHECK_MSG(is_str(v_, want), "%s: kind %d, got \"%.*s\", want \"%s\"", #expr, v_.kind, \
+              (int)v_.n, v_.s ? v_.s : "", want);                                         \
+  } while (0)
+#define CHECK_ERR(expr)                                                                  \
+  do {                                                                                   \
+    value v_ = (expr);                                                                   \
     CHECK_MSG(v_.kind == V_ERROR, "%s: expected an error, got kind %d", #expr, v_.kind); \
   } while (0)
 /* An error whose message contains `part`. */
-#define CHECK_ERR_HAS(expr, part)                                                         \
-  do {                                                                                    \
-    value v_ = (expr);                                                                    \
-    CHECK_MSG(v_.kind == V_ERROR && memmem(v_.s, v_.n, part, strlen(part)),              \
-              "%s: expected an error with \"%s\", got kind %d \"%.*s\"", #expr, part,     \
-              v_.kind, v_.kind == V_ERROR ? (int)v_.n : 0, v_.kind == V_ERROR ? v_.s : ""); \
+#define CHECK_ERR_HAS(expr, part)                                                              \
+  do {                                                                                         \
+    value v_ = (expr);                                                                         \
+    CHECK_MSG(v_.kind == V_ERROR && memmem(v_.s, v_.n, part, strlen(part)),                    \
+              "%s: expected an error with \"%s\", got kind %d \"%.*s\"", #expr, part, v_.kind, \
+              v_.kind == V_ERROR ? (int)v_.n : 0, v_.kind == V_ERROR ? v_.s : "");             \
   } while (0)
 
 /* ------------------------------------------------------------------ core */
@@ -180,7 +180,11 @@ static void test_size_counts_code_points_bytes_and_elements(void) {
 }
 
 static void test_string_predicates_work_on_code_points(void) {
-  CHECK_BOOL(R("contains", 2, S("Stra\xc3\x9f" "e"), S("a\xc3\x9f")), true);
+  CHECK_BOOL(R("contains", 2,
+               S("Stra\xc3\x9f"
+                 "e"),
+               S("a\xc3\x9f")),
+             true);
   CHECK_BOOL(R("contains", 2, S("hello"), S("")), true);
   CHECK_BOOL(R("contains", 2, S(""), S("x")), false);
   CHECK_BOOL(R("contains", 2, S("abababc"), S("ababc")), true);
@@ -198,7 +202,11 @@ static void test_matches_is_unanchored_re2_on_code_points(void) {
   CHECK_BOOL(R("matches", 2, S("\xf0\x9f\x90\xb1\xf0\x9f\x98\x80\xf0\x9f\x98\x80"),
                S("(a|\xf0\x9f\x98\x80){2}")),
              true);
-  CHECK_BOOL(R("matches", 2, S("ma\xc3\xb1" "ana"), S("a+\xc3\xb1+a+")), true);
+  CHECK_BOOL(R("matches", 2,
+               S("ma\xc3\xb1"
+                 "ana"),
+               S("a+\xc3\xb1+a+")),
+             true);
   /* RE2: $ only at the very end, \d is ASCII, (?i) folds Unicode. */
   CHECK_BOOL(R("matches", 2, S("a\n"), S("a$")), false);
   CHECK_BOOL(R("matches", 2, S("\xd9\xa1"), S("\\d")), false); /* ARABIC-INDIC DIGIT ONE */
@@ -254,7 +262,7 @@ static void test_int_conversions_check_range(void) {
   CHECK_ERR(G("int", 1, S("")));
   CHECK_ERR(G("int", 1, S("0x10")));
   CHECK_INT(G("int", 1, TS(1095379199, 5)), 1095379199);
-  CHECK_INT(G("int", 1, TS(-1, 999999999)), -1); /* seconds, floored */
+  CHECK_INT(G("int", 1, TS(-1, 999999999)), -1);         /* seconds, floored */
   CHECK_INT(G("int", 1, DUR(1, 500000000)), 1500000000); /* nanoseconds */
   CHECK_ERR(G("int", 1, DUR(315576000000LL, 0)));
   CHECK_ERR(G("int", 1, B(true)));
@@ -396,7 +404,11 @@ static void test_case_replace_split_join(void) {
   CHECK_S(R("replace", 4, S("{0} days {0} hours"), S("{0}"), S("2"), I(1)), "2 days {0} hours");
   CHECK_S(R("replace", 4, S("hello hello"), S("he"), S("we"), I(0)), "hello hello");
   CHECK_S(R("replace", 4, S("hello hello"), S("he"), S("we"), I(-1)), "wello wello");
-  CHECK_S(R("replace", 3, S("a\xc2\xa9" "b"), S(""), S("-")), "-a-\xc2\xa9-b-");
+  CHECK_S(R("replace", 3,
+            S("a\xc2\xa9"
+              "b"),
+            S(""), S("-")),
+          "-a-\xc2\xa9-b-");
   CHECK_S(R("replace", 4, S("abc"), S(""), S("-"), I(2)), "-a-bc");
   CHECK_S(R("replace", 3, S("1 \xc2\xa9\xce\xb1T taco"), S("\xce\xb1T"), S("o\xc2\xa9\xce\xb1")),
           "1 \xc2\xa9o\xc2\xa9\xce\xb1 taco");
@@ -407,7 +419,10 @@ static void test_case_replace_split_join(void) {
   CHECK(l.kind == V_LIST && l.n == 2 && is_str(l.items[1], "b c"));
   l = R("split", 3, S("a b c"), S(" "), I(0));
   CHECK(l.kind == V_LIST && l.n == 0);
-  l = R("split", 2, S("a\xc2\xa9" "b"), S(""));
+  l = R("split", 2,
+        S("a\xc2\xa9"
+          "b"),
+        S(""));
   CHECK(l.kind == V_LIST && l.n == 3 && is_str(l.items[1], "\xc2\xa9"));
   l = R("split", 3, S("abc"), S(""), I(2));
   CHECK(l.kind == V_LIST && l.n == 2 && is_str(l.items[1], "bc"));
@@ -432,11 +447,18 @@ static void test_trim_reverse_quote(void) {
           "\xe1\xa0\x8etext\xe2\x80\x8b\xef\xbb\xbf");
   CHECK_S(R("trim", 1, S("   ")), "");
   CHECK_S(R("reverse", 1, S("gums")), "smug");
-  CHECK_S(R("reverse", 1, S(TACO)), "T\xce\xb1\xc2\xa9o\xc2\xa9" "at");
+  CHECK_S(R("reverse", 1, S(TACO)),
+          "T\xce\xb1\xc2\xa9o\xc2\xa9"
+          "at");
   CHECK_S(G("strings.quote", 1, S("first\nsecond")), "\"first\\nsecond\"");
   CHECK_S(G("strings.quote", 1, S("\a\b\f\r\t\v\\\"")), "\"\\a\\b\\f\\r\\t\\v\\\\\\\"\"");
   CHECK_S(G("strings.quote", 1, S("")), "\"\"");
-  CHECK_S(G("strings.quote", 1, SN("a\xff" "b", 3)), "\"a\xef\xbf\xbd" "b\"");
+  CHECK_S(G("strings.quote", 1,
+            SN("a\xff"
+               "b",
+               3)),
+          "\"a\xef\xbf\xbd"
+          "b\"");
 }
 
 static value fmt(const char *f, value list) { return R("format", 2, S(f), list); }
@@ -559,8 +581,7 @@ static void test_timestamp_accessors_in_time_zones(void) {
 static void test_bad_time_zones_are_errors(void) {
   value t = TS(1234567890, 0);
   CHECK_ERR(R("getHours", 2, t, S("Mars/Olympus_Mons")));
-  CHECK_MSG(strstr(prep_err, "Mars/Olympus_Mons") != NULL, "prepare names the zone: %s",
-            prep_err);
+  CHECK_MSG(strstr(prep_err, "Mars/Olympus_Mons") != NULL, "prepare names the zone: %s", prep_err);
   CHECK_ERR(RN("getHours", 2, t, S("Mars/Olympus_Mons")));
   CHECK_ERR(RN("getHours", 2, t, S("Local")));
   CHECK_ERR(RN("getHours", 2, t, S("../../etc/passwd")));

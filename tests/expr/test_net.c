@@ -42,10 +42,20 @@ static int is_true(value v) { return v.kind == V_BOOL && v.b; }
 static int is_false(value v) { return v.kind == V_BOOL && !v.b; }
 
 static void test_is_ip_accepts_what_netip_and_kubernetes_accept(void) {
-  const char *good[] = {"127.0.0.1",   "0.0.0.0",       "255.255.255.255", "::1",
-                        "::",          "2001:db8::abcd", "2001:DB8::ABCD",  "fe80::1",
-                        "1:2:3:4:5:6:7:8", "1::",       "::1.2.3.4",       "1:2:3:4:5:6:1.2.3.4",
-                        "0:0:0:0:0:0:0:1", "2001:db8:0:0:0:0:0:abcd"};
+  const char *good[] = {"127.0.0.1",
+                        "0.0.0.0",
+                        "255.255.255.255",
+                        "::1",
+                        "::",
+                        "2001:db8::abcd",
+                        "2001:DB8::ABCD",
+                        "fe80::1",
+                        "1:2:3:4:5:6:7:8",
+                        "1::",
+                        "::1.2.3.4",
+                        "1:2:3:4:5:6:1.2.3.4",
+                        "0:0:0:0:0:0:0:1",
+                        "2001:db8:0:0:0:0:0:abcd"};
   for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
     CHECK_MSG(is_true(call("isIP", 0, 1, S(good[i]))), "isIP('%s')", good[i]);
   const char *bad[] = {"",
@@ -84,8 +94,8 @@ static void test_ip_values_are_canonical_tagged_strings(void) {
   CHECK(text_is(v, "2001:db8::abcd") && (v.flags & VF_IP));
   CHECK(text_is(ip("0:0:0:0:0:0:0:1"), "::1"));
   CHECK(text_is(ip("0:0:0:0:0:0:0:0"), "::"));
-  CHECK(text_is(ip("1:0:0:2:0:0:0:3"), "1:0:0:2::3"));  /* longest zero run */
-  CHECK(text_is(ip("1:0:0:2:0:0:3:4"), "1::2:0:0:3:4")); /* first of equal runs */
+  CHECK(text_is(ip("1:0:0:2:0:0:0:3"), "1:0:0:2::3"));      /* longest zero run */
+  CHECK(text_is(ip("1:0:0:2:0:0:3:4"), "1::2:0:0:3:4"));    /* first of equal runs */
   CHECK(text_is(ip("1:0:2:3:4:5:6:7"), "1:0:2:3:4:5:6:7")); /* one zero group stays */
   CHECK(text_is(ip("1:2:3:4:5:6:7:0"), "1:2:3:4:5:6:7:0"));
   CHECK(text_is(ip("1:2:3:4:5:6::"), "1:2:3:4:5:6::"));
@@ -136,9 +146,10 @@ static void test_cidr_parsing_and_parts(void) {
   CHECK(is_true(call("isCIDR", 0, 1, S("::1/128"))));
   CHECK(is_true(call("isCIDR", 0, 1, S("0.0.0.0/0"))));
   CHECK(is_true(call("isCIDR", 0, 1, S("192.168.0.1/24")))); /* host bits are allowed */
-  const char *bad[] = {"192.168.0.0/33", "::1/129",       "192.168.0.0/",    "192.168.0.0",
-                       "192.168.0.0/08", "192.168.0.0/-1", "192.168.0.0/+8", "::ffff:1.2.3.4/96",
-                       "fe80::%eth0/64", "/8",             "1.2.3.4/8/8",     "10.0.0.0/1000"};
+  const char *bad[] = {
+      "192.168.0.0/33", "::1/129",        "192.168.0.0/",      "192.168.0.0",    "192.168.0.0/08",
+      "192.168.0.0/-1", "192.168.0.0/+8", "::ffff:1.2.3.4/96", "fe80::%eth0/64", "/8",
+      "1.2.3.4/8/8",    "10.0.0.0/1000"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     CHECK_MSG(is_false(call("isCIDR", 0, 1, S(bad[i]))), "isCIDR('%s') should be false", bad[i]);
   CHECK(cidr("192.168.0.0/33").kind == V_ERROR);

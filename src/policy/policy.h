@@ -1,0 +1,152 @@
+/* policy.h — strategies in YAML, compiled into an immutable bundle.
+ *
+ * policy_bundle_load reads a folder of *.yaml strategies (docs/policy.md is
+ * the language), checks them, compiles every expression once, builds the
+ * rule indexes and computes content-hash versions. The result is immutable
+ * and may be read from any number of threads; the engine (src/engine/) runs
+ * decisions against it and swaps bundles on reload.
+ *
+ * Not here: request parsing, the first-match loop and the decision output
+ * (src/engine/), models (src/model/, later). */
+#ifndef VD_POLICY_POLICY_H
+#define VD_POLICY_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/value.h"
+#include "expr/expr.h"
+
+/* ---- diagnostics: every problem names file:line:col and the YAML key ---- */
+typedef enum diag_severity { DIAG_ERROR, DIAG_WARNING } diag_severity;
+
+typedef struct policy_diag {
+  diag_severity severity;
+  char file[256];
+  int line, column;   /* 1-based; 0 when not tied to a place */
+  char key[128];      /* YAML key path: "rules[2].if", "" when none */
+  char message[1024]; /* may hold a caret excerpt on following lines */
+} policy_diag;
+
+typedef struct policy_diags {
+  policy_diag *items;
+  size_t n, cap;
+  size_t errors, warnings;
+} policy_diags;
+
+void policy_diags_free(policy_diags *d);
+/* "FILE:LINE:COL: KEY: message" (or "warning: ..." ) — one diagnostic per
+ * call, to the given stream. */
+void policy_diag_print(const policy_diag *d, void *file /* FILE * */);
+
+/* ---- the compiled form ---- */
+typedef struct policy_action {
+  const char *name; /* NUL-terminated */
+  uint32_t name_len;
+  bool allowed;
+  bool review;
+} policy_action;
+
+/* A decision a setting names: default, on_error, on_no_candidate. */
+typedef struct policy_outcome {
+  int32_t action; /* index into strategy.actions; -1: none (error decision) */
+  const char *reason; /* may be NULL */
+} policy_outcome;
+
+typedef enum no_candidate_mode { NC_ERROR, NC_FIRST, NC_ACTION } no_candidate_mode;
+
+typedef struct policy_rule {
+  const char *name;
+  const char *reason; /* may be NULL */
+  const char *source; /* the `if` text */
+  int32_t action;     /* index into strategy.actions */
+  expr_program *cond;
+  int line, column;   /* of the rule's `if` value, for traces and messages */
+  bool reads_model;   /* reads `model` (not available yet) */
+} policy_rule;
+
+typedef struct policy_let {
+  const char *name;
+  uint32_t name_len;
+  expr_program *prog;
+} policy_let;
+
+typedef struct policy_test {
+  const char *name;
+  value context;    /* a map */
+  value candidates; /* a list (empty when not given) */
+  value key;        /* a string ("" when not given) */
+  const char *expect_action; /* NULL when not checked */
+  int expect_allowed;        /* -1 not checked, 0/1 */
+  const char *expect_source; /* NULL when not checked */
+  const char *expect_rule;   /* NULL when not checked */
+  int line;
+} policy_test;
+
+typedef struct rule_index rule_index; /* see index.c */
+
+typedef struct strategy {
+  const char *name;
+  const char *file;
+  const char *description;
+  const char *const *decision_points;
+  uint32_t ndecision_points;
+  const policy_action *actions;
+  uint32_t nactions;
+  value constants; /* a map: name -> value */
+  const policy_let *lets;
+  uint32_t nlets;
+  const policy_rule *rules;
+  uint32_t nrules;
+  policy_outcome default_outcome; /* action -1 when no default is declared */
+  policy_outcome on_error;
+  no_candidate_mode nc_mode;
+  int32_t nc_action; /* for NC_ACTION */
+  const char *fallback_model; /* NULL when none */
+  uint32_t fallback_timeout_ms;
+  const policy_test *tests;
+  uint32_t ntests;
+  const rule_index *index;
+  char version[65]; /* hex SHA-256 of the canonical form */
+} strategy;
+
+typedef struct policy_bundle {
+  const char *dir;
+  const strategy *strategies;
+  uint32_t nstrategies;
+  char version[65]; /* hex SHA-256 over the strategies' names and versions */
+  arena mem;        /* owns everything above */
+} policy_bundle;
+
+typedef struct policy_load_opts {
+  const char *store_dir; /* content-addressed store; NULL: <dir>/.verdict/versions; "" none */
+  int warnings_as_errors;
+} policy_load_opts;
+
+/* Loads and compiles every strategy in dir. Returns 0 with *out set, or -1
+ * with the problems in diags (which also collects warnings on success). */
+int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bundle **out,
+                       policy_diags *diags);
+/* One strategy from text (tests, tools): file names the source in messages. */
+int policy_bundle_from_text(const char *file, const char *text, size_t len,
+                            policy_bundle **out, policy_diags *diags);
+void policy_bundle_free(policy_bundle *b);
+
+/* The strategy serving a decision point, or NULL. */
+const strategy *policy_bundle_find(const policy_bundle *b, const char *point, size_t len);
+/* Index of an action by name, or -1. */
+int32_t strategy_action(const strategy *s, const char *name, size_t len);
+
+/* ---- the rule index ----
+ * Which rules can match a request, in first-match order, without evaluating
+ * the others. `lookup` resolves a variable name (a context field, or
+ * `request`) to its value for this decision, as the expression evaluator's
+ * activation would. Fills out[] with rule numbers in ascending order and
+ * returns how many (at most nrules). Rules that are not indexed are always
+ * included. */
+uint32_t rule_index_candidates(const rule_index *ix, const strategy *s,
+                               const expr_activation *act, uint32_t *out);
+
+#endif
