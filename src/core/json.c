@@ -275,6 +275,11 @@ static void parser_free(parser *P) {
 
 /* ---- strings ---- */
 
+/* 1 for the bytes a JSON string carries as they are: printable ASCII but
+ * '"' and '\\' (DEL included). */
+static const unsigned char plain_byte[256] = {
+    [0x20 ... 0x21] = 1, [0x23 ... 0x5b] = 1, [0x5d ... 0x7f] = 1};
+
 /* Returns the first byte of [s, end) that ends a plain run in a string —
  * '"', '\\', a control byte (< 0x20) or a non-ASCII byte (>= 0x80) — or end.
  * 16 bytes at a time with SSE2, else 8 at a time in a 64-bit word. */
@@ -305,11 +310,8 @@ static inline const char *skip_plain(const char *s, const char *end) {
     s += 8;
   }
 #endif
-  for (; s < end; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) return s;
-  }
-  return end;
+  while (s < end && plain_byte[(unsigned char)*s]) s++;
+  return s;
 }
 
 static int hex4(const char *p, const char *end, uint32_t *out) {
@@ -926,70 +928,75 @@ static int buf_reserve(json_buf *b, size_t extra) {
   return 0;
 oom:
   b->oom = 1;
+  b->cap = b->data ? b->len + 1 : 0; /* so that every later write comes here */
   return -1;
 }
 
 void json_buf_put(json_buf *b, const char *s, size_t len) {
-  if (buf_reserve(b, len) != 0) return;
+  if (b->len + len >= b->cap && buf_reserve(b, len) != 0) return;
   memcpy(b->data + b->len, s, len);
   b->len += len;
   b->data[b->len] = '\0';
 }
 
 void json_buf_putc(json_buf *b, char c) {
-  if (buf_reserve(b, 1) != 0) return;
+  if (b->len + 1 >= b->cap && buf_reserve(b, 1) != 0) return;
   b->data[b->len++] = c;
   b->data[b->len] = '\0';
 }
 
 void json_write_string(json_buf *b, const char *s, size_t len) {
   static const char hex[] = "0123456789abcdef";
-  /* Plain text is copied as is; reserve for that and grow on escapes. */
+  /* Room for the text as is and the quotes; each escape below makes room
+   * for itself and the rest again. */
   if (buf_reserve(b, len + 2) != 0) return;
-  b->data[b->len++] = '"';
-  size_t i = 0;
-  while (i < len) {
-    size_t run = (size_t)(skip_plain(s + i, s + len) - s);
-    if (run > i) {
-      json_buf_put(b, s + i, run - i);
-      i = run;
-      if (i == len) break;
-    }
-    unsigned char c = (unsigned char)s[i];
+  const char *p = s, *end = s + len;
+  char *o = b->data + b->len;
+  *o++ = '"';
+  for (;;) {
+    const char *q = skip_plain(p, end);
+    memcpy(o, p, (size_t)(q - p));
+    o += q - p;
+    p = q;
+    if (p == end) break;
+    b->len = (size_t)(o - b->data);
+    if (buf_reserve(b, (size_t)(end - p) + 6 + 1) != 0) return;
+    o = b->data + b->len;
+    unsigned char c = (unsigned char)*p;
     if (c >= 0x80) {
       uint32_t cp;
-      int n = utf8_decode((const unsigned char *)s + i, len - i, &cp);
+      int n = utf8_decode((const unsigned char *)p, (size_t)(end - p), &cp);
       if (n > 0) {
-        json_buf_put(b, s + i, (size_t)n);
-        i += (size_t)n;
-      } else { /* not UTF-8: write U+FFFD so the output stays valid */
-        json_buf_put(b, "\xEF\xBF\xBD", 3);
-        i++;
+        memcpy(o, p, (size_t)n);
+        o += n;
+        p += n;
+      } else { /* not UTF-8: write U+FFFD so that the output stays valid */
+        memcpy(o, "\xEF\xBF\xBD", 3);
+        o += 3;
+        p++;
       }
       continue;
     }
-    char e[6] = {'\\', 0, 0, 0, 0, 0};
-    size_t n = 2;
+    *o++ = '\\';
     switch (c) {
-      case '"': e[1] = '"'; break;
-      case '\\': e[1] = '\\'; break;
-      case '\b': e[1] = 'b'; break;
-      case '\f': e[1] = 'f'; break;
-      case '\n': e[1] = 'n'; break;
-      case '\r': e[1] = 'r'; break;
-      case '\t': e[1] = 't'; break;
+      case '"': *o++ = '"'; break;
+      case '\\': *o++ = '\\'; break;
+      case '\b': *o++ = 'b'; break;
+      case '\f': *o++ = 'f'; break;
+      case '\n': *o++ = 'n'; break;
+      case '\r': *o++ = 'r'; break;
+      case '\t': *o++ = 't'; break;
       default:
-        e[1] = 'u';
-        e[2] = '0';
-        e[3] = '0';
-        e[4] = hex[c >> 4];
-        e[5] = hex[c & 15];
-        n = 6;
+        memcpy(o, "u00", 3);
+        o[3] = hex[c >> 4];
+        o[4] = hex[c & 15];
+        o += 5;
     }
-    json_buf_put(b, e, n);
-    i++;
+    p++;
   }
-  json_buf_putc(b, '"');
+  *o++ = '"';
+  b->len = (size_t)(o - b->data);
+  b->data[b->len] = '\0';
 }
 
 void json_write_double(json_buf *b, double d) {

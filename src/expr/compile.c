@@ -546,20 +546,30 @@ static uint32_t emit_call(compiler *c, const char *name, size_t name_len, int re
   for (uint32_t j = 0; j < count; j++) ncand += fits_call(&first[j], receiver, nk);
   const builtin **cand = arena_zalloc(c->mem, (ncand ? ncand : 1) * sizeof *cand);
   void **aux = arena_zalloc(c->mem, (ncand ? ncand : 1) * sizeof *aux);
+  pcall_sig *sig = arena_zalloc(c->mem, (ncand ? ncand : 1) * sizeof *sig);
   const char *s = own_str(c, name, name_len, pos);
-  if (!cand || !aux || !s) {
+  if (!cand || !aux || !sig || !s) {
     fail_nomem(c, pos);
     return NONE;
   }
   uint32_t k = 0;
   int has_prepare = 0;
   for (uint32_t j = 0; j < count; j++) {
-    if (!fits_call(&first[j], receiver, nk)) continue;
-    cand[k++] = &first[j];
-    has_prepare |= first[j].prepare != NULL;
+    const builtin *b = &first[j];
+    if (!fits_call(b, receiver, nk)) continue;
+    if (!b->variadic && nk <= 4) {
+      sig[k].exact = 1;
+      for (uint32_t i = 0; i < nk; i++)
+        if (b->kinds[i] != K_ANY) {
+          sig[k].kinds |= (uint32_t)b->kinds[i] << (8 * i);
+          sig[k].mask |= 0xffu << (8 * i);
+        }
+    }
+    cand[k++] = b;
+    has_prepare |= b->prepare != NULL;
   }
   if (prepare_call(c, cand, aux, ncand, kids, nk, receiver, pos)) return NONE;
-  pcall pc = {s, (uint32_t)name_len, ncand, cand, aux};
+  pcall pc = {s, (uint32_t)name_len, ncand, cand, aux, sig};
   if (vec_push(c, &c->calls, &pc, sizeof pc)) {
     release_aux(&pc, 1);
     return NONE;

@@ -29,9 +29,12 @@
 #include "core/timefmt.h"
 #include "expr/program.h"
 
+typedef int (*lookup_fn)(void *user, const char *name, size_t len, value *out);
+
 typedef struct est {
   const expr_program *p;
-  const expr_activation *act;
+  lookup_fn lookup; /* never NULL (see no_vars) */
+  void *user;
   eval_ctx *ctx;
   value *slots;
 } est;
@@ -60,9 +63,19 @@ static int over_cost(const eval_ctx *ctx) { return ctx->cost_limit && ctx->cost 
 
 /* ---- variables and fields ---- */
 
-static int lookup(est *s, const char *name, size_t len, value *out) {
-  const expr_activation *act = s->act;
-  return act && act->lookup && act->lookup(act->user, name, len, out) == 0;
+static int no_vars(void *user, const char *name, size_t len, value *out) { return -1; }
+
+static void est_init(est *s, const expr_program *p, const expr_activation *act, eval_ctx *ctx,
+                     value *slots) {
+  s->p = p;
+  s->lookup = act && act->lookup ? act->lookup : no_vars;
+  s->user = act ? act->user : NULL;
+  s->ctx = ctx;
+  s->slots = slots;
+}
+
+static inline int lookup(est *s, const char *name, size_t len, value *out) {
+  return s->lookup(s->user, name, len, out) == 0;
 }
 
 COLD static value select_failed(est *s, const value *v, const value *key) {
@@ -480,13 +493,16 @@ NOINLINE static value eval_call(est *s, const pnode *n) {
     args = arena_alloc(s->ctx->arena, (size_t)nargs * sizeof(value));
     if (!args) return err_nomem();
   }
+  uint32_t kinds = 0; /* the argument kinds, a byte each, for the first four */
   for (uint32_t i = 0; i < nargs; i++) {
     args[i] = evk(s, KID(s, n, i));
     if (args[i].kind == V_ERROR) return args[i];
+    if (i < 4) kinds |= (uint32_t)args[i].kind << (8 * i);
   }
   for (uint32_t j = 0; j < c->ncand; j++) {
-    const builtin *b = c->cand[j];
-    if (cand_accepts(b, args, nargs)) return b->fn(s->ctx, args, nargs, c->aux[j]);
+    const pcall_sig *sig = &c->sig[j];
+    int ok = sig->exact ? (kinds & sig->mask) == sig->kinds : cand_accepts(c->cand[j], args, nargs);
+    if (ok) return c->cand[j]->fn(s->ctx, args, nargs, c->aux[j]);
   }
   return err_no_overload_call(s, c, args, nargs);
 }
@@ -766,7 +782,8 @@ static inline value evk(est *s, uint32_t i) {
 
 value eval_program_node(const expr_program *p, uint32_t root, const expr_activation *act,
                         eval_ctx *ctx, value *slots) {
-  est s = {p, act, ctx, slots};
+  est s;
+  est_init(&s, p, act, ctx, slots);
   return ev(&s, root);
 }
 
@@ -777,7 +794,8 @@ value expr_eval(const expr_program *p, const expr_activation *act, eval_ctx *ctx
     slots = arena_alloc(ctx->arena, (size_t)p->nslots * sizeof(value));
     if (!slots) return err_nomem();
   }
-  est s = {p, act, ctx, slots};
+  est s;
+  est_init(&s, p, act, ctx, slots);
   value r = ev(&s, p->root);
   if (over_cost(ctx)) return VALUE_ERR("cost limit exceeded");
   return r;

@@ -107,6 +107,13 @@ static size_t seq_len(unsigned char c) {
   return 4;
 }
 
+/* Length of the character at byte pos, never past the end (strings are valid
+ * UTF-8, but a broken one must not make us read beyond it). */
+static size_t char_len(const value *s, size_t pos) {
+  size_t l = seq_len((unsigned char)s->s[pos]);
+  return l <= s->n - pos ? l : s->n - pos;
+}
+
 static size_t cp_count(const value *s) { return value_str_codepoints(s); }
 
 /* Byte offset of code point number idx (0 <= idx <= count), or SIZE_MAX when
@@ -117,7 +124,7 @@ static size_t cp_to_byte(const value *s, int64_t idx) {
   size_t b = 0;
   for (int64_t k = 0; k < idx; k++) {
     if (b >= s->n) return SIZE_MAX;
-    b += seq_len((unsigned char)s->s[b]);
+    b += char_len(s, b);
   }
   return b <= s->n ? b : SIZE_MAX;
 }
@@ -155,7 +162,7 @@ static value fn_char_at(eval_ctx *ctx, const value *args, uint32_t nargs, void *
   size_t b = cp_to_byte(s, i);
   if (b == SIZE_MAX) return index_error(ctx, i);
   if (b == s->n) return slice(s, b, b);
-  return slice(s, b, b + seq_len((unsigned char)s->s[b]));
+  return slice(s, b, b + char_len(s, b));
 }
 
 /* ---------------------------------------------------- indexOf / lastIndexOf */
@@ -255,7 +262,7 @@ static value fn_replace(eval_ctx *ctx, const value *args, uint32_t nargs, void *
       sb_put(&b, rep->s, rep->n);
       done++;
       if (pos >= s->n) break;
-      size_t l = seq_len((unsigned char)s->s[pos]);
+      size_t l = char_len(s, pos);
       sb_put(&b, s->s + pos, l);
       pos += l;
     }
@@ -306,7 +313,7 @@ static value fn_split(eval_ctx *ctx, const value *args, uint32_t nargs, void *au
     if (k == pieces - 1) {
       items[k] = slice(s, pos, s->n);
     } else if (sep->n == 0) {
-      size_t l = seq_len((unsigned char)s->s[pos]);
+      size_t l = char_len(s, pos);
       items[k] = slice(s, pos, pos + l);
       pos += l;
     } else {
@@ -421,8 +428,7 @@ static value fn_reverse(eval_ctx *ctx, const value *args, uint32_t nargs, void *
   if (!out) return OOM_ERROR;
   size_t w = s->n;
   for (size_t pos = 0; pos < s->n;) {
-    size_t l = seq_len((unsigned char)s->s[pos]);
-    if (pos + l > s->n) l = s->n - pos;
+    size_t l = char_len(s, pos);
     w -= l;
     memcpy(out + w, s->s + pos, l);
     pos += l;

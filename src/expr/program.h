@@ -76,6 +76,15 @@ typedef struct pnode {
   value k;
 } pnode;
 
+/* A candidate's argument kinds packed a byte each (for up to four
+ * arguments, no variadics): it accepts when (kinds & mask) == kinds_wanted.
+ * `exact` is 0 when the candidate needs the general check. */
+typedef struct pcall_sig {
+  uint32_t kinds;
+  uint32_t mask;
+  uint32_t exact;
+} pcall_sig;
+
 /* One call site: the overloads that fit its style and arity, in registry
  * order, with what each one's prepare returned (NULL when none). */
 typedef struct pcall {
@@ -84,6 +93,7 @@ typedef struct pcall {
   uint32_t ncand;
   const builtin *const *cand;
   void *const *aux;
+  const pcall_sig *sig;
 } pcall;
 
 /* A name candidate of a qualified identifier a.b.c: look up `name`; when it
