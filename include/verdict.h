@@ -35,6 +35,10 @@ extern "C" {
 #define VD_EJSON (-4)    /* malformed JSON input */
 #define VD_EEVAL (-5)    /* evaluation failed (division by zero, no such key, cost limit, ...) */
 #define VD_ELIMIT (-6)   /* an input exceeded a size or depth limit */
+#define VD_ENOTFOUND (-7)    /* no strategy serves the request's decision point */
+#define VD_ENOCANDIDATE (-8) /* no candidate answer, and the strategy says on_no_candidate: error */
+#define VD_EREQUEST (-9)     /* a request that is valid JSON but not a valid request (path says where) */
+#define VD_EPOLICY (-10)     /* a policy bundle failed to load or compile (message lists why) */
 
 typedef struct vd_error {
   int code;           /* the VD_E* code also returned */
@@ -61,6 +65,101 @@ int vd_expr_compile(const char *src, long len, vd_expr **out, vd_error *err);
 int vd_expr_eval_json(const vd_expr *e, const char *bindings_json, long len, char **out_json,
                       vd_error *err);
 void vd_expr_free(vd_expr *e);
+
+/* ---- the decision engine ----
+ *
+ * An engine holds one compiled policy bundle (a folder of YAML strategies,
+ * docs/policy.md) and answers requests against it. It is safe to decide from
+ * any number of threads at once, each with its own vd_decision; a reload
+ * swaps the bundle without ever blocking a decision (decisions in flight
+ * finish on the bundle they started with).
+ *
+ *   vd_engine *e;
+ *   vd_error err;
+ *   if (vd_engine_open("examples/policies", NULL, &e, &err) < 0) fail(err.message);
+ *   vd_decision *d = vd_decision_new();
+ *   const char *req = "{\"action\": \"http_request\", \"context\": {\"path\": \"/\"}}";
+ *   if (vd_decide_json(e, req, -1, d, &err) == 0)
+ *     printf("%s (%s)\n", vd_decision_action(d), vd_decision_source(d));
+ *   vd_decision_free(d);
+ *   vd_engine_close(e);
+ *
+ * docs/engine.md describes every call. */
+typedef struct vd_engine vd_engine;
+typedef struct vd_decision vd_decision; /* reusable; owns a per-decision arena */
+
+typedef struct vd_engine_opts {
+  /* Content-addressed store of every policy version loaded: NULL means
+   * <bundle>/.verdict/versions, "" keeps no store. */
+  const char *store_dir;
+  unsigned long cost_limit;     /* evaluation work per decision; 0 = 1,000,000 */
+  unsigned regex_match_limit;   /* PCRE2 match limit per regex call; 0 = 100,000 */
+  size_t memory_limit;          /* bytes one decision may allocate; 0 = 64 MiB */
+  size_t max_request_bytes;     /* largest request JSON accepted; 0 = 1 MiB */
+  int warnings_as_errors;       /* reject a bundle that has warnings */
+} vd_engine_opts;
+
+/* Loads and compiles the bundle in bundle_dir. opts may be NULL. On failure
+ * err->message lists every diagnostic and err->line/column place the first. */
+int vd_engine_open(const char *bundle_dir, const vd_engine_opts *opts, vd_engine **out,
+                   vd_error *err);
+/* Recompiles the same folder and swaps the result in atomically. On failure
+ * (VD_EPOLICY, diagnostics in err) the bundle already loaded keeps serving. */
+int vd_engine_reload(vd_engine *e, vd_error *err);
+/* The live bundle's version (hex SHA-256) copied into buf; returns buf. */
+const char *vd_engine_policy_version(vd_engine *e, char buf[65]);
+/* Waits for no one: the caller must make sure no decision is running on e. */
+void vd_engine_close(vd_engine *e);
+
+/* NULL when out of memory. */
+vd_decision *vd_decision_new(void);
+void vd_decision_free(vd_decision *d);
+/* Record a trace (rules tried, the one that matched, lets computed) in later
+ * decisions made with d; off by default, since it costs a little. */
+void vd_decision_set_trace(vd_decision *d, int on);
+
+/* Decides a request given as JSON:
+ *   {"action": "<decision point>", "candidates": ["a", "b"], "context": {...}, "key": "k"}
+ * Only "action" is required. len < 0: NUL-terminated. The result replaces
+ * whatever d held. Errors: VD_EJSON (malformed), VD_EREQUEST (a field of the
+ * wrong type or an unknown key; err->path names it), VD_ELIMIT (too large or
+ * deep), VD_ENOTFOUND (no strategy for the action), VD_ENOCANDIDATE. */
+int vd_decide_json(vd_engine *e, const char *request_json, long len, vd_decision *d,
+                   vd_error *err);
+
+/* The same request built in C. candidates may be NULL (ncandidates 0);
+ * context_json may be NULL (an empty context), context_len < 0 means
+ * NUL-terminated; key may be NULL (""). */
+typedef struct vd_request {
+  const char *action;
+  const char *const *candidates;
+  size_t ncandidates;
+  const char *context_json;
+  long context_len;
+  const char *key;
+} vd_request;
+int vd_decide(vd_engine *e, const vd_request *r, vd_decision *d, vd_error *err);
+
+/* The fields of the last decision made with d. Strings stay valid until d
+ * decides again or is freed; after a failed call they are NULL / 0. */
+const char *vd_decision_action(const vd_decision *d); /* NULL: an error decision with no action */
+int vd_decision_allowed(const vd_decision *d);
+int vd_decision_review(const vd_decision *d);
+double vd_decision_confidence(const vd_decision *d);
+const char *vd_decision_source(const vd_decision *d); /* "rule", "default" or "error" */
+const char *vd_decision_rule(const vd_decision *d);   /* the deciding rule, or NULL */
+const char *vd_decision_reason(const vd_decision *d); /* message for people, or NULL */
+const char *vd_decision_strategy(const vd_decision *d);
+const char *vd_decision_policy_version(const vd_decision *d); /* the strategy's version */
+double vd_decision_latency_us(const vd_decision *d); /* request parsing + deciding */
+
+#define VD_JSON_TRACE 1 /* add "trace" (needs vd_decision_set_trace(d, 1) before deciding) */
+
+/* The decision as JSON in memory d owns (valid until d decides again or is
+ * freed): no allocation outside d's arena, for the hot path. */
+int vd_decision_render(vd_decision *d, int flags, const char **out, size_t *len);
+/* The same, copied into a string the caller frees with vd_free. */
+int vd_decision_json(vd_decision *d, int flags, char **out);
 
 #ifdef __cplusplus
 }

@@ -55,11 +55,16 @@ static volatile uint64_t sink;
 
 static uint64_t walk_value(const value *v) {
   switch (v->kind) {
-    case V_STRING: return v->n + (unsigned char)(v->n ? v->s[0] : 0);
-    case V_INT: return (uint64_t)v->i;
-    case V_UINT: return v->u;
-    case V_DOUBLE: return (uint64_t)(v->d * 1000);
-    case V_BOOL: return v->b;
+    case V_STRING:
+      return v->n + (unsigned char)(v->n ? v->s[0] : 0);
+    case V_INT:
+      return (uint64_t)v->i;
+    case V_UINT:
+      return v->u;
+    case V_DOUBLE:
+      return (uint64_t)(v->d * 1000);
+    case V_BOOL:
+      return v->b;
     case V_LIST: {
       uint64_t h = v->n;
       for (uint32_t i = 0; i < v->n; i++) h += walk_value(&v->items[i]);
@@ -67,11 +72,11 @@ static uint64_t walk_value(const value *v) {
     }
     case V_MAP: {
       uint64_t h = v->n;
-      for (uint32_t i = 0; i < v->n; i++)
-        h += v->entries[i].key.n + walk_value(&v->entries[i].val);
+      for (uint32_t i = 0; i < v->n; i++) h += v->entries[i].key.n + walk_value(&v->entries[i].val);
       return h;
     }
-    default: return 1;
+    default:
+      return 1;
   }
 }
 
@@ -139,8 +144,9 @@ static cJSON *cjson_build_answer(void) {
   cJSON_AddItemToArray(m, cJSON_CreateString("branch"));
   cJSON_AddItemToArray(m, cJSON_CreateString("ci"));
   cJSON_AddStringToObject(o, "snapshot_id", "0193c0de-7b1a-7cc3-9a41-4f2e8d1c0b55");
-  cJSON_AddStringToObject(o, "policy_version",
-                          "sha256:3f1b9c0e7d52a4b8c6e1f09d2a7b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d");
+  cJSON_AddStringToObject(
+      o, "policy_version",
+      "sha256:3f1b9c0e7d52a4b8c6e1f09d2a7b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d");
   cJSON_AddNullToObject(o, "model_version");
   cJSON_AddNumberToObject(o, "latency_us", 3);
   return o;
@@ -163,8 +169,8 @@ static void cjson_print_only(ctx *c) {
 /* ---- the answer as verdict values ---- */
 
 static value verdict_answer(arena *a) {
-  static const char *const keys[] = {"action",      "allowed",        "confidence",
-                                     "source",      "reason",         "snapshot_id",
+  static const char *const keys[] = {"action",         "allowed",       "confidence",
+                                     "source",         "reason",        "snapshot_id",
                                      "policy_version", "model_version", "latency_us"};
   map_entry *e = arena_alloc(a, 9 * sizeof *e);
   map_entry *r = arena_alloc(a, 2 * sizeof *r);
@@ -233,8 +239,8 @@ static void compare(const char *title, contender *ks, int nk, int rounds, ctx *c
   for (int i = 0; i < nk; i++) {
     double med = pct(&ks[i], 0.5), p99 = pct(&ks[i], 0.99);
     if (i == 0) base = med;
-    printf("  %-34s median %7.0f ns/op   p99 %7.0f ns/op   %5.2fx verdict\n", ks[i].name, med,
-           p99, med / base);
+    printf("  %-34s median %7.0f ns/op   p99 %7.0f ns/op   %5.2fx verdict\n", ks[i].name, med, p99,
+           med / base);
     free(ks[i].samples);
   }
 }

@@ -9,6 +9,12 @@
 
 int cmd_eval(int argc, char **argv);
 extern const char cmd_eval_help[];
+int cmd_decide(int argc, char **argv);
+extern const char cmd_decide_help[];
+int cmd_check(int argc, char **argv);
+extern const char cmd_check_help[];
+int cmd_test(int argc, char **argv);
+extern const char cmd_test_help[];
 
 /* Reads a whole file (or "-" for stdin) into a malloc'd NUL-terminated
  * buffer. Returns NULL and prints "verdict: PATH: reason" on failure. */

@@ -17,6 +17,9 @@ typedef struct command {
 
 static const command commands[] = {
     {"eval", "evaluate a condition-language (CEL) expression", cmd_eval, cmd_eval_help},
+    {"decide", "decide requests (JSON) against a policy bundle", cmd_decide, cmd_decide_help},
+    {"check", "validate a policy bundle and report every problem", cmd_check, cmd_check_help},
+    {"test", "run a policy bundle's inline tests", cmd_test, cmd_test_help},
 };
 
 static void usage(FILE *out) {

@@ -64,6 +64,12 @@ static void decimal_from_int(decimal *dec, uint64_t m, int e) {
 }
 
 static int fast_digits(double d, decimal *dec) {
+#if !defined(FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0
+  /* x87-style excess precision would round twice: take the slow path. */
+  (void)d;
+  (void)dec;
+  return 0;
+#endif
   for (int k = 0; k <= 22; k++) {
     double m = d * pow10_exact[k];
     if (m >= 1e15) return 0;

@@ -19,9 +19,10 @@
  *     malloc only for big documents, so a typical request costs no malloc.
  *   - Strings without escapes are not copied: the value points into the
  *     input buffer (the input must outlive the values). Strings are checked
- *     8 bytes at a time for '"', '\\', control bytes and non-ASCII; non-ASCII
- *     bytes are validated as UTF-8 where they stand. Strings with escapes
- *     are decoded into the arena in a second walk over that string only.
+ *     16 bytes at a time (SSE2; 8 in a 64-bit word elsewhere) for '"',
+ *     '\\', control bytes and non-ASCII; non-ASCII bytes are validated as
+ *     UTF-8 where they stand. Strings with escapes are decoded into the
+ *     arena in a second walk over that string only.
  *   - Numbers: integers are accumulated exactly (V_INT, V_UINT); doubles take
  *     the exact fast path (at most 19 significant digits, mantissa <= 2^53,
  *     |exponent| <= 22: one multiply or divide by an exact power of ten) and
@@ -34,9 +35,13 @@
  *     should refuse the ambiguity and say where it is.
  *   - Line, column and path are computed only when an error is reported.
  *
- * Writer: compact output, iterative as well; doubles via dtoa_shortest. */
+ * Writer: compact output, iterative as well (deep values cost no C stack);
+ * strings are copied in plain runs found the same way as in the reader;
+ * doubles via dtoa_shortest. */
 #include "core/json.h"
 
+#include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -51,6 +56,14 @@
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#endif
+
+/* The exact fast path for doubles needs arithmetic in plain double precision
+ * (no x87-style excess precision, which would round twice). */
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+#define EXACT_DOUBLE_MATH 1
+#else
+#define EXACT_DOUBLE_MATH 0
 #endif
 
 #define JSON_DEFAULT_DEPTH 512
@@ -162,8 +175,7 @@ static void path_key(textbuf *t, const value *k) {
 /* The JSON path of the place being read. in_value: the innermost container
  * is reading an element (so its index is part of the path). extra: a key to
  * append (the duplicate key). */
-static void build_path(const parser *P, int in_value, const value *extra, char *out,
-                       size_t cap) {
+static void build_path(const parser *P, int in_value, const value *extra, char *out, size_t cap) {
   textbuf t = {out, 0, cap, 0};
   out[0] = '\0';
   tb_put(&t, "$", 1);
@@ -193,7 +205,7 @@ static void line_col(const char *buf, size_t off, int *line, int *col) {
     p = nl + 1;
   }
   *line = l;
-  *col = (int)(off - line_start) + 1;
+  *col = off - line_start < INT_MAX ? (int)(off - line_start) + 1 : INT_MAX;
 }
 
 static int fail_at(parser *P, const char *at, int in_value, const value *extra, const char *fmt,
@@ -231,25 +243,34 @@ static const char *describe(const char *p, const char *end, char out[48]) {
 
 /* ---- scratch stacks ---- */
 
-static int grow(parser *P, void **p, size_t *cap, size_t elem, void *local, const char *at) {
+/* Doubles a scratch array that starts in `local` (inside the parser) and
+ * moves to malloc. Returns the new array, or NULL with the error set (the
+ * old array is then still valid and still owned by the parser). */
+static void *grow(parser *P, void *p, size_t *cap, size_t elem, const void *local, const char *at) {
   size_t ncap = *cap * 2;
-  void *q;
-  if (*p == local) {
-    q = malloc(ncap * elem);
-    if (q) memcpy(q, *p, *cap * elem);
-  } else {
-    q = realloc(*p, ncap * elem);
+  void *q = NULL;
+  if (ncap <= SIZE_MAX / elem) {
+    if (p == local) {
+      q = malloc(ncap * elem);
+      if (q) memcpy(q, p, *cap * elem);
+    } else {
+      q = realloc(p, ncap * elem);
+    }
   }
-  if (!q) return FAIL(P, at, "out of memory");
-  *p = q;
+  if (!q) {
+    FAIL(P, at, "out of memory");
+    return NULL;
+  }
   *cap = ncap;
-  return 0;
+  return q;
 }
 
 static inline int push_value(parser *P, value v, const char *at) {
-  if (P->nstk == P->capstk &&
-      grow(P, (void **)&P->stk, &P->capstk, sizeof(value), P->stk0, at) != 0)
-    return -1;
+  if (P->nstk == P->capstk) {
+    value *q = grow(P, P->stk, &P->capstk, sizeof(value), P->stk0, at);
+    if (!q) return -1;
+    P->stk = q;
+  }
   P->stk[P->nstk++] = v;
   return 0;
 }
@@ -257,9 +278,11 @@ static inline int push_value(parser *P, value v, const char *at) {
 static int push_frame(parser *P, int is_map, const char *at) {
   if (P->nfr >= P->max_depth)
     return FAIL(P, at, "nesting deeper than the limit of %zu levels", P->max_depth);
-  if (P->nfr == P->capfr &&
-      grow(P, (void **)&P->fr, &P->capfr, sizeof(frame), P->fr0, at) != 0)
-    return -1;
+  if (P->nfr == P->capfr) {
+    frame *q = grow(P, P->fr, &P->capfr, sizeof(frame), P->fr0, at);
+    if (!q) return -1;
+    P->fr = q;
+  }
   frame *f = &P->fr[P->nfr++];
   f->start = P->nstk;
   f->key_start = P->nkoff;
@@ -283,7 +306,8 @@ static const unsigned char plain_byte[256] = {
 /* Returns the first byte of [s, end) that ends a plain run in a string —
  * '"', '\\', a control byte (< 0x20) or a non-ASCII byte (>= 0x80) — or end.
  * 16 bytes at a time with SSE2, else 8 at a time in a 64-bit word. */
-static inline const char *skip_plain(const char *s, const char *end) {
+static inline __attribute__((always_inline)) const char *skip_plain(const char *s,
+                                                                    const char *end) {
 #if defined(__SSE2__)
   const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
   const __m128i space = _mm_set1_epi8(0x20);
@@ -353,12 +377,32 @@ static int decode_escapes(parser *P, const char *body, const char *esc, const ch
     }
     char c = q[1]; /* the scan made sure a byte follows every backslash */
     switch (c) {
-      case '"': case '\\': case '/': dst[o++] = c; q += 2; break;
-      case 'b': dst[o++] = '\b'; q += 2; break;
-      case 'f': dst[o++] = '\f'; q += 2; break;
-      case 'n': dst[o++] = '\n'; q += 2; break;
-      case 'r': dst[o++] = '\r'; q += 2; break;
-      case 't': dst[o++] = '\t'; q += 2; break;
+      case '"':
+      case '\\':
+      case '/':
+        dst[o++] = c;
+        q += 2;
+        break;
+      case 'b':
+        dst[o++] = '\b';
+        q += 2;
+        break;
+      case 'f':
+        dst[o++] = '\f';
+        q += 2;
+        break;
+      case 'n':
+        dst[o++] = '\n';
+        q += 2;
+        break;
+      case 'r':
+        dst[o++] = '\r';
+        q += 2;
+        break;
+      case 't':
+        dst[o++] = '\t';
+        q += 2;
+        break;
       case 'u': {
         uint32_t cp, lo;
         if (hex4(q + 2, close, &cp) != 0)
@@ -369,8 +413,8 @@ static int decode_escapes(parser *P, const char *body, const char *esc, const ch
                       "(\\uD800-\\uDBFF)",
                       (unsigned)cp);
         if (cp >= 0xD800 && cp <= 0xDBFF) {
-          if (close - (q + 6) < 6 || q[6] != '\\' || q[7] != 'u' ||
-              hex4(q + 8, close, &lo) != 0 || lo < 0xDC00 || lo > 0xDFFF)
+          if (close - (q + 6) < 6 || q[6] != '\\' || q[7] != 'u' || hex4(q + 8, close, &lo) != 0 ||
+              lo < 0xDC00 || lo > 0xDFFF)
             return FAIL(P, q,
                         "lone surrogate \\u%04X: a high surrogate must be followed by a low "
                         "one (\\uDC00-\\uDFFF)",
@@ -411,8 +455,7 @@ static int read_string_rest(parser *P, const char **pp, value *out, const char *
       s += 2; /* the escaped byte is checked when decoding */
       continue;
     }
-    if (c < 0x20)
-      return FAIL(P, s, "control character 0x%02X must be escaped in a string", c);
+    if (c < 0x20) return FAIL(P, s, "control character 0x%02X must be escaped in a string", c);
     uint32_t cp;
     int n = utf8_decode((const unsigned char *)s, (size_t)(end - s), &cp);
     if (n == 0) return FAIL(P, s, "invalid UTF-8 (byte 0x%02X) in a string", c);
@@ -429,7 +472,8 @@ static int read_string_rest(parser *P, const char **pp, value *out, const char *
 
 /* Reads the string whose opening quote is at *pp; leaves *pp after the
  * closing quote. Plain ASCII strings, the common case, finish here. */
-static inline int read_string(parser *P, const char **pp, value *out) {
+static inline __attribute__((always_inline)) int read_string(parser *P, const char **pp,
+                                                             value *out) {
   const char *body = *pp + 1;
   const char *s = skip_plain(body, P->end);
   if (s == P->end || *s != '"' || (size_t)(s - body) > UINT32_MAX)
@@ -452,8 +496,8 @@ static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
  * Converts it with strtod on text without a decimal point. More than 780
  * significant digits are cut with a sticky last digit: a midpoint between two
  * doubles has at most 767 significant digits, so the rounding is unchanged. */
-static int slow_double(const char *ip, const char *ie, const char *fp, const char *fe,
-                       int64_t exp, double *out) {
+static int slow_double(const char *ip, const char *ie, const char *fp, const char *fe, int64_t exp,
+                       double *out) {
   char text[800];
   size_t n = 0;
   int64_t dropped = 0;
@@ -594,7 +638,7 @@ static int read_number(parser *P, const char **pp, value *out) {
   double d;
   if (mant == 0 && !truncated) {
     d = 0.0;
-  } else if (!truncated && mant <= (1ull << 53) && e10 >= -22 && e10 <= 22) {
+  } else if (EXACT_DOUBLE_MATH && !truncated && mant <= (1ull << 53) && e10 >= -22 && e10 <= 22) {
     d = (double)mant;
     d = e10 < 0 ? d / pow10_exact[-e10] : d * pow10_exact[e10];
   } else if (slow_double(ip, ie, fp, fe, exp, &d) != 0) {
@@ -620,7 +664,7 @@ static uint64_t key_hash(const value *k) {
       h ^= h >> 32;
     }
     memcpy(&w, s + n - 8, 8); /* the tail, overlapping the last word */
-  } else if (n >= 4) { /* two overlapping 4-byte reads */
+  } else if (n >= 4) {        /* two overlapping 4-byte reads */
     uint32_t lo, hi;
     memcpy(&lo, s, 4);
     memcpy(&hi, s + n - 4, 4);
@@ -737,7 +781,10 @@ static int match_word(const char *p, const char *end, const char *word, size_t n
  * put its value where its items started. */
 static inline int reserve_slot(parser *P, const char *at) {
   if (P->nstk < P->capstk) return 0;
-  return grow(P, (void **)&P->stk, &P->capstk, sizeof(value), P->stk0, at);
+  value *q = grow(P, P->stk, &P->capstk, sizeof(value), P->stk0, at);
+  if (!q) return -1;
+  P->stk = q;
+  return 0;
 }
 
 static int parse(parser *P, value *out) {
@@ -794,15 +841,22 @@ next_value:
       break;
     case '-':
       if (match_word(p, end, "-Infinity", 9)) {
-        if (!P->lenient)
-          return FAIL(P, p, "-Infinity is not JSON (accepted only in lenient mode)");
+        if (!P->lenient) return FAIL(P, p, "-Infinity is not JSON (accepted only in lenient mode)");
         v = value_double(-INFINITY);
         p += 9;
         break;
       }
       /* fall through */
-    case '0': case '1': case '2': case '3': case '4':
-    case '5': case '6': case '7': case '8': case '9':
+    case '0':
+    case '1':
+    case '2':
+    case '3':
+    case '4':
+    case '5':
+    case '6':
+    case '7':
+    case '8':
+    case '9':
       if (read_number(P, &p, &v) != 0) return -1;
       break;
     default:
@@ -849,9 +903,11 @@ next_key:
   /* p is at the first non-blank byte where a member must start. */
   if (p == end || *p != '"')
     return FAIL_BETWEEN(P, p, "expected a string key, found %s", describe(p, end, what));
-  if (P->nkoff == P->capkoff &&
-      grow(P, (void **)&P->koff, &P->capkoff, sizeof(size_t), P->koff0, p) != 0)
-    return -1;
+  if (P->nkoff == P->capkoff) {
+    size_t *q = grow(P, P->koff, &P->capkoff, sizeof(size_t), P->koff0, p);
+    if (!q) return -1;
+    P->koff = q;
+  }
   P->koff[P->nkoff++] = (size_t)(p - P->buf);
   if (read_string(P, &p, &v) != 0) return -1;
   if (push_value(P, v, p) != 0) return -1;
@@ -860,7 +916,6 @@ next_key:
     return FAIL(P, p, "expected ':' after the key, found %s", describe(p, end, what));
   p++;
   goto next_value;
-
 }
 
 int json_parse(arena *a, const char *buf, size_t len, const json_opts *opts, value *out,
@@ -979,13 +1034,27 @@ void json_write_string(json_buf *b, const char *s, size_t len) {
     }
     *o++ = '\\';
     switch (c) {
-      case '"': *o++ = '"'; break;
-      case '\\': *o++ = '\\'; break;
-      case '\b': *o++ = 'b'; break;
-      case '\f': *o++ = 'f'; break;
-      case '\n': *o++ = 'n'; break;
-      case '\r': *o++ = 'r'; break;
-      case '\t': *o++ = 't'; break;
+      case '"':
+        *o++ = '"';
+        break;
+      case '\\':
+        *o++ = '\\';
+        break;
+      case '\b':
+        *o++ = 'b';
+        break;
+      case '\f':
+        *o++ = 'f';
+        break;
+      case '\n':
+        *o++ = 'n';
+        break;
+      case '\r':
+        *o++ = 'r';
+        break;
+      case '\t':
+        *o++ = 't';
+        break;
       default:
         memcpy(o, "u00", 3);
         o[3] = hex[c >> 4];
@@ -1036,7 +1105,9 @@ static void put_u64(json_buf *b, uint64_t u, int neg) {
 static int write_scalar(json_buf *b, const value *v, int lenient) {
   char t[48];
   switch (v->kind) {
-    case V_NULL: json_buf_put(b, "null", 4); return 0;
+    case V_NULL:
+      json_buf_put(b, "null", 4);
+      return 0;
     case V_BOOL:
       if (v->b)
         json_buf_put(b, "true", 4);
@@ -1046,12 +1117,16 @@ static int write_scalar(json_buf *b, const value *v, int lenient) {
     case V_INT:
       put_u64(b, v->i < 0 ? (uint64_t)0 - (uint64_t)v->i : (uint64_t)v->i, v->i < 0);
       return 0;
-    case V_UINT: put_u64(b, v->u, 0); return 0;
+    case V_UINT:
+      put_u64(b, v->u, 0);
+      return 0;
     case V_DOUBLE:
       if (!isfinite(v->d) && !lenient) return -1;
       json_write_double(b, v->d);
       return 0;
-    case V_STRING: json_write_string(b, v->s, v->n); return 0;
+    case V_STRING:
+      json_write_string(b, v->s, v->n);
+      return 0;
     case V_BYTES: {
       size_t n = base64_encoded_len(v->n);
       if (buf_reserve(b, n + 2) != 0) return 0;
@@ -1076,7 +1151,8 @@ static int write_scalar(json_buf *b, const value *v, int lenient) {
       json_write_string(b, name, strlen(name));
       return 0;
     }
-    default: return -1; /* V_ERROR and anything unknown */
+    default:
+      return -1; /* V_ERROR and anything unknown */
   }
 }
 
@@ -1085,7 +1161,9 @@ static int write_scalar(json_buf *b, const value *v, int lenient) {
  * strings (bytes, timestamps, ...) keep that string. */
 static int write_key(json_buf *b, const value *k, int lenient) {
   switch (k->kind) {
-    case V_STRING: json_write_string(b, k->s, k->n); return 0;
+    case V_STRING:
+      json_write_string(b, k->s, k->n);
+      return 0;
     case V_NULL:
     case V_BOOL:
     case V_INT:
@@ -1106,7 +1184,8 @@ static int write_key(json_buf *b, const value *k, int lenient) {
       json_buf_free(&tmp);
       return rc;
     }
-    default: return write_scalar(b, k, lenient);
+    default:
+      return write_scalar(b, k, lenient);
   }
 }
 
@@ -1125,8 +1204,7 @@ int json_write(json_buf *b, const value *v, int lenient) {
     if (cur->kind == V_LIST || cur->kind == V_MAP) {
       json_buf_putc(b, cur->kind == V_LIST ? '[' : '{');
       if (n == cap) {
-        wframe *ns = st == local ? malloc(2 * cap * sizeof *ns)
-                                 : realloc(st, 2 * cap * sizeof *ns);
+        wframe *ns = st == local ? malloc(2 * cap * sizeof *ns) : realloc(st, 2 * cap * sizeof *ns);
         if (!ns) {
           b->oom = 1;
           rc = -1;

@@ -1,23 +1,52 @@
 /* json.h — the one JSON module of verdict: a reader into arena values and a
  * writer from them. Used for requests, decisions, snapshots, model files and
- * test data.
+ * test data. docs/json.md has the details and the JSONTestSuite verdicts.
  *
- * Reader: RFC 8259. Objects become V_MAP (entries in document order), arrays
- * V_LIST, strings V_STRING (escapes decoded, UTF-8 validated), integers V_INT
- * when they fit int64, V_UINT when they fit only uint64, V_DOUBLE otherwise
- * (and for any number with a fraction or exponent). Limits on depth and
- * input size. Lenient mode also accepts the bare tokens NaN, Infinity and
- * -Infinity (XGBoost writes them). Duplicate object keys: the last one wins
- * on lookup? No: they are kept as written; see json.c for the policy.
+ * Reader: RFC 8259, strict.
+ *   - Objects become V_MAP (entries in document order), arrays V_LIST.
+ *   - Strings become V_STRING: escapes decoded, raw bytes validated as UTF-8,
+ *     \u escapes that are lone surrogates rejected; VF_ASCII is set when the
+ *     string is pure ASCII. A string without escapes is NOT copied: it points
+ *     into buf, so buf must outlive the values (as must the arena).
+ *   - Numbers without fraction or exponent: V_INT when they fit int64, V_UINT
+ *     when they fit only uint64 (> INT64_MAX), V_DOUBLE beyond. "-0" is
+ *     V_INT 0. Any number with a fraction or exponent is V_DOUBLE ("1.0",
+ *     "1e2", "-0.0" keeps its sign); doubles are correctly rounded; a
+ *     number beyond the double range is an error, one below it reads as 0.
+ *   - Duplicate object keys (compared after decoding escapes) are an error
+ *     naming the key and both places: parsers that keep the first and
+ *     parsers that keep the last read different requests from one text.
+ *   - Limits: nesting depth (default 512 arrays/objects) and input size
+ *     (default 64 MiB); the reader does not recurse, so depth costs no C
+ *     stack. A byte order mark, comments, trailing commas, single quotes and
+ *     NaN/Infinity are rejected.
+ *   - Lenient mode also accepts the bare tokens NaN, Infinity and -Infinity
+ *     (XGBoost model files contain them); nothing else changes.
+ *   - Errors: the byte offset, 1-based line and column (in bytes; lines end
+ *     at '\n'), the JSON path of the value being read ($ is the top,
+ *     .name or ["other key"] for members, [i] for items; cut with "..."
+ *     when long) and a message, e.g.
+ *       line 3, column 26 (byte 42), at $.context.items[3]:
+ *       invalid escape: 'q' after a backslash
+ *   - Typical requests cost no malloc: scratch space starts on the C stack;
+ *     only big documents spill to malloc (freed before returning).
  *
- * Errors name the byte offset, line, column and the JSON path of the place
- * (`$.context.items[3].name`).
- *
- * Writer: compact JSON from a value. Doubles are printed with the shortest
- * representation that reads back to the same double; NaN/Infinity are
- * written as bare tokens only in lenient mode (otherwise as null? no: as an
- * error). Timestamps and durations are written as RFC 3339 / "1.5s" strings,
- * bytes as base64 strings. */
+ * Writer: compact JSON (no spaces) from a value.
+ *   - Strings: '"', '\\' and \b \f \n \r \t escaped with their short forms,
+ *     other control bytes as \u00XX, valid UTF-8 written as is ('/', DEL and
+ *     U+2028 unescaped), invalid UTF-8 replaced by U+FFFD.
+ *   - Doubles: the shortest text that reads back to the same double
+ *     (dtoa.h); integral ones get ".0" (100.0 -> "100.0", -0.0 -> "-0.0")
+ *     so that they read back as doubles, not ints. NaN/Infinity are written
+ *     as the bare tokens NaN, Infinity, -Infinity only when lenient;
+ *     otherwise json_write fails.
+ *   - V_BYTES: a base64 string (standard alphabet, padded); V_TIMESTAMP: an
+ *     RFC 3339 string; V_DURATION: a "1.5s" string (timefmt.h); V_TYPE: its
+ *     type name ("int"); V_ERROR: json_write fails.
+ *   - Map keys that are not strings are written as their JSON text inside a
+ *     string (1 -> "1", true -> "true"); kinds already written as strings
+ *     (bytes, timestamps, ...) keep that string. Two keys may then collide
+ *     ({1: .., "1": ..}); the reader would reject the result. */
 #ifndef VD_CORE_JSON_H
 #define VD_CORE_JSON_H
 
@@ -33,20 +62,22 @@ typedef struct json_opts {
 } json_opts;
 
 typedef struct json_error {
-  size_t offset; /* byte offset of the problem */
-  int line;      /* 1-based */
-  int column;    /* 1-based, in bytes */
+  size_t offset;     /* byte offset of the problem */
+  int line;          /* 1-based */
+  int column;        /* 1-based, in bytes */
   char path[256];    /* JSON path of the value being read, e.g. $.a[2].b */
   char message[256]; /* what was wrong */
 } json_error;
 
-/* Parses buf[0..len) into *out (allocated from a). Returns 0, or -1 with err
- * filled. opts may be NULL. Trailing whitespace is allowed; anything else after
- * the value is an error. */
+/* Parses buf[0..len) into *out (allocated from a; strings may point into
+ * buf, so both must outlive *out). Returns 0, or -1 with err filled (err may
+ * be NULL; *out is then untouched). opts may be NULL. Whitespace around the
+ * value is allowed; anything else after it is an error. */
 int json_parse(arena *a, const char *buf, size_t len, const json_opts *opts, value *out,
                json_error *err);
 
-/* Growable output buffer (malloc-backed unless an arena is given). */
+/* Growable output buffer (malloc-backed unless an arena is given). data is
+ * NUL-terminated after every write (the NUL is not counted in len). */
 typedef struct json_buf {
   char *data;
   size_t len;
@@ -61,11 +92,14 @@ void json_buf_put(json_buf *b, const char *s, size_t len);
 void json_buf_putc(json_buf *b, char c);
 
 /* Appends the JSON text of v. Returns 0, or -1 when v holds something JSON
- * cannot carry (a V_ERROR, or NaN/Infinity without lenient). */
+ * cannot carry (a V_ERROR, or NaN/Infinity without lenient) — the buffer is
+ * then left as it was — or when growing the buffer failed (b->oom set). */
 int json_write(json_buf *b, const value *v, int lenient);
 /* Appends a JSON string literal for s[0..len). */
 void json_write_string(json_buf *b, const char *s, size_t len);
-/* Appends the shortest round-trip text of a double (no NaN/Inf handling). */
+/* Appends the shortest round-trip text of a double, with ".0" when it is
+ * integral. Does not check for NaN/Infinity: it writes the lenient tokens
+ * NaN, Infinity, -Infinity (json_write fails on them unless lenient). */
 void json_write_double(json_buf *b, double d);
 
 #endif

@@ -96,6 +96,9 @@ bool value_equal(const value *a, const value *b) {
     case V_UINT: return a->u == b->u;
     case V_DOUBLE: return a->d == b->d;
     case V_STRING:
+      /* An ip()/cidr() value is not the plain string it is spelled as. */
+      if ((a->flags ^ b->flags) & (VF_IP | VF_CIDR)) return false;
+      return bytes_equal(a, b);
     case V_BYTES: return bytes_equal(a, b);
     case V_LIST:
       if (a->n != b->n) return false;

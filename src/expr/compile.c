@@ -22,13 +22,19 @@
  *   nothing at run time; an error found this way stays a run-time error
  *   (`1/0 || true` is still true);
  * - specializes the hot cases of policy conditions: `x == CONST`,
- *   `x in CONST_LIST` (a byte scan or a prebuilt hash set).
+ *   `x in CONST_LIST` (a byte scan or a prebuilt hash set), and flattens
+ *   chains of `&&` / `||` into one n-ary node;
+ * - turns the macros the parser leaves as calls into native nodes: CEL's
+ *   two-variable comprehensions (`all`, `exists`, `existsOne`,
+ *   `transformList`, `transformMap`), `cel.bind`, and `cel.block` with
+ *   `cel.index`.
  *
  * Unknown functions are run-time errors (so `f(1) || true` is true), but
  * their names are kept so that a policy compiler can warn about them
  * (expr_unknown_functions).
  *
  * Not here: the grammar (parse.c) and evaluation (eval.c). */
+#define _GNU_SOURCE /* memmem */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +43,7 @@
 #include "expr/program.h"
 
 #define NONE UINT32_MAX
-#define FOLD_ARENA_LIMIT (1u << 20) /* scratch memory a constant fold may use */
+#define FOLD_ARENA_LIMIT ((size_t)64 << 20) /* scratch memory a constant fold may use */
 #define FOLD_COST_LIMIT 100000
 
 typedef struct scope_var {
@@ -155,6 +161,7 @@ static uint32_t emit(compiler *c, uint8_t op, uint32_t pos, const uint32_t *kids
   n.nkids = nk;
   n.kids = c->kids.n;
   n.aux = aux;
+  n.fn = eval_op_fn((opcode)op);
   n.k = k;
   for (uint32_t i = 0; i < nk; i++)
     if (vec_push(c, &c->kids, &kids[i], sizeof kids[i])) return NONE;
@@ -195,6 +202,15 @@ static expr_program view_of(compiler *c) {
   return p;
 }
 
+/* Whether an error only says that a fold ran out of its scratch memory or
+ * cost budget (the expression itself may be fine: leave it to run time). */
+static int hit_limit(const value *r) {
+  static const char *const limits[] = {"memory limit", "out of memory", "cost limit"};
+  for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++)
+    if (memmem(r->s, r->n, limits[i], strlen(limits[i]))) return 1;
+  return 0;
+}
+
 /* Evaluates node i (all of whose children are constants) once and replaces
  * its subtree with the result. Built-in calls that fail are left to run
  * time, where they report what went wrong under the caller's limits. */
@@ -211,7 +227,7 @@ static uint32_t fold(compiler *c, uint32_t i, mark m) {
   ctx.arena = &scratch;
   ctx.cost_limit = FOLD_COST_LIMIT;
   value r = eval_program_node(&view, i, NULL, &ctx, NULL);
-  if (is_call && r.kind == V_ERROR) {
+  if (r.kind == V_ERROR && (is_call || hit_limit(&r))) {
     arena_free(&scratch);
     return i;
   }
@@ -365,7 +381,6 @@ static uint32_t emit_select_rest(compiler *c, uint32_t node, const ast *const *c
     if (!s) return NONE;
     node = emit_foldable(c, OP_SELECT, comps[j]->pos, &node, 1, 0, value_str(s, comps[j]->name_len),
                          m);
-    (void)m;
   }
   return node;
 }
@@ -669,7 +684,7 @@ out:
 }
 
 static uint32_t compile_operator(compiler *c, const ast *e, uint8_t op, mark m) {
-  uint32_t kids[3];
+  uint32_t kids[3] = {0, 0, 0};
   for (uint32_t i = 0; i < e->nargs; i++) {
     kids[i] = compile(c, e->args[i]);
     if (kids[i] == NONE) return NONE;
@@ -731,6 +746,60 @@ static uint32_t compile_macro(compiler *c, const ast *e) {
     return NONE;
   }
   return emit(c, ops[e->macro], e->pos, kids, nk, slot, value_null());
+}
+
+/* The macros the parser leaves as calls: CEL's two-variable comprehensions
+ * (`all`, `exists`, `existsOne`, `transformList`, `transformMap` with an
+ * index/key and a value variable) and `existsOne` with one variable.
+ * Returns the opcode and sets *two, or returns 0 when e is an ordinary call. */
+static uint8_t call_macro(const ast *e, int *two) {
+  static const struct {
+    const char *name;
+    uint8_t op;
+    uint8_t min_args, max_args; /* with both variables */
+  } macros[] = {
+      {"all", OP_ALL, 3, 3},
+      {"exists", OP_EXISTS, 3, 3},
+      {"existsOne", OP_EXISTS_ONE, 3, 3},
+      {"exists_one", OP_EXISTS_ONE, 3, 3},
+      {"transformList", OP_MAP_MACRO, 3, 4},
+      {"transformMap", OP_TRANSFORM_MAP, 3, 4},
+  };
+  if (!e->target || e->nargs < 2 || e->args[0]->kind != A_IDENT) return 0;
+  if (e->nargs == 2 && name_is(e->name, e->name_len, "existsOne")) {
+    *two = 0;
+    return OP_EXISTS_ONE;
+  }
+  if (e->args[1]->kind != A_IDENT) return 0;
+  for (size_t i = 0; i < sizeof macros / sizeof macros[0]; i++)
+    if (name_is(e->name, e->name_len, macros[i].name) && e->nargs >= macros[i].min_args &&
+        e->nargs <= macros[i].max_args) {
+      *two = 1;
+      return macros[i].op;
+    }
+  return 0;
+}
+
+/* target.macro(var[, var2], [filter,] body) from a call node. */
+static uint32_t compile_call_macro(compiler *c, const ast *e, uint8_t op, int two) {
+  uint32_t kids[3];
+  kids[0] = compile(c, e->target);
+  if (kids[0] == NONE) return NONE;
+  uint32_t nvars = two ? 2 : 1, slot, slot2;
+  if (scope_push(c, e->args[0]->name, e->args[0]->name_len, &slot)) return NONE;
+  if (two && scope_push(c, e->args[1]->name, e->args[1]->name_len, &slot2)) return NONE;
+  uint32_t rest = e->nargs - nvars; /* 1: body; 2: filter, body */
+  uint32_t nk = 1;
+  kids[nk] = compile(c, e->args[e->nargs - 1]);
+  if (kids[nk++] == NONE) return NONE;
+  if (rest == 2) {
+    kids[nk] = compile(c, e->args[nvars]);
+    if (kids[nk++] == NONE) return NONE;
+  }
+  for (uint32_t i = 0; i < nvars; i++) scope_pop(c);
+  uint32_t r = emit(c, op, e->pos, kids, nk, slot, value_null());
+  if (r != NONE) NODES(c)[r].flags = (uint8_t)two;
+  return r;
 }
 
 /* cel.bind(var, init, body) */
@@ -799,6 +868,9 @@ static uint32_t compile_call(compiler *c, const ast *e, mark m) {
   uint8_t op;
   if (operator_of(e, &op)) return compile_operator(c, e, op, m);
 
+  int two;
+  uint8_t mop = call_macro(e, &two);
+  if (mop) return compile_call_macro(c, e, mop, two);
   if (!e->target) {
     if (name_is(e->name, e->name_len, "dyn") && e->nargs == 1) return compile(c, e->args[0]);
   } else {

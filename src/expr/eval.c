@@ -1,7 +1,9 @@
 /* eval.c — runs a compiled program (program.h) over one activation.
  *
- * A tree walk over the flat node array: one switch, one case an opcode,
- * recursion bounded by the parser's depth limit. Errors are V_ERROR values,
+ * A tree walk over the flat node array: each node carries the function of
+ * its opcode (one small function an opcode, set at compile time), so a visit
+ * is one indirect call; recursion is bounded by the parser's depth limit
+ * (every nesting level of the source counts). Errors are V_ERROR values,
  * so `&&`, `||` and the all/exists macros can absorb them as CEL requires
  * (both sides are evaluated before an error wins); every other operator and
  * function is strict and passes the first error on.
@@ -31,16 +33,21 @@
 
 typedef int (*lookup_fn)(void *user, const char *name, size_t len, value *out);
 
-typedef struct est {
+struct est {
   const expr_program *p;
   lookup_fn lookup; /* never NULL (see no_vars) */
   void *user;
   eval_ctx *ctx;
   value *slots;
-} est;
+};
+typedef struct est est;
 
 static value ev(est *s, uint32_t i);
 static inline value evk(est *s, uint32_t i);
+static value op_eq_const(est *s, const pnode *n);
+static value op_in_const(est *s, const pnode *n);
+static value op_logic(est *s, const pnode *n);
+static value op_not(est *s, const pnode *n);
 
 #define KID(s, n, j) ((s)->p->kids[(n)->kids + (j)])
 #define COLD __attribute__((noinline, cold))
@@ -88,13 +95,18 @@ COLD static value select_failed(est *s, const value *v, const value *key) {
 
 static inline value select_field(est *s, const value *v, const value *key) {
   if (v->kind == V_MAP) {
-    const value *r = value_map_get(v, key->s, key->n);
+    const value *r = value_map_find(v, key); /* key is a string value already */
     if (r) return *r;
   }
   return select_failed(s, v, key);
 }
 
-static value eval_qvar(est *s, const pqual *q) {
+COLD static value qvar_unbound(est *s, const pqual *q) {
+  if (q->type_kind) return value_type((value_kind)(q->type_kind - 1));
+  return value_errorf(s->ctx->arena, "undeclared reference to '%.*s'", (int)q->full_len, q->full);
+}
+
+static inline value eval_qvar(est *s, const pqual *q) {
   for (uint32_t c = 0; c < q->ncand; c++) {
     const pcand *cand = &q->cands[c];
     value v;
@@ -103,8 +115,7 @@ static value eval_qvar(est *s, const pqual *q) {
       v = select_field(s, &v, &q->comps[j]);
     return v;
   }
-  if (q->type_kind) return value_type((value_kind)(q->type_kind - 1));
-  return value_errorf(s->ctx->arena, "undeclared reference to '%.*s'", (int)q->full_len, q->full);
+  return qvar_unbound(s, q);
 }
 
 /* ---- index and membership ---- */
@@ -519,79 +530,97 @@ static const char *macro_name(int op) {
       return "exists_one";
     case OP_MAP_MACRO:
       return "map";
+    case OP_TRANSFORM_MAP:
+      return "transformMap";
     default:
       return "filter";
   }
 }
 
+/* The macros, natively. With `flags & 1` the macro has two variables (CEL's
+ * two-variable comprehensions): index and element for a list, key and value
+ * for a map, in slots aux and aux + 1; otherwise one variable, the element
+ * of a list or the key of a map. */
 NOINLINE static value eval_macro(est *s, const pnode *n) {
+  const int op = n->op;
   value range = evk(s, KID(s, n, 0));
   if (range.kind == V_ERROR) return range;
-  if (range.kind != V_LIST && range.kind != V_MAP)
-    return err_overload1(s, macro_name(n->op), &range);
+  if (range.kind != V_LIST && range.kind != V_MAP) return err_overload1(s, macro_name(op), &range);
   const int is_map = range.kind == V_MAP;
+  const int two = n->flags & 1;
   const uint32_t count = range.n;
   const uint32_t body = KID(s, n, 1);
   value *slot = &s->slots[n->aux];
   value *out = NULL;
+  map_entry *mout = NULL;
   uint32_t nout = 0;
-  if ((n->op == OP_MAP_MACRO || n->op == OP_FILTER) && count) {
+  if ((op == OP_MAP_MACRO || op == OP_FILTER) && count) {
     out = arena_alloc(s->ctx->arena, (size_t)count * sizeof(value));
     if (!out) return err_nomem();
+  } else if (op == OP_TRANSFORM_MAP && count) {
+    mout = arena_alloc(s->ctx->arena, (size_t)count * sizeof *mout);
+    if (!mout) return err_nomem();
   }
   value err = value_null(); /* first error seen by all/exists, absorbed if the answer is decided */
   uint32_t matches = 0;
   for (uint32_t i = 0; i < count; i++) {
     if (!eval_charge(s->ctx, 1)) return VALUE_ERR("cost limit exceeded");
-    *slot = is_map ? range.entries[i].key : range.items[i];
-    switch (n->op) {
+    value key = is_map ? range.entries[i].key : value_int(i);
+    value elem = is_map ? range.entries[i].val : range.items[i];
+    if (two) {
+      slot[0] = key;
+      slot[1] = elem;
+    } else {
+      slot[0] = is_map ? key : elem;
+    }
+    if (n->nkids == 3 && (op == OP_MAP_MACRO || op == OP_TRANSFORM_MAP)) {
+      value f = evk(s, KID(s, n, 2));
+      if (f.kind == V_ERROR) return f;
+      if (f.kind != V_BOOL) return err_overload1(s, macro_name(op), &f);
+      if (!f.b) continue;
+    }
+    value r = evk(s, body);
+    switch (op) {
       case OP_ALL:
       case OP_EXISTS: {
-        value r = evk(s, body);
-        const int decisive = n->op == OP_ALL ? 0 : 1;
+        const int decisive = op == OP_ALL ? 0 : 1;
         if (r.kind == V_BOOL) {
           if (r.b == decisive) return r;
         } else if (err.kind != V_ERROR) {
-          err = r.kind == V_ERROR ? r : err_overload1(s, macro_name(n->op), &r);
+          err = r.kind == V_ERROR ? r : err_overload1(s, macro_name(op), &r);
         }
         break;
       }
-      case OP_EXISTS_ONE: {
-        value r = evk(s, body);
+      case OP_EXISTS_ONE:
+      case OP_FILTER:
         if (r.kind == V_ERROR) return r;
-        if (r.kind != V_BOOL) return err_overload1(s, "exists_one", &r);
-        matches += r.b;
+        if (r.kind != V_BOOL) return err_overload1(s, macro_name(op), &r);
+        if (op == OP_EXISTS_ONE)
+          matches += r.b;
+        else if (r.b)
+          out[nout++] = slot[0];
         break;
-      }
-      case OP_FILTER: {
-        value r = evk(s, body);
+      case OP_TRANSFORM_MAP:
         if (r.kind == V_ERROR) return r;
-        if (r.kind != V_BOOL) return err_overload1(s, "filter", &r);
-        if (r.b) out[nout++] = *slot;
+        mout[nout].key = key;
+        mout[nout++].val = r;
         break;
-      }
-      default: { /* OP_MAP_MACRO */
-        if (n->nkids == 3) {
-          value f = evk(s, KID(s, n, 2));
-          if (f.kind == V_ERROR) return f;
-          if (f.kind != V_BOOL) return err_overload1(s, "map", &f);
-          if (!f.b) break;
-        }
-        value r = evk(s, body);
+      default: /* OP_MAP_MACRO */
         if (r.kind == V_ERROR) return r;
         out[nout++] = r;
         break;
-      }
     }
     if (over_cost(s->ctx)) return VALUE_ERR("cost limit exceeded");
   }
-  switch (n->op) {
+  switch (op) {
     case OP_ALL:
     case OP_EXISTS:
       if (err.kind == V_ERROR) return err;
-      return value_bool(n->op == OP_ALL);
+      return value_bool(op == OP_ALL);
     case OP_EXISTS_ONE:
       return value_bool(matches == 1);
+    case OP_TRANSFORM_MAP:
+      return value_map(mout, nout);
     default:
       return value_list(out, nout);
   }
@@ -599,11 +628,11 @@ NOINLINE static value eval_macro(est *s, const pnode *n) {
 
 /* ---- the walk ----
  *
- * One small function per opcode and a dispatcher (`ev`) whose every case is
- * a tail call, so that visiting a node costs a jump rather than a big
- * function's prologue: the per-node overhead is what separates a compiled
- * condition from the same test written by hand. Children go through `evk`,
- * which answers constants and variable references without a dispatch. */
+ * One small function per opcode, reached through the node's `fn`: the
+ * per-node overhead is what separates a compiled condition from the same
+ * test written by hand, so a visit costs one indirect call and no big
+ * prologue. Children go through `evk`, which answers constants and variable
+ * references without a call. */
 
 #define OPFN NOINLINE static value
 
@@ -685,23 +714,32 @@ OPFN op_binary(est *s, const pnode *n) {
   value b = evk(s, KID(s, n, 1));
   if (b.kind == V_ERROR) return b;
   switch (n->op) {
-    case OP_ADD: return op_add(s, &a, &b);
-    case OP_SUB: return op_sub(s, &a, &b);
-    case OP_MUL: return op_mul(s, &a, &b);
-    case OP_DIV: return op_div(s, &a, &b);
-    case OP_MOD: return op_mod(s, &a, &b);
-    case OP_EQ: return value_bool(value_equal(&a, &b));
-    case OP_NE: return value_bool(!value_equal(&a, &b));
-    case OP_IN: return eval_in(s, &a, &b);
-    default: return op_order(s, n->op, &a, &b);
+    case OP_ADD:
+      return op_add(s, &a, &b);
+    case OP_SUB:
+      return op_sub(s, &a, &b);
+    case OP_MUL:
+      return op_mul(s, &a, &b);
+    case OP_DIV:
+      return op_div(s, &a, &b);
+    case OP_MOD:
+      return op_mod(s, &a, &b);
+    case OP_EQ:
+      return value_bool(value_equal(&a, &b));
+    case OP_NE:
+      return value_bool(!value_equal(&a, &b));
+    case OP_IN:
+      return eval_in(s, &a, &b);
+    default:
+      return op_order(s, n->op, &a, &b);
   }
 }
 
 OPFN op_eq_const(est *s, const pnode *n) {
   value a = evk(s, KID(s, n, 0));
   if (a.kind == V_ERROR) return a;
-  int eq = (a.kind == V_STRING && n->k.kind == V_STRING) ? str_eq(&a, &n->k)
-                                                         : value_equal(&a, &n->k);
+  int eq =
+      (a.kind == V_STRING && n->k.kind == V_STRING) ? str_eq(&a, &n->k) : value_equal(&a, &n->k);
   return value_bool(n->op == OP_EQ_CONST ? eq : !eq);
 }
 
@@ -725,21 +763,33 @@ OPFN op_block(est *s, const pnode *n) {
   return evk(s, KID(s, n, n->nkids - 1));
 }
 
-static value ev(est *s, uint32_t i) {
-  const pnode *n = &s->p->nodes[i];
-  switch ((opcode)n->op) {
-    case OP_CONST: return op_const(s, n);
-    case OP_VAR: return op_var(s, n);
-    case OP_QVAR: return op_qvar(s, n);
-    case OP_SLOT: return op_slot(s, n);
-    case OP_SELECT: return op_select(s, n);
-    case OP_HAS: return op_has(s, n);
-    case OP_INDEX: return op_index(s, n);
+OPFN op_bad(est *s, const pnode *n) { return VALUE_ERR("internal error: bad opcode"); }
+
+pnode_fn eval_op_fn(opcode op) {
+  switch (op) {
+    case OP_CONST:
+      return op_const;
+    case OP_VAR:
+      return op_var;
+    case OP_QVAR:
+      return op_qvar;
+    case OP_SLOT:
+      return op_slot;
+    case OP_SELECT:
+      return op_select;
+    case OP_HAS:
+      return op_has;
+    case OP_INDEX:
+      return op_index;
     case OP_AND:
-    case OP_OR: return op_logic(s, n);
-    case OP_NOT: return op_not(s, n);
-    case OP_COND: return op_cond(s, n);
-    case OP_NEG: return op_negate(s, n);
+    case OP_OR:
+      return op_logic;
+    case OP_NOT:
+      return op_not;
+    case OP_COND:
+      return op_cond;
+    case OP_NEG:
+      return op_negate;
     case OP_ADD:
     case OP_SUB:
     case OP_MUL:
@@ -751,33 +801,65 @@ static value ev(est *s, uint32_t i) {
     case OP_LE:
     case OP_GT:
     case OP_GE:
-    case OP_IN: return op_binary(s, n);
+    case OP_IN:
+      return op_binary;
     case OP_EQ_CONST:
-    case OP_NE_CONST: return op_eq_const(s, n);
-    case OP_IN_CONST: return op_in_const(s, n);
-    case OP_LIST: return eval_list(s, n);
-    case OP_MAP: return eval_map(s, n);
-    case OP_CALL: return eval_call(s, n);
-    case OP_CALL_UNKNOWN: return op_call_unknown(s, n);
+    case OP_NE_CONST:
+      return op_eq_const;
+    case OP_IN_CONST:
+      return op_in_const;
+    case OP_LIST:
+      return eval_list;
+    case OP_MAP:
+      return eval_map;
+    case OP_CALL:
+      return eval_call;
+    case OP_CALL_UNKNOWN:
+      return op_call_unknown;
     case OP_ALL:
     case OP_EXISTS:
     case OP_EXISTS_ONE:
     case OP_MAP_MACRO:
-    case OP_FILTER: return eval_macro(s, n);
-    case OP_BIND: return op_bind(s, n);
-    case OP_BLOCK: return op_block(s, n);
-    case OP_COUNT: break;
+    case OP_FILTER:
+    case OP_TRANSFORM_MAP:
+      return eval_macro;
+    case OP_BIND:
+      return op_bind;
+    case OP_BLOCK:
+      return op_block;
+    case OP_COUNT:
+      break;
   }
-  return VALUE_ERR("internal error: bad opcode");
+  return op_bad;
+}
+
+static value ev(est *s, uint32_t i) {
+  const pnode *n = &s->p->nodes[i];
+  return n->fn(s, n);
 }
 
 /* Evaluates a child: constants and variable references are answered here,
  * everything else goes through the dispatcher. */
 static inline value evk(est *s, uint32_t i) {
   const pnode *n = &s->p->nodes[i];
-  if (n->op == OP_CONST) return n->k;
-  if (n->op == OP_QVAR) return eval_qvar(s, &s->p->quals[n->aux]);
-  return ev(s, i);
+  switch (n->op) {
+    case OP_CONST:
+      return n->k;
+    case OP_QVAR:
+      return eval_qvar(s, &s->p->quals[n->aux]);
+    case OP_EQ_CONST:
+    case OP_NE_CONST:
+      return op_eq_const(s, n);
+    case OP_IN_CONST:
+      return op_in_const(s, n);
+    case OP_AND:
+    case OP_OR:
+      return op_logic(s, n);
+    case OP_NOT:
+      return op_not(s, n);
+    default:
+      return n->fn(s, n);
+  }
 }
 
 value eval_program_node(const expr_program *p, uint32_t root, const expr_activation *act,

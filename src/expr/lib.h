@@ -28,7 +28,7 @@ typedef struct eval_ctx {
   arena *arena;
   uint64_t cost;       /* work done so far: comprehension steps, bytes scanned, regex work */
   uint64_t cost_limit; /* 0 = unlimited; exceeding it is an evaluation error */
-  uint32_t regex_match_limit; /* PCRE2 match limit per call (0 = library default) */
+  uint32_t regex_match_limit; /* PCRE2 match limit per call (0 = 1,000,000 steps) */
   void *user;          /* the evaluator's own state */
 } eval_ctx;
 
@@ -36,9 +36,9 @@ typedef struct eval_ctx {
 
 typedef value (*builtin_fn)(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux);
 /* Called with the constant arguments (args[0] is the receiver, if any, which
- * is usually not constant: its slot holds a V_NULL then). Returns aux, or
- * NULL and writes a message into err (size err_size) on failure. *needed is
- * set to 0 when this call site does not benefit from preparation. */
+ * is usually not constant: its slot holds a V_NULL then). Returns aux; or
+ * NULL with a message in err (size err_size) on failure; or NULL with err
+ * left empty when this call site has nothing to prepare. */
 typedef void *(*builtin_prepare_fn)(const value *args, const uint8_t *is_const, uint32_t nargs,
                                     char *err, size_t err_size);
 typedef void (*builtin_release_fn)(void *aux);

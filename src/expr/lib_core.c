@@ -113,9 +113,10 @@ static void regex_error_text(int code, PCRE2_SIZE offset, const char *pat, size_
                              char *out, size_t out_size) {
   PCRE2_UCHAR msg[160];
   if (pcre2_get_error_message(code, msg, sizeof msg) < 0) strcpy((char *)msg, "unknown error");
-  int shown = pat_len > 200 ? 200 : (int)pat_len;
+  /* A long pattern is cut so that the reason still fits a compile error. */
+  int shown = pat_len > 80 ? 80 : (int)pat_len;
   snprintf(out, out_size, "invalid regular expression '%.*s%s': %s at offset %zu", shown, pat,
-           pat_len > 200 ? "..." : "", (const char *)msg, (size_t)offset);
+           pat_len > 80 ? "..." : "", (const char *)msg, (size_t)offset);
 }
 
 static void *prepare_regex(const value *args, const uint8_t *is_const, uint32_t nargs, char *err,

@@ -23,58 +23,68 @@
 #include "expr/lib.h"
 
 typedef enum opcode {
-  OP_CONST,       /* k */
-  OP_VAR,         /* variable named k; aux: type kind to fall back on (+1), 0 = none */
-  OP_QVAR,        /* qualified name: quals[aux] */
-  OP_SLOT,        /* comprehension / bind / block slot aux */
-  OP_SELECT,      /* kid0.k (k is the field name) */
-  OP_HAS,         /* has(kid0.k) */
-  OP_INDEX,       /* kid0[kid1] */
-  OP_AND,         /* kid0 && kid1 && ... (chains flattened) */
-  OP_OR,          /* kid0 || kid1 || ... */
-  OP_NOT,         /* !kid0 */
-  OP_COND,        /* kid0 ? kid1 : kid2 */
-  OP_NEG,         /* -kid0 */
-  OP_ADD,         /* kid0 + kid1 */
+  OP_CONST,  /* k */
+  OP_VAR,    /* variable named k; aux: type kind to fall back on (+1), 0 = none */
+  OP_QVAR,   /* qualified name: quals[aux] */
+  OP_SLOT,   /* comprehension / bind / block slot aux */
+  OP_SELECT, /* kid0.k (k is the field name) */
+  OP_HAS,    /* has(kid0.k) */
+  OP_INDEX,  /* kid0[kid1] */
+  OP_AND,    /* kid0 && kid1 && ... (chains flattened) */
+  OP_OR,     /* kid0 || kid1 || ... */
+  OP_NOT,    /* !kid0 */
+  OP_COND,   /* kid0 ? kid1 : kid2 */
+  OP_NEG,    /* -kid0 */
+  OP_ADD,    /* kid0 + kid1 */
   OP_SUB,
   OP_MUL,
   OP_DIV,
   OP_MOD,
-  OP_EQ,          /* kid0 == kid1 */
+  OP_EQ, /* kid0 == kid1 */
   OP_NE,
   OP_LT,
   OP_LE,
   OP_GT,
   OP_GE,
-  OP_EQ_CONST,    /* kid0 == k (k a constant) */
-  OP_NE_CONST,    /* kid0 != k */
-  OP_IN,          /* kid0 in kid1 */
-  OP_IN_CONST,    /* kid0 in k (a constant list or map); aux: sets[] index + 1, 0 = none */
-  OP_LIST,        /* [kids...] */
-  OP_MAP,         /* {kid0: kid1, ...} */
-  OP_CALL,        /* calls[aux](kids...) */
+  OP_EQ_CONST,     /* kid0 == k (k a constant) */
+  OP_NE_CONST,     /* kid0 != k */
+  OP_IN,           /* kid0 in kid1 */
+  OP_IN_CONST,     /* kid0 in k (a constant list or map); aux: sets[] index + 1, 0 = none */
+  OP_LIST,         /* [kids...] */
+  OP_MAP,          /* {kid0: kid1, ...} */
+  OP_CALL,         /* calls[aux](kids...) */
   OP_CALL_UNKNOWN, /* a function no library defines: k is its name; always an error */
-  OP_ALL,         /* kid0.all(slot aux, kid1) */
+  /* Macros; with flags & 1 they have two variables, in slots aux and aux + 1
+   * (index and element of a list, key and value of a map). */
+  OP_ALL, /* kid0.all(slot aux, kid1) */
   OP_EXISTS,
   OP_EXISTS_ONE,
-  OP_MAP_MACRO,   /* kid0.map(slot aux, kid1) or, with 3 kids, kid0.map(slot, kid2 filter, kid1) */
-  OP_FILTER,      /* kid0.filter(slot aux, kid1) */
-  OP_BIND,        /* cel.bind(slot aux, kid0, kid1) */
-  OP_BLOCK,       /* cel.block([kids 0..n-2] into slots aux.., kid n-1) */
+  OP_MAP_MACRO, /* kid0.map(slot aux, kid1) or, with 3 kids, kid0.map(slot, kid2 filter, kid1) */
+  OP_FILTER,    /* kid0.filter(slot aux, kid1) */
+  OP_TRANSFORM_MAP, /* kid0.transformMap(slots aux, aux + 1, [kid2 filter,] kid1) */
+  OP_BIND,          /* cel.bind(slot aux, kid0, kid1) */
+  OP_BLOCK,         /* cel.block([kids 0..n-2] into slots aux.., kid n-1) */
   OP_COUNT
 } opcode;
 
-typedef struct pnode {
+typedef struct pnode pnode;
+struct est;
+/* The evaluator's function for a node's opcode (eval_op_fn), called
+ * directly so that visiting a node costs one indirect call. */
+typedef value (*pnode_fn)(struct est *s, const pnode *n);
+
+struct pnode {
   uint8_t op;
   uint8_t flags;
   uint16_t reserved;
-  uint32_t pos;   /* byte offset in the source, for messages */
+  uint32_t pos; /* byte offset in the source, for messages */
   uint32_t nkids;
-  uint32_t kids;  /* index of the first child in expr_program.kids */
+  uint32_t kids; /* index of the first child in expr_program.kids */
   uint32_t aux;
   uint32_t reserved2;
+  pnode_fn fn;
   value k;
-} pnode;
+};
 
 /* A candidate's argument kinds packed a byte each (for up to four
  * arguments, no variadics): it accepts when (kinds & mask) == kinds_wanted.
@@ -133,13 +143,16 @@ struct expr_program {
   uint32_t ncalls;
   const pqual *quals;
   const pset *sets;
-  uint32_t nslots;   /* comprehension/bind/block slots the evaluator needs */
+  uint32_t nslots;                /* comprehension/bind/block slots the evaluator needs */
   const char *const *unknown_fns; /* names of functions no library defines */
   uint32_t nunknown;
-  const char *src;   /* a copy of the source, for messages */
+  const char *src; /* a copy of the source, for messages */
   size_t src_len;
-  arena mem;         /* owns everything above */
+  arena mem; /* owns everything above */
 };
+
+/* The evaluator's function for an opcode (set in every node at compile time). */
+pnode_fn eval_op_fn(opcode op);
 
 /* Evaluates node `root` of p (used by expr_eval and by constant folding). */
 value eval_program_node(const expr_program *p, uint32_t root, const expr_activation *act,

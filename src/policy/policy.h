@@ -47,6 +47,7 @@ typedef struct policy_action {
   uint32_t name_len;
   bool allowed;
   bool review;
+  const char *description; /* from `actions`, or NULL */
 } policy_action;
 
 /* A decision a setting names: default, on_error, on_no_candidate. */
@@ -148,5 +149,8 @@ int32_t strategy_action(const strategy *s, const char *name, size_t len);
  * included. */
 uint32_t rule_index_candidates(const rule_index *ix, const strategy *s,
                                const expr_activation *act, uint32_t *out);
+/* How many rules the index files under a path, and on how many paths (for
+ * `verdict check` and tests). */
+void rule_index_stats(const rule_index *ix, uint32_t *indexed, uint32_t *paths);
 
 #endif

@@ -91,10 +91,18 @@ static void text_quoted(text *t, const char *s, size_t n, int bytes) {
 /* Renders a value as CEL-like text: 1, 1u, 1.0, "s", b"..", [..], {k: v}. */
 static void text_value(text *t, const value *v) {
   switch (v->kind) {
-    case V_NULL: text_put(t, "null", 4); break;
-    case V_BOOL: text_printf(t, "%s", v->b ? "true" : "false"); break;
-    case V_INT: text_printf(t, "%lld", (long long)v->i); break;
-    case V_UINT: text_printf(t, "%lluu", (unsigned long long)v->u); break;
+    case V_NULL:
+      text_put(t, "null", 4);
+      break;
+    case V_BOOL:
+      text_printf(t, "%s", v->b ? "true" : "false");
+      break;
+    case V_INT:
+      text_printf(t, "%lld", (long long)v->i);
+      break;
+    case V_UINT:
+      text_printf(t, "%lluu", (unsigned long long)v->u);
+      break;
     case V_DOUBLE:
       if (isnan(v->d)) {
         text_printf(t, "double(NaN)");
@@ -106,8 +114,12 @@ static void text_value(text *t, const value *v) {
         text_printf(t, "%s%s", buf, strpbrk(buf, ".eE") ? "" : ".0");
       }
       break;
-    case V_STRING: text_quoted(t, v->s, v->n, 0); break;
-    case V_BYTES: text_quoted(t, v->s, v->n, 1); break;
+    case V_STRING:
+      text_quoted(t, v->s, v->n, 0);
+      break;
+    case V_BYTES:
+      text_quoted(t, v->s, v->n, 1);
+      break;
     case V_LIST:
       text_put(t, "[", 1);
       for (uint32_t i = 0; i < v->n; i++) {
@@ -138,9 +150,15 @@ static void text_value(text *t, const value *v) {
       text_printf(t, "duration(\"%.*s\")", (int)n, buf);
       break;
     }
-    case V_TYPE: text_printf(t, "type(%s)", value_kind_name((value_kind)v->n)); break;
-    case V_ERROR: text_printf(t, "error(%.*s)", (int)v->n, v->s); break;
-    default: text_printf(t, "<kind %d>", v->kind); break;
+    case V_TYPE:
+      text_printf(t, "type(%s)", value_kind_name((value_kind)v->n));
+      break;
+    case V_ERROR:
+      text_printf(t, "error(%.*s)", (int)v->n, v->s);
+      break;
+    default:
+      text_printf(t, "<kind %d>", v->kind);
+      break;
   }
 }
 
@@ -194,10 +212,18 @@ static const struct {
   const char *name;
   value_kind kind;
 } type_names[] = {
-    {"null_type", V_NULL},   {"bool", V_BOOL},   {"int", V_INT},     {"uint", V_UINT},
-    {"double", V_DOUBLE},    {"string", V_STRING}, {"bytes", V_BYTES}, {"list", V_LIST},
-    {"map", V_MAP},          {"type", V_TYPE},
-    {"google.protobuf.Timestamp", V_TIMESTAMP}, {"google.protobuf.Duration", V_DURATION},
+    {"null_type", V_NULL},
+    {"bool", V_BOOL},
+    {"int", V_INT},
+    {"uint", V_UINT},
+    {"double", V_DOUBLE},
+    {"string", V_STRING},
+    {"bytes", V_BYTES},
+    {"list", V_LIST},
+    {"map", V_MAP},
+    {"type", V_TYPE},
+    {"google.protobuf.Timestamp", V_TIMESTAMP},
+    {"google.protobuf.Duration", V_DURATION},
 };
 
 /* Decodes a typed value {"type": T, "value": V}; `where` names it in errors. */
@@ -227,13 +253,20 @@ static int decode(loader *ld, const value *tv, value *out, const char *where) {
       return bad(ld, "%s: not a uint64", where);
     }
   } else if (str_is(type, "double")) {
-    if (v->kind == V_DOUBLE) *out = *v;
-    else if (v->kind == V_INT) *out = value_double((double)v->i);
-    else if (v->kind == V_UINT) *out = value_double((double)v->u);
-    else if (str_is(v, "NaN")) *out = value_double(NAN);
-    else if (str_is(v, "Infinity")) *out = value_double(INFINITY);
-    else if (str_is(v, "-Infinity")) *out = value_double(-INFINITY);
-    else return bad(ld, "%s: not a double", where);
+    if (v->kind == V_DOUBLE)
+      *out = *v;
+    else if (v->kind == V_INT)
+      *out = value_double((double)v->i);
+    else if (v->kind == V_UINT)
+      *out = value_double((double)v->u);
+    else if (str_is(v, "NaN"))
+      *out = value_double(NAN);
+    else if (str_is(v, "Infinity"))
+      *out = value_double(INFINITY);
+    else if (str_is(v, "-Infinity"))
+      *out = value_double(-INFINITY);
+    else
+      return bad(ld, "%s: not a double", where);
   } else if (str_is(type, "string")) {
     if (v->kind != V_STRING) return bad(ld, "%s: a string must be a JSON string", where);
     *out = *v;
@@ -295,13 +328,19 @@ static int decode(loader *ld, const value *tv, value *out, const char *where) {
 static int same(const value *a, const value *b) {
   if (a->kind != b->kind) return 0;
   switch (a->kind) {
-    case V_NULL: return 1;
-    case V_BOOL: return a->b == b->b;
-    case V_INT: return a->i == b->i;
-    case V_UINT: return a->u == b->u;
-    case V_DOUBLE: return a->d == b->d || (isnan(a->d) && isnan(b->d));
+    case V_NULL:
+      return 1;
+    case V_BOOL:
+      return a->b == b->b;
+    case V_INT:
+      return a->i == b->i;
+    case V_UINT:
+      return a->u == b->u;
+    case V_DOUBLE:
+      return a->d == b->d || (isnan(a->d) && isnan(b->d));
     case V_STRING:
-    case V_BYTES: return a->n == b->n && (a->n == 0 || memcmp(a->s, b->s, a->n) == 0);
+    case V_BYTES:
+      return a->n == b->n && (a->n == 0 || memcmp(a->s, b->s, a->n) == 0);
     case V_LIST:
       if (a->n != b->n) return 0;
       for (uint32_t i = 0; i < a->n; i++)
@@ -316,9 +355,12 @@ static int same(const value *a, const value *b) {
       }
       return 1;
     case V_TIMESTAMP:
-    case V_DURATION: return a->i == b->i && a->n == b->n;
-    case V_TYPE: return a->n == b->n;
-    default: return 0;
+    case V_DURATION:
+      return a->i == b->i && a->n == b->n;
+    case V_TYPE:
+      return a->n == b->n;
+    default:
+      return 0;
   }
 }
 
@@ -382,11 +424,16 @@ typedef struct options {
 static void print_expr(const value *e) {
   for (uint32_t i = 0; i < e->n; i++) {
     unsigned char c = (unsigned char)e->s[i];
-    if (c == '\n') fputs("\\n", stdout);
-    else if (c == '\r') fputs("\\r", stdout);
-    else if (c == '\t') fputs("\\t", stdout);
-    else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
-    else putchar(c);
+    if (c == '\n')
+      fputs("\\n", stdout);
+    else if (c == '\r')
+      fputs("\\r", stdout);
+    else if (c == '\t')
+      fputs("\\t", stdout);
+    else if (c < 0x20 || c == 0x7f)
+      printf("\\x%02x", c);
+    else
+      putchar(c);
   }
 }
 
@@ -459,8 +506,10 @@ static int run_case(loader *ld, const value *c, const options *opt, counters *fi
     ctx.arena = &ea;
     ctx.cost_limit = CASE_COST_LIMIT;
     value r = expr_eval(prog, &act, &ctx);
-    if (want_error) ok = r.kind == V_ERROR;
-    else ok = same(&want, &r);
+    if (want_error)
+      ok = r.kind == V_ERROR;
+    else
+      ok = same(&want, &r);
     if (!ok) text_value(&got, &r);
     arena_free(&ea);
     expr_free(prog);
@@ -468,8 +517,10 @@ static int run_case(loader *ld, const value *c, const options *opt, counters *fi
 
   if (!ok || opt->verbose) {
     text exp = {0};
-    if (want_error) text_put(&exp, "an error", 8);
-    else text_value(&exp, &want);
+    if (want_error)
+      text_put(&exp, "an error", 8);
+    else
+      text_value(&exp, &want);
     printf("%s %.*s: ", ok ? "PASS" : "FAIL", (int)id->n, id->s);
     print_expr(expr);
     if (ok)
@@ -566,8 +617,8 @@ int main(int argc, char **argv) {
     value c;
     json_error je;
     if (json_parse(&a, line, n, NULL, &c, &je) != 0) {
-      fprintf(stderr, "%s:%ld: malformed line: invalid JSON at column %d (%s): %s\n", path,
-              lineno, je.column, je.path, je.message);
+      fprintf(stderr, "%s:%ld: malformed line: invalid JSON at column %d (%s): %s\n", path, lineno,
+              je.column, je.path, je.message);
       status = 2;
       break;
     }
@@ -594,13 +645,11 @@ int main(int argc, char **argv) {
 
   printf("\nper file:\n");
   for (size_t i = 0; i < files.n; i++)
-    printf("  %-20s %5ld passed, %ld failed\n", files.c[i].name, files.c[i].pass,
-           files.c[i].fail);
+    printf("  %-20s %5ld passed, %ld failed\n", files.c[i].name, files.c[i].pass, files.c[i].fail);
   if (opt.tags) {
     printf("per tag:\n");
     for (size_t i = 0; i < tags.n; i++)
-      printf("  %-28s %5ld passed, %ld failed\n", tags.c[i].name, tags.c[i].pass,
-             tags.c[i].fail);
+      printf("  %-28s %5ld passed, %ld failed\n", tags.c[i].name, tags.c[i].pass, tags.c[i].fail);
   }
   printf("%ld passed, %ld failed\n", passed, failed);
   free(files.c);

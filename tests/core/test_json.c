@@ -50,8 +50,7 @@ static const char *rewrite(const char *s) {
 static void test_integer_boundaries(void) {
   value v;
   CHECK(parse("9223372036854775807", &v) == 0 && v.kind == V_INT && v.i == INT64_MAX);
-  CHECK(parse("9223372036854775808", &v) == 0 && v.kind == V_UINT &&
-        v.u == 9223372036854775808ull);
+  CHECK(parse("9223372036854775808", &v) == 0 && v.kind == V_UINT && v.u == 9223372036854775808ull);
   CHECK(parse("18446744073709551615", &v) == 0 && v.kind == V_UINT && v.u == UINT64_MAX);
   CHECK(parse("18446744073709551616", &v) == 0 && v.kind == V_DOUBLE &&
         v.d == 18446744073709551616.0);
@@ -80,14 +79,31 @@ static void test_doubles_read(void) {
   CHECK(parse("2.2250738585072014e-308", &v) == 0 && v.d == 2.2250738585072014e-308);
   CHECK(parse("4.9406564584124654e-324", &v) == 0 && v.d == 5e-324);
   CHECK(parse("1.7976931348623157e308", &v) == 0 && v.d == 1.7976931348623157e308);
-  CHECK(parse("0.1000000000000000055511151231257827021181583404541015625", &v) == 0 &&
-        v.d == 0.1);
+  CHECK(parse("0.1000000000000000055511151231257827021181583404541015625", &v) == 0 && v.d == 0.1);
   /* Underflow rounds to zero; overflow is an error (JSON has no infinity). */
   CHECK(parse("1e-400", &v) == 0 && v.kind == V_DOUBLE && v.d == 0);
   CHECK(parse("-1e-400", &v) == 0 && v.d == 0 && signbit(v.d));
   CHECK(parse("1e400", &v) != 0 && strstr(E.message, "out of the range of a double"));
   CHECK(parse("[1.8e308]", &v) != 0 && strcmp(E.path, "$[0]") == 0);
   CHECK(parse("0e999999999999", &v) == 0 && v.d == 0);
+
+  /* Exactly halfway between 1 and the next double: ties to even give 1.
+   * A nonzero digit far beyond the 780 digits kept must still round up. */
+  static char half[1200];
+  const char *mid = "1.00000000000000011102230246251565404236316680908203125";
+  snprintf(half, sizeof half, "%s", mid);
+  CHECK(parse(half, &v) == 0 && v.d == 1.0);
+  size_t hn = strlen(half);
+  memset(half + hn, '0', 900);
+  half[hn + 900] = '\0';
+  CHECK(parse(half, &v) == 0 && v.d == 1.0);
+  half[hn + 899] = '1';
+  CHECK(parse(half, &v) == 0 && v.d == 1.0000000000000002);
+  /* The same with the digits in the integer part and a negative exponent. */
+  memmove(half + 1, half + 2, strlen(half + 2) + 1);
+  size_t at = strlen(half);
+  snprintf(half + at, sizeof half - at, "e-%zu", hn - 2 + 900);
+  CHECK(parse(half, &v) == 0 && v.d == 1.0000000000000002);
 
   /* Random decimal texts read exactly like a correctly rounding strtod,
    * through both the fast and the slow path. */
@@ -178,17 +194,17 @@ static void test_invalid_utf8(void) {
     const char *text;
     size_t offset;
   } cases[] = {
-      {"{\"k\":\"ab\xC3\x28\"}", 8},           /* bad continuation */
-      {"[\"\xC0\xAF\"]", 2},                   /* overlong '/' */
-      {"[\"\xE0\x80\xAF\"]", 2},               /* overlong, 3 bytes */
-      {"[\"\xED\xA0\x80\"]", 2},               /* UTF-8 encoded surrogate */
-      {"[\"\xF4\x90\x80\x80\"]", 2},           /* above U+10FFFF */
-      {"[\"\xFF\"]", 2},                       /* never valid */
-      {"[\"\x81\"]", 2},                       /* lone continuation */
-      {"[\"0123456789abcdef\xE9\"]", 18},      /* after a SWAR block */
+      {"{\"k\":\"ab\xC3\x28\"}", 8},             /* bad continuation */
+      {"[\"\xC0\xAF\"]", 2},                     /* overlong '/' */
+      {"[\"\xE0\x80\xAF\"]", 2},                 /* overlong, 3 bytes */
+      {"[\"\xED\xA0\x80\"]", 2},                 /* UTF-8 encoded surrogate */
+      {"[\"\xF4\x90\x80\x80\"]", 2},             /* above U+10FFFF */
+      {"[\"\xFF\"]", 2},                         /* never valid */
+      {"[\"\x81\"]", 2},                         /* lone continuation */
+      {"[\"0123456789abcdef\xE9\"]", 18},        /* after a SWAR block */
       {"\"ok \xE2\x82\xAC then \xE2\x82\"", 13}, /* truncated before the quote */
-      {"{\"\xE9\":1}", 2},                     /* in a key */
-      {"\"\xE2\x82", 1},                       /* cut by the end of input */
+      {"{\"\xE9\":1}", 2},                       /* in a key */
+      {"\"\xE2\x82", 1},                         /* cut by the end of input */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int rc = parse(cases[i].text, &v);
@@ -269,7 +285,8 @@ static void test_duplicates(void) {
   char big[40000];
   size_t n = 0;
   big[n++] = '{';
-  for (int i = 0; i < 2000; i++) n += (size_t)snprintf(big + n, sizeof big - n, "\"k%d\":%d,", i, i);
+  for (int i = 0; i < 2000; i++)
+    n += (size_t)snprintf(big + n, sizeof big - n, "\"k%d\":%d,", i, i);
   big[n - 1] = '}';
   big[n] = '\0';
   CHECK(parse(big, &v) == 0 && v.kind == V_MAP && v.n == 2000);
@@ -383,14 +400,20 @@ static void test_writer(void) {
             "[1.0,100.0,-0.0,0.1,1e+21,1e-07,1.23456789e+08,0.30000000000000004]");
   /* Escapes: short forms where JSON has them, \u00XX for other controls;
    * valid UTF-8 as is; / and DEL untouched. */
-  CHECK_STR(rewrite("\"q\\\" b\\\\ s/ \\b\\f\\n\\r\\t \\u0001\\u001f \\u00e9 \\ud83d\\ude00 \x7f\""),
-            "\"q\\\" b\\\\ s/ \\b\\f\\n\\r\\t \\u0001\\u001f \xC3\xA9 \xF0\x9F\x98\x80 \x7f\"");
+  CHECK_STR(
+      rewrite("\"q\\\" b\\\\ s/ \\b\\f\\n\\r\\t \\u0001\\u001f \\u00e9 \\ud83d\\ude00 \x7f\""),
+      "\"q\\\" b\\\\ s/ \\b\\f\\n\\r\\t \\u0001\\u001f \xC3\xA9 \xF0\x9F\x98\x80 \x7f\"");
   CHECK_STR(rewrite("\"\\u0000\""), "\"\\u0000\"");
 
   value v;
   /* Invalid UTF-8 in a string value becomes U+FFFD: the output stays valid. */
-  v = value_str("a\xFF" "b\xC3", 4);
-  CHECK_STR(write_text(&v, 0), "\"a\xEF\xBF\xBD" "b\xEF\xBF\xBD\"");
+  v = value_str(
+      "a\xFF"
+      "b\xC3",
+      4);
+  CHECK_STR(write_text(&v, 0),
+            "\"a\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD\"");
   v = value_bytes("\x00\xFF\x10hi", 5);
   CHECK_STR(write_text(&v, 0), "\"AP8QaGk=\"");
   v = value_timestamp(1234567890, 0);
@@ -553,8 +576,12 @@ static void test_dtoa(void) {
 }
 
 static void test_base64(void) {
-  const char *rfc[][2] = {{"", ""},         {"f", "Zg=="},         {"fo", "Zm8="},
-                          {"foo", "Zm9v"},  {"foob", "Zm9vYg=="},  {"fooba", "Zm9vYmE="},
+  const char *rfc[][2] = {{"", ""},
+                          {"f", "Zg=="},
+                          {"fo", "Zm8="},
+                          {"foo", "Zm9v"},
+                          {"foob", "Zm9vYg=="},
+                          {"fooba", "Zm9vYmE="},
                           {"foobar", "Zm9vYmFy"}};
   for (size_t i = 0; i < 7; i++) {
     char enc[16], dec[16];
@@ -577,18 +604,18 @@ static void test_base64(void) {
     const char *text;
     size_t bad_at;
   } bad[] = {
-      {"Zg=", 3},       /* length not a multiple of 4 */
-      {"Zg", 2},        /* padding is required */
-      {"Zg==Zg==", 2},  /* padding in the middle */
-      {"Zh==", 1},      /* leftover bits not zero: not the canonical text */
-      {"Zm9=", 2},      /* same, two-byte group */
-      {"Zm 9", 2},      /* whitespace */
-      {"Zm9\n", 3},     /* line break */
-      {"Zm-v", 2},      /* URL-safe alphabet */
+      {"Zg=", 3},      /* length not a multiple of 4 */
+      {"Zg", 2},       /* padding is required */
+      {"Zg==Zg==", 2}, /* padding in the middle */
+      {"Zh==", 1},     /* leftover bits not zero: not the canonical text */
+      {"Zm9=", 2},     /* same, two-byte group */
+      {"Zm 9", 2},     /* whitespace */
+      {"Zm9\n", 3},    /* line break */
+      {"Zm-v", 2},     /* URL-safe alphabet */
       {"Zm_v", 2},
       {"=Zm9", 0},
       {"Z===", 1},
-      {"Zm=v", 2},      /* data after padding */
+      {"Zm=v", 2}, /* data after padding */
       {"Zm9v\xC3\xA9==", 4},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -174,8 +174,8 @@ static void check_round_trip(const char *name, const char *buf, size_t len) {
   json_buf_init(&b1, NULL);
   json_buf_init(&b2, NULL);
   int ok = json_parse(&a, buf, len, NULL, &v1, &err) == 0 && json_write(&b1, &v1, 0) == 0 &&
-           json_parse(&a, b1.data, b1.len, NULL, &v2, &err) == 0 &&
-           json_write(&b2, &v2, 0) == 0 && json_parse(&a, b2.data, b2.len, NULL, &v3, &err) == 0;
+           json_parse(&a, b1.data, b1.len, NULL, &v2, &err) == 0 && json_write(&b2, &v2, 0) == 0 &&
+           json_parse(&a, b2.data, b2.len, NULL, &v3, &err) == 0;
   CHECK_MSG(ok, "%s: round trip failed: %s", name, b1.data ? b1.data : "(nothing written)");
   if (ok) {
     CHECK_MSG(has_nan(&v1) || value_equal(&v1, &v2), "%s: written %s reads back different", name,
@@ -231,7 +231,8 @@ int main(void) {
         if (kind == 'y') {
           counts[0]++;
           if (in_list(name, y_rejected, 2)) {
-            CHECK_MSG(!ok && strstr(e.message, "duplicate key"), "%s: should be rejected as a duplicate key", name);
+            CHECK_MSG(!ok && strstr(e.message, "duplicate key"),
+                      "%s: should be rejected as a duplicate key", name);
           } else {
             CHECK_MSG(ok, "%s: must be accepted: %s at %s (byte %zu)", name, e.message, e.path,
                       e.offset);
@@ -242,16 +243,15 @@ int main(void) {
           CHECK_MSG(!ok, "%s: must be rejected", name);
           if (orig) CHECK_MSG(!parses(orig, olen, 0, &e), "%s: original bytes accepted", name);
           int lenient_ok = parses(in, len, 1, &e);
-          CHECK_MSG(lenient_ok == in_list(name, n_lenient_accepted, 3),
-                    "%s: lenient mode %s it", name, lenient_ok ? "accepts" : "rejects");
+          CHECK_MSG(lenient_ok == in_list(name, n_lenient_accepted, 3), "%s: lenient mode %s it",
+                    name, lenient_ok ? "accepts" : "rejects");
           if (strcmp(name, "n_structure_100000_opening_arrays.json") == 0)
             CHECK_MSG(strstr(e.message, "nesting deeper than the limit of 512"),
                       "%s: rejected for the wrong reason: %s", name, e.message);
         } else {
           counts[2]++;
           const i_verdict *iv = i_lookup(name);
-          CHECK_MSG(iv != NULL, "%s: not in the i_ table (add it here and to docs/json.md)",
-                    name);
+          CHECK_MSG(iv != NULL, "%s: not in the i_ table (add it here and to docs/json.md)", name);
           if (iv) {
             i_seen[iv - i_table] = 1;
             CHECK_MSG(ok == iv->accept, "%s: %s, the table says %s", name,

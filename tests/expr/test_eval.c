@@ -129,11 +129,16 @@ static void test_gate_over_sample_contexts(void) {
     const char *country, *path, *ua;
     int want;
   } cases[] = {
-      {"CN", "/api/v1/orders", "Mozilla/5.0", 1}, {"CN", "/api/v1", "Go-http-client", 1},
-      {"US", "/api/v1/orders", "Mozilla/5.0", 0}, {"CN", "/api/v2/orders", "Mozilla/5.0", 0},
-      {"CN", "/api/v1/x", "curl", 0},             {"CN", "/api/v1/x", "sqlmap", 0},
-      {"CN", "/api/v1/x", "curl/8.4.0", 1},       {"CN", "/api", "Mozilla/5.0", 0},
-      {"cn", "/api/v1/x", "Mozilla/5.0", 0},      {"", "", "", 0},
+      {"CN", "/api/v1/orders", "Mozilla/5.0", 1},
+      {"CN", "/api/v1", "Go-http-client", 1},
+      {"US", "/api/v1/orders", "Mozilla/5.0", 0},
+      {"CN", "/api/v2/orders", "Mozilla/5.0", 0},
+      {"CN", "/api/v1/x", "curl", 0},
+      {"CN", "/api/v1/x", "sqlmap", 0},
+      {"CN", "/api/v1/x", "curl/8.4.0", 1},
+      {"CN", "/api", "Mozilla/5.0", 0},
+      {"cn", "/api/v1/x", "Mozilla/5.0", 0},
+      {"", "", "", 0},
   };
   const char *const declared[] = {"ctx"};
   expr_opts with_decl = {.declared = declared, .ndeclared = 1};
@@ -344,9 +349,9 @@ static void test_strings_lists_maps(void) {
   CHECK(r.kind == V_STRING && r.n == 5 && memcmp(r.s, "abcab", 5) == 0);
   r = run_opts(&a, "[n] + [1, 2] + []", v, 3, NULL);
   CHECK(r.kind == V_LIST && r.n == 3 && is_int(r.items[0], 2) && is_int(r.items[2], 2));
-  CHECK(is_err(run_opts(&a, "{k: 1, 'a': 2}", v, 3, NULL)));          /* repeated key */
-  CHECK(is_err(run_opts(&a, "{n: 1, 2u: 2}", v, 3, NULL)));           /* 2 == 2u */
-  CHECK(is_err(run_opts(&a, "{1.5: n}", v, 3, NULL)));                /* double key */
+  CHECK(is_err(run_opts(&a, "{k: 1, 'a': 2}", v, 3, NULL))); /* repeated key */
+  CHECK(is_err(run_opts(&a, "{n: 1, 2u: 2}", v, 3, NULL)));  /* 2 == 2u */
+  CHECK(is_err(run_opts(&a, "{1.5: n}", v, 3, NULL)));       /* double key */
   CHECK(is_int(run_opts(&a, "{k: 1, 'b': n}['b']", v, 3, NULL), 2));
   CHECK(is_int(run_opts(&a, "[10, 20, 30][dyn(1u)] + [10, 20][n - 1]", v, 3, NULL), 40));
   CHECK(is_err(run_opts(&a, "[1][n]", v, 3, NULL)));
@@ -370,6 +375,15 @@ static void test_strings_lists_maps(void) {
   CHECK(is_bool(ev0(&a, "{'a': 1, 'b': 2}.map(k, k + k) == ['aa', 'bb']"), 1));
   CHECK(is_bool(ev0(&a, "[1, 2, 3, 4].map(x, x % 2 == 0, x * 10) == [20, 40]"), 1));
   CHECK(is_bool(ev0(&a, "[[1], [2, 3]].all(l, l.all(x, x > 0))"), 1));
+  /* two-variable comprehensions: index/element of lists, key/value of maps */
+  CHECK(is_bool(ev0(&a, "[10, 20].all(i, v, v == (i + 1) * 10)"), 1));
+  CHECK(is_bool(ev0(&a, "{'a': 1, 'b': 2}.exists(k, v, k == 'b' && v == 2)"), 1));
+  CHECK(is_bool(ev0(&a, "[5, 6].existsOne(i, v, v - i == 5)"), 0));
+  CHECK(is_bool(ev0(&a, "[5, 7].existsOne(x, x == 7)"), 1));
+  CHECK(is_bool(ev0(&a, "[1, 2, 3].transformList(i, v, i > 0, v * i) == [2, 6]"), 1));
+  CHECK(is_bool(ev0(&a, "{'a': 1}.transformMap(k, v, k + string(v)) == {'a': 'a1'}"), 1));
+  CHECK(is_bool(ev0(&a, "[7, 8].transformMap(i, v, v + i) == {0: 7, 1: 9}"), 1));
+  CHECK(is_err(ev0(&a, "[0, 1].all(i, v, 1 / v == 1 / i)")));
   /* cel.bind */
   CHECK(is_int(ev0(&a, "cel.bind(t, 20, cel.bind(u, t + 1, t + u))"), 41));
   arena_free(&a);
@@ -550,9 +564,10 @@ static void *work(void *arg) {
 }
 
 static void test_one_program_many_threads(void) {
-  const char *src = "[1, 2, 3].map(x, x + n).filter(y, y > 0).all(z, z >= n) ? "
-                    "[1, 2, 3].map(x, x + n)[0] + [1, 2, 3].map(x, x + n)[1] + "
-                    "[1, 2, 3].map(x, x + n)[2] : -1";
+  const char *src =
+      "[1, 2, 3].map(x, x + n).filter(y, y > 0).all(z, z >= n) ? "
+      "[1, 2, 3].map(x, x + n)[0] + [1, 2, 3].map(x, x + n)[1] + "
+      "[1, 2, 3].map(x, x + n)[2] : -1";
   expr_program *p;
   expr_error err;
   CHECK(expr_compile(src, strlen(src), NULL, &p, &err) == 0);

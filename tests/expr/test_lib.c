@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "core/utf8.h"
+#include "expr/expr.h"
 #include "expr/lib.h"
 #include "test.h"
 
@@ -461,6 +462,24 @@ static void test_trim_reverse_quote(void) {
           "b\"");
 }
 
+/* Strings are valid UTF-8 when they enter verdict, but a broken one must
+ * never make a function read past its end (regression: replace with an empty
+ * search string walked past a truncated sequence). */
+static void test_broken_utf8_never_reads_past_the_end(void) {
+  value broken = SN("a\xe2\x82", 3); /* truncated three-byte sequence */
+  value r = R("replace", 3, broken, S(""), S("-"));
+  CHECK(r.kind == V_STRING && r.n == 6);
+  value l = R("split", 2, broken, S(""));
+  CHECK(l.kind == V_LIST && l.n >= 1);
+  size_t total = 0;
+  for (uint32_t i = 0; l.kind == V_LIST && i < l.n; i++) total += l.items[i].n;
+  CHECK(total == 3);
+  CHECK(R("reverse", 1, broken).n == 3);
+  value c = R("charAt", 2, broken, I(1));
+  CHECK(c.kind == V_STRING && c.n == 2);
+  CHECK(R("trim", 1, SN("\xff ", 2)).kind == V_STRING);
+}
+
 static value fmt(const char *f, value list) { return R("format", 2, S(f), list); }
 
 static void test_format_clauses(void) {
@@ -618,6 +637,69 @@ static void test_cost_limit_stops_big_inputs(void) {
   CHECK(C.cost > 0);
 }
 
+/* ------------------------------------------------------- the manual */
+
+static int no_variables(void *user, const char *name, size_t len, value *out) { return -1; }
+
+/* Compiles and evaluates src; returns the value, or an error value holding
+ * the compile error's message. */
+static value run_expr(const char *src, char *msg, size_t msg_size) {
+  expr_program *p;
+  expr_error err;
+  msg[0] = '\0';
+  if (expr_compile(src, strlen(src), NULL, &p, &err)) {
+    snprintf(msg, msg_size, "%s", err.message);
+    return VALUE_ERR("compile error");
+  }
+  expr_activation act = {.lookup = no_variables, .user = NULL};
+  eval_ctx ctx = {.arena = &A};
+  value v = expr_eval(p, &act, &ctx);
+  if (v.kind == V_ERROR) snprintf(msg, msg_size, "%.*s", (int)v.n, v.s);
+  if (v.kind == V_BOOL && v.b) snprintf(msg, msg_size, "true");
+  expr_free(p);
+  return v;
+}
+
+/* Every line "EXPR // → RESULT" inside a ```cel block of the user manual is
+ * a claim: RESULT has the type and value of EXPR, or, for "error: TEXT", the
+ * evaluation fails with a message containing TEXT. */
+static void test_manual_examples_hold(void) {
+  FILE *f = fopen("docs/expressions.md", "r");
+  CHECK_MSG(f != NULL, "docs/expressions.md not found (run from the repository root)");
+  if (!f) return;
+  char line[2048], src[4200], msg[1100];
+  int in_cel = 0, examples = 0;
+  const char *arrow = "// \xe2\x86\x92"; /* "// →" */
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\n")] = '\0';
+    if (strncmp(line, "```", 3) == 0) {
+      in_cel = strcmp(line, "```cel") == 0;
+      continue;
+    }
+    char *at = in_cel ? strstr(line, arrow) : NULL;
+    if (!at) continue;
+    *at = '\0';
+    char *expr = line, *want = at + strlen(arrow);
+    while (*want == ' ') want++;
+    for (char *e = at; e > expr && e[-1] == ' ';) *--e = '\0';
+    examples++;
+    if (strncmp(want, "error", 5) == 0) {
+      const char *part = want + 5;
+      while (*part == ':' || *part == ' ') part++;
+      value v = run_expr(expr, msg, sizeof msg);
+      CHECK_MSG(v.kind == V_ERROR && strstr(msg, part), "manual: %s should fail with '%s', got %s",
+                expr, part, msg);
+    } else {
+      snprintf(src, sizeof src, "type(%s) == type(%s) && (%s) == (%s)", expr, want, expr, want);
+      value v = run_expr(src, msg, sizeof msg);
+      CHECK_MSG(v.kind == V_BOOL && v.b, "manual: %s should be %s (%s)", expr, want, msg);
+    }
+    arena_reset(&A);
+  }
+  fclose(f);
+  CHECK_MSG(examples >= 100, "only %d examples found in docs/expressions.md", examples);
+}
+
 int main(void) {
   arena_init(&A, NULL, 0, 0);
   C.arena = &A;
@@ -634,6 +716,7 @@ int main(void) {
   TEST_RUN(test_index_of_and_last_index_of);
   TEST_RUN(test_case_replace_split_join);
   TEST_RUN(test_trim_reverse_quote);
+  TEST_RUN(test_broken_utf8_never_reads_past_the_end);
   TEST_RUN(test_format_clauses);
   TEST_RUN(test_timestamp_and_duration_constructors);
   TEST_RUN(test_timestamp_accessors_in_utc);
@@ -641,6 +724,7 @@ int main(void) {
   TEST_RUN(test_bad_time_zones_are_errors);
   TEST_RUN(test_duration_accessors);
   TEST_RUN(test_cost_limit_stops_big_inputs);
+  TEST_RUN(test_manual_examples_hold);
   arena_free(&A);
   TEST_END();
 }

@@ -1,0 +1,270 @@
+/* cmd_decide.c — `verdict decide`: open an engine on a policy bundle and
+ * decide requests given as JSON, printing each decision as JSON. With
+ * --jsonl it reads one request a line and keeps going past bad lines (each
+ * gets an error object in its place), so that a file of recorded requests
+ * can be run in one go. Only the public API (verdict.h) is used: this is
+ * what an embedding program would do. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/json.h"
+#include "verdict.h"
+
+const char cmd_decide_help[] =
+    "usage: verdict decide --policy DIR [options] [REQUEST.json | -]\n"
+    "\n"
+    "Decides a request against the policy bundle in DIR (a folder of *.yaml\n"
+    "strategies) and prints the decision as JSON on stdout. The request is a JSON\n"
+    "object read from REQUEST.json, or from stdin when it is '-' or not given:\n"
+    "\n"
+    "  {\"action\": \"http_request\", \"candidates\": [\"allow\", \"block\"],\n"
+    "   \"context\": {\"path\": \"/api/v1/users\"}, \"key\": \"203.0.113.9\"}\n"
+    "\n"
+    "Only \"action\" (the decision point) is required. The decision:\n"
+    "\n"
+    "  {\"action\":\"allow\",\"allowed\":true,\"review\":false,\"confidence\":1.0,\n"
+    "   \"source\":\"rule\",\"reason\":{\"rule\":\"geofence-api\",\"message\":null},\n"
+    "   \"strategy\":\"request_gate\",\"policy_version\":\"...\",\"model_version\":null,\n"
+    "   \"latency_us\":1.2}\n"
+    "\n"
+    "options:\n"
+    "  -p, --policy DIR   the policy bundle (required)\n"
+    "      --jsonl        one request a line in, one decision a line out; a bad line\n"
+    "                     prints {\"error\":{\"code\",\"message\",\"path\",\"line\"}} instead\n"
+    "                     and the exit status is 1 at the end\n"
+    "      --trace        add \"trace\": the rules tried and their results, the rule\n"
+    "                     that matched, the lets computed, ns per stage\n"
+    "      --pretty       indent the JSON (not with --jsonl)\n"
+    "      --store DIR    keep the policy versions loaded in DIR (default:\n"
+    "                     DIR/.verdict/versions of the bundle); --no-store keeps none\n"
+    "  -h, --help         this text\n"
+    "\n"
+    "Exit status: 0 every request was decided; 1 the bundle does not load or a\n"
+    "request was refused (its error names the JSON path); 2 bad usage.\n"
+    "\n"
+    "examples:\n"
+    "  verdict decide --policy examples/policies examples/requests/request_gate.json\n"
+    "  echo '{\"action\":\"request_gate\",\"context\":{\"path\":\"/\"}}' | verdict decide -p DIR --trace\n"
+    "  verdict decide -p DIR --jsonl requests.jsonl > decisions.jsonl\n"
+    "\n"
+    "The policy language: docs/policy.md; the decision fields: docs/engine.md\n";
+
+static int usage_error(const char *msg, const char *arg) {
+  fprintf(stderr, "verdict decide: %s%s%s\n", msg, arg ? " " : "", arg ? arg : "");
+  fprintf(stderr, "try 'verdict decide --help'\n");
+  return 2;
+}
+
+/* Re-indents compact JSON (as the engine writes it) with two spaces. */
+static void print_pretty(FILE *out, const char *s, size_t n) {
+  int depth = 0, in_str = 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (in_str) {
+      fputc(c, out);
+      if (c == '\\' && i + 1 < n)
+        fputc(s[++i], out);
+      else if (c == '"')
+        in_str = 0;
+      continue;
+    }
+    switch (c) {
+      case '"':
+        in_str = 1;
+        fputc(c, out);
+        break;
+      case '{':
+      case '[':
+        /* Empty containers stay on one line. */
+        if (i + 1 < n && (s[i + 1] == '}' || s[i + 1] == ']')) {
+          fputc(c, out);
+          fputc(s[++i], out);
+          break;
+        }
+        fputc(c, out);
+        depth++;
+        fprintf(out, "\n%*s", depth * 2, "");
+        break;
+      case '}':
+      case ']':
+        depth--;
+        fprintf(out, "\n%*s%c", depth * 2, "", c);
+        break;
+      case ',':
+        fprintf(out, ",\n%*s", depth * 2, "");
+        break;
+      case ':':
+        fputs(": ", out);
+        break;
+      default:
+        fputc(c, out);
+    }
+  }
+  fputc('\n', out);
+}
+
+static const char *code_name(int code) {
+  switch (code) {
+    case VD_EJSON: return "json";
+    case VD_EREQUEST: return "request";
+    case VD_ELIMIT: return "limit";
+    case VD_ENOMEM: return "memory";
+    case VD_ENOTFOUND: return "not_found";
+    case VD_ENOCANDIDATE: return "no_candidate";
+    case VD_EINVAL: return "invalid";
+    default: return "error";
+  }
+}
+
+static void print_error_object(const vd_error *err, long line) {
+  json_buf b;
+  json_buf_init(&b, NULL);
+  json_buf_put(&b, "{\"error\":{\"code\":", 17);
+  const char *code = code_name(err->code);
+  json_write_string(&b, code, strlen(code));
+  json_buf_put(&b, ",\"message\":", 11);
+  json_write_string(&b, err->message, strlen(err->message));
+  json_buf_put(&b, ",\"path\":", 8);
+  if (err->path[0])
+    json_write_string(&b, err->path, strlen(err->path));
+  else
+    json_buf_put(&b, "null", 4);
+  char t[48];
+  int n = snprintf(t, sizeof t, ",\"line\":%ld}}", line);
+  json_buf_put(&b, t, (size_t)n);
+  if (!b.oom) fwrite(b.data, 1, b.len, stdout);
+  fputc('\n', stdout);
+  json_buf_free(&b);
+}
+
+static int print_decision(vd_decision *d, int flags, int pretty) {
+  const char *s;
+  size_t n;
+  if (vd_decision_render(d, flags, &s, &n) != 0) {
+    fprintf(stderr, "verdict decide: out of memory writing the decision\n");
+    return 1;
+  }
+  if (pretty)
+    print_pretty(stdout, s, n);
+  else {
+    fwrite(s, 1, n, stdout);
+    fputc('\n', stdout);
+  }
+  return 0;
+}
+
+static int run_jsonl(vd_engine *e, vd_decision *d, const char *path, int flags) {
+  FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+  if (!f) {
+    perror(path);
+    return 1;
+  }
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t got;
+  long lineno = 0;
+  int failed = 0;
+  vd_error err;
+  while ((got = getline(&line, &cap, f)) >= 0) {
+    lineno++;
+    size_t n = (size_t)got;
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) n--;
+    size_t k = 0;
+    while (k < n && (line[k] == ' ' || line[k] == '\t')) k++;
+    if (k == n) continue; /* blank line */
+    if (vd_decide_json(e, line, (long)n, d, &err) != 0) {
+      print_error_object(&err, lineno);
+      failed = 1;
+    } else if (print_decision(d, flags, 0)) {
+      failed = 1;
+    }
+  }
+  int rerr = ferror(f);
+  free(line);
+  if (f != stdin) fclose(f);
+  if (rerr) {
+    fprintf(stderr, "verdict decide: %s: read error\n", path);
+    return 1;
+  }
+  fflush(stdout);
+  return failed;
+}
+
+int cmd_decide(int argc, char **argv) {
+  const char *policy = NULL, *store = NULL, *input = NULL;
+  int jsonl = 0, trace = 0, pretty = 0, no_store = 0;
+  int i = 1;
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--") == 0) {
+      i++;
+      break;
+    }
+    if (a[0] != '-' || a[1] == '\0') break;
+    if (strcmp(a, "-p") == 0 || strcmp(a, "--policy") == 0) {
+      if (i + 1 >= argc) return usage_error("missing value after", a);
+      policy = argv[++i];
+    } else if (strncmp(a, "--policy=", 9) == 0) {
+      policy = a + 9;
+    } else if (strcmp(a, "--store") == 0) {
+      if (i + 1 >= argc) return usage_error("missing value after", a);
+      store = argv[++i];
+    } else if (strcmp(a, "--no-store") == 0) {
+      no_store = 1;
+    } else if (strcmp(a, "--jsonl") == 0) {
+      jsonl = 1;
+    } else if (strcmp(a, "--trace") == 0) {
+      trace = 1;
+    } else if (strcmp(a, "--pretty") == 0) {
+      pretty = 1;
+    } else {
+      return usage_error("unknown option", a);
+    }
+  }
+  if (i < argc) input = argv[i++];
+  if (i < argc) return usage_error("unexpected argument", argv[i]);
+  if (!policy || !*policy) return usage_error("--policy DIR is required", NULL);
+  if (pretty && jsonl) return usage_error("--pretty does not go with --jsonl", NULL);
+  if (store && no_store) return usage_error("give --store or --no-store, not both", NULL);
+  if (!input) input = "-";
+
+  vd_engine_opts opts;
+  memset(&opts, 0, sizeof opts);
+  opts.store_dir = no_store ? "" : store;
+  vd_error err;
+  vd_engine *e;
+  if (vd_engine_open(policy, &opts, &e, &err) != 0) {
+    fprintf(stderr, "verdict decide: %s\n", err.message);
+    return 1;
+  }
+  vd_decision *d = vd_decision_new();
+  if (!d) {
+    vd_engine_close(e);
+    fprintf(stderr, "verdict decide: out of memory\n");
+    return 1;
+  }
+  vd_decision_set_trace(d, trace);
+  int flags = trace ? VD_JSON_TRACE : 0;
+  int rc;
+  if (jsonl) {
+    rc = run_jsonl(e, d, input, flags);
+  } else {
+    size_t len;
+    char *buf = cli_read_file(input, &len);
+    if (!buf) {
+      rc = 1;
+    } else if (vd_decide_json(e, buf, (long)len, d, &err) != 0) {
+      fprintf(stderr, "verdict decide: %s: %s\n", strcmp(input, "-") == 0 ? "<stdin>" : input,
+              err.message);
+      rc = 1;
+    } else {
+      rc = print_decision(d, flags, pretty);
+    }
+    free(buf);
+  }
+  vd_decision_free(d);
+  vd_engine_close(e);
+  return rc;
+}

@@ -1,0 +1,385 @@
+/* decide.c — one decision: a compiled strategy run over one request.
+ *
+ * docs/policy.md ("How a decision is made") is the specification; in short:
+ *   1. the request's action picks the strategy (none: VD_ENOTFOUND);
+ *   2. rules run in order; a rule whose action is not a candidate is passed
+ *      over unevaluated; the first condition that is true decides;
+ *   3. a condition that fails or is not a bool stops the run: on_error;
+ *   4. no rule matched: default;
+ *   5. an answer that is not a candidate: on_no_candidate.
+ * The rule index (policy's rule_index_candidates) narrows step 2 to the rules
+ * that can match, in the same order, so a big strategy costs about what a
+ * small one does.
+ *
+ * Variables, in the order a name is resolved: the strategy's `let`s
+ * (computed on first use, at most once per decision, cached here), its
+ * constants, `context` and `request`, then the context's own fields. A rule
+ * that reads `model` takes the on_error path until models exist.
+ *
+ * All memory comes from the decision's arena; strings the decision keeps are
+ * copied there, because the bundle may be freed by a reload once the caller
+ * leaves its RCU read section. */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "expr/expr.h"
+
+enum { LET_TODO = 0, LET_BUSY, LET_DONE };
+
+typedef struct dctx {
+  const strategy *s;
+  const decide_request *req;
+  vd_decision *d;
+  eval_ctx ectx;
+  expr_activation act;
+  value *let_vals; /* allocated on the first let read */
+  uint8_t *let_state;
+  value request; /* the `request` variable, built on first read */
+  int have_request;
+} dctx;
+
+static const char SRC_RULE[] = "rule", SRC_DEFAULT[] = "default", SRC_ERROR[] = "error";
+
+static int name_is(const char *s, size_t n, const char *lit, size_t litn) {
+  return n == litn && memcmp(s, lit, n) == 0;
+}
+
+void action_name_defaults(const char *name, size_t n, bool *allowed, bool *review) {
+#define IS(lit) name_is(name, n, lit, sizeof(lit) - 1)
+#define STARTS(lit) (n > sizeof(lit) - 1 && memcmp(name, lit, sizeof(lit) - 1) == 0)
+  *allowed = true;
+  *review = false;
+  if (IS("block") || IS("deny") || IS("reject") || IS("drop") || IS("refuse") ||
+      STARTS("block_") || STARTS("deny_")) {
+    *allowed = false;
+  } else if (IS("ask") || IS("challenge") || IS("review") || STARTS("ask_") ||
+             STARTS("review_")) {
+    *allowed = false;
+    *review = true;
+  }
+#undef IS
+#undef STARTS
+}
+
+static value request_value(dctx *x) {
+  if (x->have_request) return x->request;
+  map_entry *e = arena_alloc(x->ectx.arena, 4 * sizeof *e);
+  if (!e) return VALUE_ERR("memory limit exceeded during evaluation");
+  e[0].key = value_str("action", 6);
+  e[0].val = x->req->action;
+  e[1].key = value_str("candidates", 10);
+  e[1].val = x->req->candidates;
+  e[2].key = value_str("key", 3);
+  e[2].val = x->req->key;
+  e[3].key = value_str("context", 7);
+  e[3].val = x->req->context;
+  for (int i = 0; i < 4; i++) e[i].key.flags |= VF_ASCII;
+  x->request = value_map(e, 4);
+  x->have_request = 1;
+  return x->request;
+}
+
+static value let_value(dctx *x, uint32_t i) {
+  const strategy *s = x->s;
+  if (!x->let_state) {
+    x->let_vals = arena_alloc(x->ectx.arena, s->nlets * sizeof *x->let_vals);
+    x->let_state = arena_zalloc(x->ectx.arena, s->nlets);
+    if (!x->let_vals || !x->let_state) {
+      x->let_state = NULL;
+      return VALUE_ERR("memory limit exceeded during evaluation");
+    }
+    if (x->d->trace_on) {
+      x->d->lets = arena_alloc(x->ectx.arena, s->nlets * sizeof *x->d->lets);
+      if (!x->d->lets) return VALUE_ERR("memory limit exceeded during evaluation");
+    }
+  }
+  switch (x->let_state[i]) {
+    case LET_DONE: return x->let_vals[i];
+    case LET_BUSY:
+      return value_errorf(x->ectx.arena, "let '%s' depends on itself", s->lets[i].name);
+    default: break;
+  }
+  x->let_state[i] = LET_BUSY;
+  value v = expr_eval(s->lets[i].prog, &x->act, &x->ectx);
+  if (v.kind == V_ERROR)
+    v = value_errorf(x->ectx.arena, "let '%s': %.*s", s->lets[i].name, (int)v.n, v.s);
+  x->let_vals[i] = v;
+  x->let_state[i] = LET_DONE;
+  if (x->d->trace_on && x->d->lets) {
+    const char *nm = arena_strndup(x->ectx.arena, s->lets[i].name, s->lets[i].name_len);
+    x->d->lets[x->d->nlets++] = nm ? nm : "?";
+  }
+  return v;
+}
+
+static int is_type_name(const char *s, size_t n) {
+  static const char *const types[] = {"int",  "uint", "double", "bool", "string",
+                                      "bytes", "list", "map",    "null_type", "type"};
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+    if (strlen(types[i]) == n && memcmp(types[i], s, n) == 0) return 1;
+  return 0;
+}
+
+/* The activation: resolves one name for the evaluator. */
+static int lookup(void *user, const char *name, size_t len, value *out) {
+  dctx *x = user;
+  const strategy *s = x->s;
+  for (uint32_t i = 0; i < s->nlets; i++)
+    if (s->lets[i].name_len == len && memcmp(s->lets[i].name, name, len) == 0) {
+      *out = let_value(x, i);
+      return 0;
+    }
+  if (s->constants.kind == V_MAP && s->constants.n) {
+    const value *c = value_map_get(&s->constants, name, len);
+    if (c) {
+      *out = *c;
+      return 0;
+    }
+  }
+  if (name_is(name, len, "context", 7)) {
+    *out = x->req->context;
+    return 0;
+  }
+  if (name_is(name, len, "request", 7)) {
+    *out = request_value(x);
+    return 0;
+  }
+  const value *f = value_map_get(&x->req->context, name, len);
+  if (f) {
+    *out = *f;
+    return 0;
+  }
+  /* An absent context field reads as a missing key, as docs/policy.md
+   * says. Dotted names are left unbound (the evaluator then tries the
+   * shorter name, "env" for "env.country"), and so are type names, which the
+   * evaluator resolves itself when no variable has them. */
+  if (memchr(name, '.', len) || is_type_name(name, len)) return -1;
+  *out = value_errorf(x->ectx.arena, "no such key: '%.*s' (the context has no such field)",
+                      (int)len, name);
+  return 0;
+}
+
+static const char *dup(vd_decision *d, const char *s) {
+  return s ? arena_strndup(&d->mem, s, strlen(s)) : NULL;
+}
+
+static int nomem(vd_error *err) {
+  return engine_error(err, VD_ENOMEM, 0, 0, NULL,
+                      "the decision ran out of memory (memory_limit is per decision)");
+}
+
+/* Lists the decision points of b into buf, for "no strategy" messages. */
+static void list_points(const policy_bundle *b, char *buf, size_t cap) {
+  size_t o = 0;
+  buf[0] = '\0';
+  for (uint32_t i = 0; i < b->nstrategies && o + 1 < cap; i++)
+    for (uint32_t j = 0; j < b->strategies[i].ndecision_points && o + 1 < cap; j++)
+      o += (size_t)snprintf(buf + o, cap - o, "%s'%s'", o ? ", " : "",
+                            b->strategies[i].decision_points[j]);
+  if (o >= cap && cap > 4) memcpy(buf + cap - 4, "...", 4);
+}
+
+/* Sets the action of the decision from a strategy action index. */
+static int set_action(vd_decision *d, const strategy *s, int32_t a) {
+  if (a < 0) {
+    d->action = NULL;
+    d->allowed = false;
+    d->review = false;
+    return 0;
+  }
+  d->action = arena_strndup(&d->mem, s->actions[a].name, s->actions[a].name_len);
+  d->allowed = s->actions[a].allowed;
+  d->review = s->actions[a].review;
+  return d->action ? 0 : -1;
+}
+
+/* Step 5: the answer is not a candidate. Returns 0, or an error code. */
+static int no_candidate(dctx *x, const uint8_t *mask, int32_t chosen, vd_error *err) {
+  const strategy *s = x->s;
+  vd_decision *d = x->d;
+  const char *was = chosen >= 0 ? s->actions[chosen].name : "";
+  char msg[512];
+  switch (s->nc_mode) {
+    case NC_FIRST: {
+      const value *c = &x->req->candidates.items[0];
+      d->action = arena_strndup(&d->mem, c->s, c->n);
+      if (!d->action) return nomem(err);
+      int32_t idx = strategy_action(s, c->s, c->n);
+      if (idx >= 0) {
+        d->allowed = s->actions[idx].allowed;
+        d->review = s->actions[idx].review;
+      } else {
+        action_name_defaults(c->s, c->n, &d->allowed, &d->review);
+      }
+      snprintf(msg, sizeof msg,
+               "'%s' (the %s) is not among the candidates; on_no_candidate: first", was,
+               d->source == SRC_ERROR ? "on_error action" : "default");
+      break;
+    }
+    case NC_ACTION:
+      if (s->nc_action >= 0 && mask[s->nc_action]) {
+        if (set_action(d, s, s->nc_action)) return nomem(err);
+        snprintf(msg, sizeof msg,
+                 "'%s' (the %s) is not among the candidates; on_no_candidate: %s", was,
+                 d->source == SRC_ERROR ? "on_error action" : "default",
+                 s->actions[s->nc_action].name);
+        break;
+      }
+      return engine_error(err, VD_ENOCANDIDATE, 0, 0, "$.candidates",
+                          "strategy '%s' answered '%s' (%s), and its on_no_candidate action "
+                          "'%s' is not among the candidates either",
+                          s->name, was, d->source, s->nc_action >= 0 ? s->actions[s->nc_action].name : "?");
+    default:
+      return engine_error(err, VD_ENOCANDIDATE, 0, 0, "$.candidates",
+                          "strategy '%s' answered '%s' (%s), which is not among the request's "
+                          "candidates; its on_no_candidate is 'error'",
+                          s->name, was, d->source);
+  }
+  d->no_candidate = dup(d, msg);
+  d->reason = d->no_candidate;
+  return d->no_candidate ? 0 : nomem(err);
+}
+
+int decide_run(const policy_bundle *b, const decide_request *req, const decide_limits *lim,
+               vd_decision *d, vd_error *err) {
+  const strategy *s = policy_bundle_find(b, req->action.s, req->action.n);
+  if (!s) {
+    char points[512];
+    list_points(b, points, sizeof points);
+    return engine_error(err, VD_ENOTFOUND, 0, 0, "$.action",
+                        "no strategy serves the decision point '%.*s' (this bundle serves %s)",
+                        (int)(req->action.n > 200 ? 200 : req->action.n), req->action.s,
+                        points[0] ? points : "none");
+  }
+
+  dctx x;
+  memset(&x, 0, sizeof x);
+  x.s = s;
+  x.req = req;
+  x.d = d;
+  x.ectx.arena = &d->mem;
+  x.ectx.cost_limit = lim->cost_limit;
+  x.ectx.regex_match_limit = lim->regex_match_limit;
+  x.act.lookup = lookup;
+  x.act.user = &x;
+
+  /* Which strategy actions the request allows (NULL: no candidates given). */
+  uint8_t *mask = NULL;
+  if (req->candidates.n) {
+    mask = arena_zalloc(&d->mem, s->nactions ? s->nactions : 1);
+    if (!mask) return nomem(err);
+    for (uint32_t i = 0; i < req->candidates.n; i++) {
+      const value *c = &req->candidates.items[i];
+      int32_t idx = strategy_action(s, c->s, c->n);
+      if (idx >= 0) mask[idx] = 1;
+    }
+  }
+
+  /* The rules that can match, in order. */
+  uint32_t nrules = s->nrules;
+  uint32_t *order = NULL;
+  if (s->index && nrules) {
+    order = arena_alloc(&d->mem, nrules * sizeof *order);
+    if (!order) return nomem(err);
+    nrules = rule_index_candidates(s->index, s, &x.act, order);
+  }
+  if (d->trace_on) {
+    d->rules_total = s->nrules;
+    d->rules_indexed = nrules;
+    if (nrules && !(d->trace = arena_alloc(&d->mem, nrules * sizeof *d->trace))) return nomem(err);
+  }
+
+  const policy_rule *matched = NULL, *failed = NULL;
+  char errmsg[1200];
+  for (uint32_t k = 0; k < nrules; k++) {
+    const policy_rule *r = &s->rules[order ? order[k] : k];
+    trace_rule *t = NULL;
+    if (d->trace_on) {
+      t = &d->trace[d->ntrace++];
+      t->name = dup(d, r->name);
+      t->error = NULL;
+    }
+    if (mask && (r->action < 0 || !mask[r->action])) {
+      if (t) t->result = RR_NOT_CANDIDATE;
+      continue;
+    }
+    if (r->reads_model) {
+      snprintf(errmsg, sizeof errmsg,
+               "rule '%s' reads the model, but models are not available yet", r->name);
+      failed = r;
+    } else {
+      value v = expr_eval(r->cond, &x.act, &x.ectx);
+      if (v.kind == V_BOOL) {
+        if (t) t->result = v.b ? RR_TRUE : RR_FALSE;
+        if (v.b) {
+          matched = r;
+          break;
+        }
+        continue;
+      }
+      if (v.kind == V_ERROR)
+        snprintf(errmsg, sizeof errmsg, "rule '%s' failed: %.*s", r->name,
+                 (int)(v.n > 1000 ? 1000 : v.n), v.s);
+      else
+        snprintf(errmsg, sizeof errmsg, "rule '%s' gave %s, not a bool", r->name,
+                 value_kind_name((value_kind)v.kind));
+      failed = r;
+    }
+    if (t) {
+      t->result = RR_ERROR;
+      t->error = dup(d, errmsg);
+    }
+    break;
+  }
+
+  int32_t chosen;
+  if (matched) {
+    d->source = SRC_RULE;
+    d->confidence = 1.0;
+    d->rule = dup(d, matched->name);
+    d->reason = dup(d, matched->reason);
+    chosen = matched->action;
+  } else if (!failed && s->default_outcome.action >= 0) {
+    d->source = SRC_DEFAULT;
+    d->confidence = 1.0;
+    d->reason = dup(d, s->default_outcome.reason);
+    chosen = s->default_outcome.action;
+  } else {
+    if (!failed) {
+      if (s->fallback_model)
+        snprintf(errmsg, sizeof errmsg,
+                 "no rule matched, and the fallback model '%s' is not available yet",
+                 s->fallback_model);
+      else
+        snprintf(errmsg, sizeof errmsg, "no rule matched, and the strategy has no default");
+    }
+    d->source = SRC_ERROR;
+    d->confidence = 0.0;
+    d->rule = failed ? dup(d, failed->name) : NULL;
+    if (s->on_error.reason) {
+      char both[1600];
+      snprintf(both, sizeof both, "%s (%s)", s->on_error.reason, errmsg);
+      d->reason = dup(d, both);
+    } else {
+      d->reason = dup(d, errmsg);
+    }
+    if (!d->reason) return nomem(err);
+    chosen = s->on_error.action;
+  }
+  if (set_action(d, s, chosen)) return nomem(err);
+  d->strategy = dup(d, s->name);
+  memcpy(d->policy_version, s->version, sizeof d->policy_version);
+  d->policy_version[sizeof d->policy_version - 1] = '\0';
+  d->cost = x.ectx.cost;
+  if (!d->strategy) return nomem(err);
+
+  /* Step 5. A matched rule's action is a candidate by construction; an
+   * error decision without an action stays one. */
+  if (mask && chosen >= 0 && !mask[chosen]) {
+    int rc = no_candidate(&x, mask, chosen, err);
+    if (rc) return rc;
+  }
+  d->decided = 1;
+  return 0;
+}

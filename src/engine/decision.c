@@ -1,0 +1,88 @@
+/* decision.c — the vd_decision object: its lifecycle, its accessors, and the
+ * engine's vd_error helpers.
+ *
+ * A vd_decision is meant to be reused: each decision resets its arena, which
+ * keeps its largest chunk, so that once a decision object has seen the
+ * biggest request of a workload it decides without touching malloc. A new
+ * decision object starts with one chunk large enough for typical requests. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+
+/* Sized so that a typical request, its decision and its JSON fit in the
+ * first chunk; the arena grows (once) for bigger ones. */
+#define DECISION_WARM_BYTES 16000
+
+vd_decision *vd_decision_new(void) {
+  vd_decision *d = calloc(1, sizeof *d);
+  if (!d) return NULL;
+  arena_init(&d->mem, NULL, 0, DECIDE_DEFAULT_MEMORY_LIMIT);
+  /* Allocate once and reset: the reset keeps the chunk for the first decision. */
+  if (!arena_alloc(&d->mem, DECISION_WARM_BYTES)) {
+    free(d);
+    return NULL;
+  }
+  arena_reset(&d->mem);
+  return d;
+}
+
+void vd_decision_free(vd_decision *d) {
+  if (!d) return;
+  arena_free(&d->mem);
+  free(d);
+}
+
+void vd_decision_set_trace(vd_decision *d, int on) {
+  if (d) d->trace_on = on != 0;
+}
+
+void decision_reset(vd_decision *d) {
+  arena_reset(&d->mem);
+  int trace_on = d->trace_on;
+  arena mem = d->mem;
+  memset(d, 0, sizeof *d);
+  d->mem = mem;
+  d->trace_on = trace_on;
+}
+
+size_t decision_arena_mallocs(const vd_decision *d) { return d->mem.mallocs; }
+
+const char *vd_decision_action(const vd_decision *d) { return d && d->decided ? d->action : NULL; }
+int vd_decision_allowed(const vd_decision *d) { return d && d->decided && d->allowed; }
+int vd_decision_review(const vd_decision *d) { return d && d->decided && d->review; }
+double vd_decision_confidence(const vd_decision *d) {
+  return d && d->decided ? d->confidence : 0.0;
+}
+const char *vd_decision_source(const vd_decision *d) { return d && d->decided ? d->source : NULL; }
+const char *vd_decision_rule(const vd_decision *d) { return d && d->decided ? d->rule : NULL; }
+const char *vd_decision_reason(const vd_decision *d) { return d && d->decided ? d->reason : NULL; }
+const char *vd_decision_strategy(const vd_decision *d) {
+  return d && d->decided ? d->strategy : NULL;
+}
+const char *vd_decision_policy_version(const vd_decision *d) {
+  return d && d->decided ? d->policy_version : NULL;
+}
+double vd_decision_latency_us(const vd_decision *d) {
+  return d && d->decided ? d->latency_us : 0.0;
+}
+
+void engine_error_clear(vd_error *err) {
+  if (err) memset(err, 0, sizeof *err);
+}
+
+int engine_error(vd_error *err, int code, int line, int column, const char *path, const char *fmt,
+                 ...) {
+  if (!err) return code;
+  err->code = code;
+  err->line = line;
+  err->column = column;
+  snprintf(err->path, sizeof err->path, "%s", path ? path : "");
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err->message, sizeof err->message, fmt, ap);
+  va_end(ap);
+  return code;
+}

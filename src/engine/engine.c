@@ -1,0 +1,205 @@
+/* engine.c — vd_engine: the live policy bundle, swapped atomically on
+ * reload, and the public decide calls.
+ *
+ * The bundle pointer is protected by RCU (liburcu, "bulletproof" flavour,
+ * which needs no per-thread registration, so any caller's thread may decide).
+ * A decision reads the pointer inside rcu_read_lock/unlock and never waits;
+ * a reload compiles the new bundle beside the old one, exchanges the pointer,
+ * waits for a grace period (every decision that could still see the old
+ * bundle has finished) and frees the old one. Reloads are serialised by a
+ * mutex; decisions take no lock.
+ *
+ * A bundle that fails to compile never replaces the live one: the error
+ * (every diagnostic, the first one's place in line/column) goes back to the
+ * caller and the old bundle keeps serving. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <urcu-bp.h>
+
+#include "engine/engine.h"
+
+struct vd_engine {
+  policy_bundle *bundle; /* RCU-protected: read with rcu_dereference */
+  char *dir;
+  char *store_dir; /* NULL: the policy default */
+  int warnings_as_errors;
+  decide_limits lim;
+  pthread_mutex_t reload_lock;
+};
+
+uint64_t engine_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void decide_limits_init(decide_limits *lim, const vd_engine_opts *o) {
+  lim->cost_limit = o && o->cost_limit ? o->cost_limit : DECIDE_DEFAULT_COST_LIMIT;
+  lim->regex_match_limit =
+      o && o->regex_match_limit ? o->regex_match_limit : DECIDE_DEFAULT_REGEX_LIMIT;
+  lim->memory_limit = o && o->memory_limit ? o->memory_limit : DECIDE_DEFAULT_MEMORY_LIMIT;
+  lim->max_request_bytes =
+      o && o->max_request_bytes ? o->max_request_bytes : DECIDE_DEFAULT_MAX_REQUEST;
+}
+
+/* Every diagnostic into err->message (as `verdict check` prints them), the
+ * first error's place into line/column. */
+static int load_failed(vd_error *err, const char *dir, const policy_diags *diags) {
+  if (!err) return VD_EPOLICY;
+  const policy_diag *first = NULL;
+  for (size_t i = 0; i < diags->n && !first; i++)
+    if (diags->items[i].severity == DIAG_ERROR) first = &diags->items[i];
+  engine_error(err, VD_EPOLICY, first ? first->line : 0, first ? first->column : 0, NULL,
+               "the policy bundle %s does not load: %zu error%s", dir, diags->errors,
+               diags->errors == 1 ? "" : "s");
+  char *text = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&text, &n);
+  if (!f) return VD_EPOLICY;
+  fprintf(f, "%s\n", err->message);
+  for (size_t i = 0; i < diags->n; i++) policy_diag_print(&diags->items[i], f);
+  fclose(f);
+  if (!text) return VD_EPOLICY;
+  size_t cap = sizeof err->message;
+  if (n < cap) {
+    memcpy(err->message, text, n + 1);
+  } else {
+    /* Keep what fits, cut at a line end, and say so. */
+    const char *more = "\n... (more: run `verdict check` for the full list)";
+    size_t keep = cap - strlen(more) - 1;
+    while (keep > 0 && text[keep] != '\n') keep--;
+    memcpy(err->message, text, keep);
+    memcpy(err->message + keep, more, strlen(more) + 1);
+  }
+  /* No trailing newline: messages are sentences. */
+  size_t m = strlen(err->message);
+  while (m && err->message[m - 1] == '\n') err->message[--m] = '\0';
+  free(text);
+  return VD_EPOLICY;
+}
+
+static int load(vd_engine *e, policy_bundle **out, vd_error *err) {
+  policy_load_opts lo = {.store_dir = e->store_dir, .warnings_as_errors = e->warnings_as_errors};
+  policy_diags diags;
+  memset(&diags, 0, sizeof diags);
+  int rc = policy_bundle_load(e->dir, &lo, out, &diags);
+  if (rc != 0 || !*out) {
+    rc = load_failed(err, e->dir, &diags);
+    *out = NULL;
+  }
+  policy_diags_free(&diags);
+  return rc;
+}
+
+int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out, vd_error *err) {
+  engine_error_clear(err);
+  if (!out) return engine_error(err, VD_EINVAL, 0, 0, NULL, "vd_engine_open: out is NULL");
+  *out = NULL;
+  if (!dir || !*dir)
+    return engine_error(err, VD_EINVAL, 0, 0, NULL, "vd_engine_open: no bundle folder given");
+  vd_engine *e = calloc(1, sizeof *e);
+  if (!e || !(e->dir = strdup(dir)) ||
+      (opts && opts->store_dir && !(e->store_dir = strdup(opts->store_dir)))) {
+    if (e) free(e->dir);
+    free(e);
+    return engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory");
+  }
+  e->warnings_as_errors = opts ? opts->warnings_as_errors : 0;
+  decide_limits_init(&e->lim, opts);
+  pthread_mutex_init(&e->reload_lock, NULL);
+  policy_bundle *b;
+  int rc = load(e, &b, err);
+  if (rc) {
+    vd_engine_close(e);
+    return rc;
+  }
+  e->bundle = b; /* not yet shared: no barrier needed */
+  *out = e;
+  return 0;
+}
+
+int vd_engine_reload(vd_engine *e, vd_error *err) {
+  engine_error_clear(err);
+  if (!e) return engine_error(err, VD_EINVAL, 0, 0, NULL, "vd_engine_reload: engine is NULL");
+  pthread_mutex_lock(&e->reload_lock);
+  policy_bundle *b;
+  int rc = load(e, &b, err);
+  if (rc == 0) {
+    policy_bundle *old = rcu_xchg_pointer(&e->bundle, b);
+    synchronize_rcu(); /* every decision that could see `old` has finished */
+    policy_bundle_free(old);
+  }
+  pthread_mutex_unlock(&e->reload_lock);
+  return rc;
+}
+
+const char *vd_engine_policy_version(vd_engine *e, char buf[65]) {
+  buf[0] = '\0';
+  if (!e) return buf;
+  rcu_read_lock();
+  const policy_bundle *b = rcu_dereference(e->bundle);
+  if (b) memcpy(buf, b->version, 65);
+  rcu_read_unlock();
+  buf[64] = '\0';
+  return buf;
+}
+
+void vd_engine_close(vd_engine *e) {
+  if (!e) return;
+  policy_bundle_free(e->bundle);
+  pthread_mutex_destroy(&e->reload_lock);
+  free(e->dir);
+  free(e->store_dir);
+  free(e);
+}
+
+/* The part both decide calls share once the request is parsed. */
+static int decide_parsed(vd_engine *e, const decide_request *req, vd_decision *d, uint64_t t0,
+                         uint64_t t1, vd_error *err) {
+  rcu_read_lock();
+  const policy_bundle *b = rcu_dereference(e->bundle);
+  int rc = decide_run(b, req, &e->lim, d, err);
+  rcu_read_unlock();
+  uint64_t t2 = engine_now_ns();
+  d->ns_parse = t1 - t0;
+  d->ns_decide = t2 - t1;
+  d->latency_us = (double)(t2 - t0) / 1000.0;
+  if (rc) d->decided = 0;
+  return rc;
+}
+
+static int check_args(vd_engine *e, const void *req, vd_decision *d, vd_error *err,
+                      const char *fn) {
+  engine_error_clear(err);
+  if (!e || !req || !d)
+    return engine_error(err, VD_EINVAL, 0, 0, NULL, "%s: %s is NULL", fn,
+                        !e ? "the engine" : !req ? "the request" : "the decision");
+  decision_reset(d);
+  d->mem.limit = e->lim.memory_limit;
+  return 0;
+}
+
+int vd_decide_json(vd_engine *e, const char *json, long len, vd_decision *d, vd_error *err) {
+  int rc = check_args(e, json, d, err, "vd_decide_json");
+  if (rc) return rc;
+  uint64_t t0 = engine_now_ns();
+  decide_request req;
+  size_t n = len < 0 ? strlen(json) : (size_t)len;
+  rc = request_parse_json(&d->mem, json, n, &e->lim, &req, err);
+  if (rc) return rc;
+  return decide_parsed(e, &req, d, t0, engine_now_ns(), err);
+}
+
+int vd_decide(vd_engine *e, const vd_request *r, vd_decision *d, vd_error *err) {
+  int rc = check_args(e, r, d, err, "vd_decide");
+  if (rc) return rc;
+  uint64_t t0 = engine_now_ns();
+  decide_request req;
+  rc = request_from_c(&d->mem, r, &e->lim, &req, err);
+  if (rc) return rc;
+  return decide_parsed(e, &req, d, t0, engine_now_ns(), err);
+}

@@ -1,0 +1,133 @@
+/* engine.h — what the engine's files share: the request as values, the
+ * decision record, and the three stages of a decision.
+ *
+ *   request.c  request JSON (or a vd_request built in C) -> decide_request
+ *   decide.c   a bundle + a request -> the outcome, written into vd_decision
+ *   render.c   vd_decision -> decision JSON (into the decision's arena)
+ *   decision.c vd_decision's lifecycle and accessors, vd_error helpers
+ *   engine.c   vd_engine: the live bundle under RCU, reload, the public calls
+ *
+ * Everything a decision allocates comes from the decision's arena, which is
+ * reset (not freed) when the decision object is reused, so that a warmed-up
+ * vd_decision decides without calling malloc. Strings a decision keeps are
+ * copied into that arena while the bundle is still held, so a decision stays
+ * readable after a reload frees the bundle that made it.
+ *
+ * Not here: policy loading and the rule index (src/policy/), expression
+ * evaluation (src/expr/). */
+#ifndef VD_ENGINE_ENGINE_H
+#define VD_ENGINE_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/value.h"
+#include "policy/policy.h"
+#include "verdict.h"
+
+/* Limits applied to each decision. */
+typedef struct decide_limits {
+  uint64_t cost_limit;
+  uint32_t regex_match_limit;
+  size_t memory_limit;
+  size_t max_request_bytes;
+} decide_limits;
+
+#define DECIDE_DEFAULT_COST_LIMIT 1000000u
+#define DECIDE_DEFAULT_REGEX_LIMIT 100000u
+#define DECIDE_DEFAULT_MEMORY_LIMIT ((size_t)64 << 20)
+#define DECIDE_DEFAULT_MAX_REQUEST ((size_t)1 << 20)
+
+/* Fills *lim from opts (NULL: all defaults). */
+void decide_limits_init(decide_limits *lim, const vd_engine_opts *opts);
+
+/* A request, as values (in the decision's arena, or anywhere that outlives
+ * the decision call). */
+typedef struct decide_request {
+  value action;     /* string */
+  value candidates; /* list of strings; empty when none were given */
+  value key;        /* string; "" when none */
+  value context;    /* map */
+} decide_request;
+
+/* What happened to one rule, for the trace. */
+typedef enum rule_result {
+  RR_FALSE,
+  RR_TRUE,
+  RR_ERROR,
+  RR_NOT_CANDIDATE, /* passed over: its action is not among the candidates */
+} rule_result;
+
+typedef struct trace_rule {
+  const char *name;  /* copied into the decision's arena */
+  const char *error; /* RR_ERROR: the message; else NULL */
+  uint8_t result;    /* rule_result */
+} trace_rule;
+
+struct vd_decision {
+  arena mem;
+  int trace_on;
+  int decided; /* the fields below hold a decision */
+
+  /* the outcome (strings in mem) */
+  const char *action; /* NULL: an error decision with no action */
+  bool allowed, review;
+  double confidence;
+  const char *source; /* "rule" | "default" | "error" (static strings) */
+  const char *rule;   /* NULL when none */
+  const char *reason; /* NULL when none */
+  const char *strategy;
+  char policy_version[65];
+
+  /* stage times in ns, and the request-to-decision latency */
+  uint64_t ns_parse, ns_decide, ns_render;
+  double latency_us;
+
+  /* the trace (filled only when trace_on) */
+  trace_rule *trace;
+  uint32_t ntrace;
+  uint32_t rules_total;   /* rules in the strategy */
+  uint32_t rules_indexed; /* rules the index left to consider */
+  const char **lets;      /* names of the lets computed, in order */
+  uint32_t nlets;
+  const char *no_candidate; /* what on_no_candidate did, or NULL */
+  uint64_t cost;            /* evaluation work spent */
+};
+
+/* Forgets the previous decision and resets the arena (keeping its memory). */
+void decision_reset(vd_decision *d);
+/* Chunks the decision's arena has malloc'd since it was created: flat after
+ * warm-up when deciding allocates nothing outside the arena. */
+size_t decision_arena_mallocs(const vd_decision *d);
+
+/* request.c: parse request JSON into req (values in a). */
+int request_parse_json(arena *a, const char *json, size_t len, const decide_limits *lim,
+                       decide_request *req, vd_error *err);
+/* request.c: the same from a vd_request (its context JSON is parsed into a). */
+int request_from_c(arena *a, const vd_request *r, const decide_limits *lim, decide_request *req,
+                   vd_error *err);
+
+/* decide.c: runs the strategy serving req->action in b and writes the
+ * outcome into d (whose arena is used for everything). Returns 0, or a
+ * negative VD_E* code with err filled (VD_ENOTFOUND, VD_ENOCANDIDATE,
+ * VD_ENOMEM). d->ns_* and latency are left to the caller. */
+int decide_run(const policy_bundle *b, const decide_request *req, const decide_limits *lim,
+               vd_decision *d, vd_error *err);
+
+/* decide.c: the default meaning of an action name (docs/policy.md) for
+ * names a strategy does not declare. */
+void action_name_defaults(const char *name, size_t len, bool *allowed, bool *review);
+
+/* render.c: writes the decision JSON into d's arena. */
+int decision_render(vd_decision *d, int flags, const char **out, size_t *len);
+
+/* decision.c: fills err (when not NULL) and returns code. */
+int engine_error(vd_error *err, int code, int line, int column, const char *path, const char *fmt,
+                 ...) __attribute__((format(printf, 6, 7)));
+void engine_error_clear(vd_error *err);
+
+/* engine.c: monotonic clock in ns. */
+uint64_t engine_now_ns(void);
+
+#endif

@@ -1,0 +1,229 @@
+/* analyze.c — what the policy compiler reads from an expression's AST.
+ *
+ * The expression compiler (src/expr/) turns a condition into a program; the
+ * policy compiler also needs to know things about its shape: which names it
+ * reads (lets, constants, `model`), its `&&`-joined parts (for the rule
+ * index and the shadowed-rule lint), and a canonical text of a part so two
+ * parts can be compared. These walks run on the AST from expr_parse, once per
+ * load; nothing here runs while deciding.
+ *
+ * Recursion is bounded by the parser's depth limit (expr_opts.max_depth). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/json.h"
+#include "policy/internal.h"
+
+#define MAX_SCOPE 256
+
+typedef struct walk {
+  ident_fn fn;
+  void *user;
+  const ast *bound[MAX_SCOPE];
+  uint32_t nbound;
+} walk;
+
+static int is_bound(const walk *w, const ast *id) {
+  for (uint32_t i = w->nbound; i-- > 0;)
+    if (w->bound[i]->name_len == id->name_len &&
+        memcmp(w->bound[i]->name, id->name, id->name_len) == 0)
+      return 1;
+  return 0;
+}
+
+static int name_is(const ast *e, const char *s) {
+  size_t n = strlen(s);
+  return e->name && e->name_len == n && memcmp(e->name, s, n) == 0;
+}
+
+static void free_idents(walk *w, const ast *e) {
+  if (!e) return;
+  switch (e->kind) {
+    case A_LIT: return;
+    case A_IDENT:
+      if (!is_bound(w, e)) w->fn(w->user, e);
+      return;
+    case A_SELECT: free_idents(w, e->target); return;
+    case A_CALL:
+      /* cel.bind(v, init, body): v is bound in body only. */
+      if (e->target && e->target->kind == A_IDENT && name_is(e->target, "cel") &&
+          name_is(e, "bind") && e->nargs == 3 && e->args[0]->kind == A_IDENT &&
+          !is_bound(w, e->target)) {
+        free_idents(w, e->args[1]);
+        if (w->nbound < MAX_SCOPE) {
+          w->bound[w->nbound++] = e->args[0];
+          free_idents(w, e->args[2]);
+          w->nbound--;
+        }
+        return;
+      }
+      free_idents(w, e->target);
+      for (uint32_t i = 0; i < e->nargs; i++) free_idents(w, e->args[i]);
+      return;
+    case A_LIST:
+    case A_MAP:
+      for (uint32_t i = 0; i < e->nargs; i++) free_idents(w, e->args[i]);
+      return;
+    case A_COMPREHENSION: {
+      free_idents(w, e->target);
+      if (w->nbound >= MAX_SCOPE) return;
+      /* The iteration variable is a name on the node itself. */
+      ast v = {0};
+      v.kind = A_IDENT;
+      v.name = e->name;
+      v.name_len = e->name_len;
+      w->bound[w->nbound++] = &v;
+      for (uint32_t i = 0; i < e->nargs; i++) free_idents(w, e->args[i]);
+      w->nbound--;
+      return;
+    }
+  }
+}
+
+void ast_free_idents(const ast *e, ident_fn fn, void *user) {
+  walk w;
+  w.fn = fn;
+  w.user = user;
+  w.nbound = 0;
+  free_idents(&w, e);
+}
+
+static uint32_t conjuncts(const ast *e, const ast **out, uint32_t max, uint32_t n) {
+  if (e->kind == A_CALL && !e->target && e->nargs == 2 && name_is(e, "_&&_")) {
+    n = conjuncts(e->args[0], out, max, n);
+    return conjuncts(e->args[1], out, max, n);
+  }
+  if (n < max) out[n] = e;
+  return n + 1;
+}
+
+uint32_t ast_conjuncts(const ast *e, const ast **out, uint32_t max) {
+  return conjuncts(e, out, max, 0);
+}
+
+uint32_t ast_path(const ast *e, const ast **comps, uint32_t max) {
+  uint32_t n = 0;
+  const ast *x = e;
+  while (x->kind == A_SELECT && !x->test_only) {
+    n++;
+    x = x->target;
+  }
+  if (x->kind != A_IDENT || n + 1 > max) return 0;
+  uint32_t total = n + 1;
+  x = e;
+  for (uint32_t i = total; i-- > 1;) {
+    comps[i] = x;
+    x = x->target;
+  }
+  comps[0] = x;
+  return total;
+}
+
+bool ast_is_true(const ast *e) { return e->kind == A_LIT && e->lit.kind == V_BOOL && e->lit.b; }
+
+bool ast_is_scalar_lit(const ast *e) {
+  if (e->kind != A_LIT) return false;
+  switch (e->lit.kind) {
+    case V_NULL:
+    case V_BOOL:
+    case V_INT:
+    case V_UINT:
+    case V_DOUBLE:
+    case V_STRING:
+    case V_BYTES: return true;
+    default: return false;
+  }
+}
+
+/* ---- canonical rendering ---- */
+
+static void put(json_buf *b, const char *s) { json_buf_put(b, s, strlen(s)); }
+
+static void render_lit(json_buf *b, const value *v) {
+  char tmp[64];
+  switch (v->kind) {
+    case V_NULL: put(b, "null"); return;
+    case V_BOOL: put(b, v->b ? "true" : "false"); return;
+    case V_INT:
+      snprintf(tmp, sizeof tmp, "%" PRId64, v->i);
+      put(b, tmp);
+      return;
+    case V_UINT:
+      snprintf(tmp, sizeof tmp, "%" PRIu64 "u", v->u);
+      put(b, tmp);
+      return;
+    case V_DOUBLE:
+      put(b, "d:");
+      json_write_double(b, v->d);
+      return;
+    case V_STRING: json_write_string(b, v->s, v->n); return;
+    case V_BYTES:
+      put(b, "b");
+      json_write_string(b, v->s, v->n);
+      return;
+    default:
+      snprintf(tmp, sizeof tmp, "<kind %d>", v->kind);
+      put(b, tmp);
+  }
+}
+
+static void render(json_buf *b, const ast *e) {
+  switch (e->kind) {
+    case A_LIT: render_lit(b, &e->lit); return;
+    case A_IDENT: json_buf_put(b, e->name, e->name_len); return;
+    case A_SELECT:
+      put(b, e->test_only ? "(has " : "(. ");
+      render(b, e->target);
+      json_buf_putc(b, ' ');
+      json_buf_put(b, e->name, e->name_len);
+      json_buf_putc(b, ')');
+      return;
+    case A_CALL:
+      json_buf_putc(b, '(');
+      json_buf_put(b, e->name, e->name_len);
+      if (e->target) {
+        put(b, "@ ");
+        render(b, e->target);
+      }
+      for (uint32_t i = 0; i < e->nargs; i++) {
+        json_buf_putc(b, ' ');
+        render(b, e->args[i]);
+      }
+      json_buf_putc(b, ')');
+      return;
+    case A_LIST:
+    case A_MAP:
+      json_buf_putc(b, e->kind == A_LIST ? '[' : '{');
+      for (uint32_t i = 0; i < e->nargs; i++) {
+        if (i) json_buf_putc(b, ' ');
+        render(b, e->args[i]);
+      }
+      json_buf_putc(b, e->kind == A_LIST ? ']' : '}');
+      return;
+    case A_COMPREHENSION: {
+      static const char *const names[] = {"all", "exists", "exists_one", "map", "filter"};
+      json_buf_putc(b, '(');
+      put(b, e->macro < 5 ? names[e->macro] : "macro");
+      json_buf_putc(b, ' ');
+      json_buf_put(b, e->name, e->name_len);
+      json_buf_putc(b, ' ');
+      render(b, e->target);
+      for (uint32_t i = 0; i < e->nargs; i++) {
+        json_buf_putc(b, ' ');
+        render(b, e->args[i]);
+      }
+      json_buf_putc(b, ')');
+      return;
+    }
+  }
+}
+
+char *ast_render(arena *a, const ast *e) {
+  json_buf b;
+  json_buf_init(&b, NULL);
+  render(&b, e);
+  char *out = b.oom ? NULL : arena_strndup(a, b.data ? b.data : "", b.len);
+  json_buf_free(&b);
+  return out;
+}

@@ -1,0 +1,352 @@
+/* bundle.c — a folder of strategy files to one immutable bundle.
+ *
+ * Reads every `*.yaml` file of the folder (names starting with '.' or '_'
+ * are skipped, and so are sub-folders), in name order so that messages and
+ * versions do not depend on the file system's order. Each file goes through
+ * yaml.c and strategy.c with its own scratch arena; what the bundle keeps is
+ * copied into the bundle's arena. Then the checks that need every strategy:
+ * names unique, each decision point served once. Last, versions: each
+ * strategy's canonical form is hashed and written to the store, and the
+ * bundle's version is hashed from its strategies' names and versions.
+ *
+ * A bundle with any error is freed and not returned; warnings are returned
+ * with it. Nothing here runs while deciding except policy_bundle_find and
+ * strategy_action, which are plain scans (a bundle has a handful of
+ * strategies and a strategy a handful of actions). */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/json.h"
+#include "expr/expr.h"
+#include "policy/internal.h"
+
+#define MAX_FILE_SIZE (16u << 20)
+#define MAX_FILES 4096
+
+static int cmp_names(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n > m && strcmp(s + n - m, suffix) == 0;
+}
+
+static char *read_file(const char *path, size_t *len, char *err, size_t err_size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(err, err_size, "cannot open: %s", strerror(errno));
+    return NULL;
+  }
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
+  for (;;) {
+    if (n == cap) {
+      cap = cap ? cap * 2 : 8192;
+      if (cap > MAX_FILE_SIZE + 1) cap = MAX_FILE_SIZE + 1;
+      char *p = realloc(buf, cap + 1);
+      if (!p) {
+        snprintf(err, err_size, "out of memory reading the file");
+        free(buf);
+        fclose(f);
+        return NULL;
+      }
+      buf = p;
+    }
+    size_t r = fread(buf + n, 1, cap - n, f);
+    n += r;
+    if (n > MAX_FILE_SIZE) {
+      snprintf(err, err_size, "file is larger than %u MiB", MAX_FILE_SIZE >> 20);
+      free(buf);
+      fclose(f);
+      return NULL;
+    }
+    if (r == 0) break;
+  }
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    snprintf(err, err_size, "read error");
+    free(buf);
+    return NULL;
+  }
+  buf[n] = 0;
+  *len = n;
+  return buf;
+}
+
+static void free_programs(policy_bundle *b) {
+  for (uint32_t i = 0; i < b->nstrategies; i++) {
+    const strategy *s = &b->strategies[i];
+    for (uint32_t j = 0; j < s->nrules; j++) expr_free(s->rules[j].cond);
+    for (uint32_t j = 0; j < s->nlets; j++) expr_free(s->lets[j].prog);
+  }
+}
+
+void policy_bundle_free(policy_bundle *b) {
+  if (!b) return;
+  free_programs(b);
+  arena_free(&b->mem);
+  free(b);
+}
+
+static policy_bundle *bundle_new(const char *dir, uint32_t cap) {
+  policy_bundle *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  arena_init(&b->mem, NULL, 0, 0);
+  b->dir = arena_strndup(&b->mem, dir, strlen(dir));
+  b->strategies = cap ? arena_zalloc(&b->mem, cap * sizeof(strategy)) : NULL;
+  if (!b->dir || (cap && !b->strategies)) {
+    policy_bundle_free(b);
+    return NULL;
+  }
+  return b;
+}
+
+/* Orders a file's diagnostics by place (stable: the order found breaks
+ * ties), so a user reads them top to bottom. */
+static void sort_diags(policy_diags *d, size_t from) {
+  for (size_t i = from + 1; i < d->n; i++) {
+    policy_diag x = d->items[i];
+    size_t j = i;
+    while (j > from && (d->items[j - 1].line > x.line ||
+                        (d->items[j - 1].line == x.line && d->items[j - 1].column > x.column))) {
+      d->items[j] = d->items[j - 1];
+      j--;
+    }
+    d->items[j] = x;
+  }
+}
+
+/* Compiles one file's text as strategy number b->nstrategies. */
+static void load_text(policy_bundle *b, strategy_marks *marks, const char *file, const char *src,
+                      size_t len, const char *store, policy_diags *d) {
+  size_t first = d->n;
+  arena scratch;
+  arena_init(&scratch, NULL, 0, 0);
+  ynode *root;
+  strategy *s = (strategy *)&b->strategies[b->nstrategies];
+  if (yaml_load(&scratch, file, src, len, &root, d) == 0) {
+    b->nstrategies++; /* counted now so that free_programs sees its programs */
+    strategy_compile(&b->mem, &scratch, file, src, len, root, s, &marks[b->nstrategies - 1], d);
+    size_t clen = 0;
+    char *canon = policy_canonical_json(root, &clen);
+    if (!canon || policy_sha256_hex(canon, clen, s->version)) {
+      diag_add(d, DIAG_ERROR, file, 0, 0, "", "out of memory computing the version");
+    } else if (store && *store) {
+      char err[512];
+      if (policy_store_put(store, s->version, canon, clen, err, sizeof err))
+        diag_add(d, DIAG_WARNING, file, 0, 0, "",
+                 "version %.12s not kept in the store (replays of it will need this file): %s",
+                 s->version, err);
+    }
+    free(canon);
+  }
+  arena_free(&scratch);
+  sort_diags(d, first);
+}
+
+/* Checks across strategies, then the bundle's version. */
+static void finish(policy_bundle *b, const strategy_marks *marks, policy_diags *d) {
+  uint32_t n = b->nstrategies;
+  for (uint32_t i = 0; i < n; i++) {
+    const strategy *s = &b->strategies[i];
+    if (!s->name) continue;
+    for (uint32_t j = 0; j < i; j++) {
+      const strategy *o = &b->strategies[j];
+      if (o->name && !strcmp(o->name, s->name)) {
+        diag_add(d, DIAG_ERROR, s->file, marks[i].name_line, marks[i].name_col, "strategy",
+                 "strategy '%s' is also defined in %s: names are unique in a bundle", s->name,
+                 o->file);
+        break;
+      }
+    }
+    for (uint32_t k = 0; k < s->ndecision_points; k++) {
+      const char *p = s->decision_points[k];
+      int line = marks[i].point_line ? marks[i].point_line[k] : marks[i].name_line;
+      int col = marks[i].point_line ? marks[i].point_col[k] : marks[i].name_col;
+      char key[48];
+      if (marks[i].point_line)
+        snprintf(key, sizeof key, "decision_points[%u]", k);
+      else
+        snprintf(key, sizeof key, "strategy");
+      for (uint32_t j = 0; j < i; j++) {
+        const strategy *o = &b->strategies[j];
+        for (uint32_t m = 0; m < o->ndecision_points; m++)
+          if (!strcmp(o->decision_points[m], p))
+            diag_add(d, DIAG_ERROR, s->file, line, col, key,
+                     "decision point '%s' is served by both '%s' (%s) and '%s': a request must "
+                     "pick one strategy",
+                     p, o->name ? o->name : "?", o->file, s->name ? s->name : "?");
+      }
+    }
+  }
+  /* Bundle version: SHA-256 of "name\nversion\n" for each strategy, by name. */
+  const strategy **order = malloc((n ? n : 1) * sizeof *order);
+  if (!order) {
+    diag_add(d, DIAG_ERROR, b->dir, 0, 0, "", "out of memory");
+    return;
+  }
+  for (uint32_t i = 0; i < n; i++) order[i] = &b->strategies[i];
+  /* insertion sort: a handful of strategies */
+  for (uint32_t i = 1; i < n; i++) {
+    const strategy *x = order[i];
+    uint32_t j = i;
+    while (j > 0 && strcmp(order[j - 1]->name ? order[j - 1]->name : "", x->name ? x->name : "") > 0) {
+      order[j] = order[j - 1];
+      j--;
+    }
+    order[j] = x;
+  }
+  json_buf buf;
+  json_buf_init(&buf, NULL);
+  for (uint32_t i = 0; i < n; i++) {
+    const char *name = order[i]->name ? order[i]->name : "";
+    json_buf_put(&buf, name, strlen(name));
+    json_buf_putc(&buf, '\n');
+    json_buf_put(&buf, order[i]->version, strlen(order[i]->version));
+    json_buf_putc(&buf, '\n');
+  }
+  if (buf.oom || policy_sha256_hex(buf.data ? buf.data : "", buf.len, b->version))
+    diag_add(d, DIAG_ERROR, b->dir, 0, 0, "", "out of memory computing the bundle version");
+  json_buf_free(&buf);
+  free(order);
+}
+
+static int done(policy_bundle *b, const policy_load_opts *opts, policy_bundle **out,
+                policy_diags *d, size_t errors0, size_t warnings0) {
+  int failed = d->errors > errors0 ||
+               (opts && opts->warnings_as_errors && d->warnings > warnings0);
+  if (failed) {
+    policy_bundle_free(b);
+    return -1;
+  }
+  *out = b;
+  return 0;
+}
+
+int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bundle **out,
+                       policy_diags *d) {
+  *out = NULL;
+  size_t errors0 = d->errors, warnings0 = d->warnings;
+  DIR *dh = opendir(dir);
+  if (!dh) {
+    diag_add(d, DIAG_ERROR, dir, 0, 0, "", "cannot open the bundle folder: %s", strerror(errno));
+    return -1;
+  }
+  char **names = NULL;
+  uint32_t nnames = 0, cap = 0;
+  struct dirent *de;
+  int oom = 0;
+  while ((de = readdir(dh))) {
+    const char *nm = de->d_name;
+    if (nm[0] == '.' || nm[0] == '_' || !ends_with(nm, ".yaml")) continue;
+    if (nnames == MAX_FILES) {
+      diag_add(d, DIAG_ERROR, dir, 0, 0, "", "more than %d strategy files", MAX_FILES);
+      break;
+    }
+    if (nnames == cap) {
+      cap = cap ? cap * 2 : 16;
+      char **p = realloc(names, cap * sizeof *p);
+      if (!p) {
+        oom = 1;
+        break;
+      }
+      names = p;
+    }
+    names[nnames] = strdup(nm);
+    if (!names[nnames]) {
+      oom = 1;
+      break;
+    }
+    nnames++;
+  }
+  closedir(dh);
+  if (nnames) qsort(names, nnames, sizeof *names, cmp_names);
+
+  size_t dlen = strlen(dir);
+  while (dlen > 1 && dir[dlen - 1] == '/') dlen--;
+  char store_buf[4096];
+  const char *store = opts ? opts->store_dir : NULL;
+  if (!store) {
+    snprintf(store_buf, sizeof store_buf, "%.*s/.verdict/versions", (int)dlen, dir);
+    store = store_buf;
+  }
+
+  policy_bundle *b = oom ? NULL : bundle_new(dir, nnames);
+  strategy_marks *marks = calloc(nnames + 1, sizeof *marks);
+  if (!marks) {
+    policy_bundle_free(b);
+    b = NULL;
+  }
+  if (!b) {
+    diag_add(d, DIAG_ERROR, dir, 0, 0, "", "out of memory");
+  } else if (nnames == 0 && d->errors == errors0) {
+    diag_add(d, DIAG_ERROR, dir, 0, 0, "", "no strategy files (*.yaml) in this folder");
+  }
+  for (uint32_t i = 0; b && i < nnames; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%.*s/%s", (int)dlen, dir, names[i]);
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue; /* a folder named x.yaml */
+    const char *file = arena_strndup(&b->mem, path, strlen(path));
+    char err[256];
+    size_t len = 0;
+    char *src = file ? read_file(path, &len, err, sizeof err) : NULL;
+    if (!src) {
+      diag_add(d, DIAG_ERROR, path, 0, 0, "", "%s", file ? err : "out of memory");
+      continue;
+    }
+    load_text(b, marks, file, src, len, store, d);
+    free(src);
+  }
+  for (uint32_t i = 0; i < nnames; i++) free(names[i]);
+  free(names);
+  if (!b) return -1;
+  finish(b, marks, d);
+  free(marks);
+  return done(b, opts, out, d, errors0, warnings0);
+}
+
+int policy_bundle_from_text(const char *file, const char *text, size_t len, policy_bundle **out,
+                            policy_diags *d) {
+  *out = NULL;
+  size_t errors0 = d->errors, warnings0 = d->warnings;
+  policy_bundle *b = bundle_new("", 1);
+  if (!b) {
+    diag_add(d, DIAG_ERROR, file, 0, 0, "", "out of memory");
+    return -1;
+  }
+  const char *f = arena_strndup(&b->mem, file, strlen(file));
+  if (!f) {
+    policy_bundle_free(b);
+    diag_add(d, DIAG_ERROR, file, 0, 0, "", "out of memory");
+    return -1;
+  }
+  strategy_marks marks[1];
+  load_text(b, marks, f, text, len, "", d);
+  finish(b, marks, d);
+  return done(b, NULL, out, d, errors0, warnings0);
+}
+
+const strategy *policy_bundle_find(const policy_bundle *b, const char *point, size_t len) {
+  for (uint32_t i = 0; i < b->nstrategies; i++) {
+    const strategy *s = &b->strategies[i];
+    for (uint32_t j = 0; j < s->ndecision_points; j++) {
+      const char *p = s->decision_points[j];
+      if (strlen(p) == len && memcmp(p, point, len) == 0) return s;
+    }
+  }
+  return NULL;
+}
+
+int32_t strategy_action(const strategy *s, const char *name, size_t len) {
+  for (uint32_t i = 0; i < s->nactions; i++)
+    if (s->actions[i].name_len == len && memcmp(s->actions[i].name, name, len) == 0)
+      return (int32_t)i;
+  return -1;
+}

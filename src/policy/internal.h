@@ -1,0 +1,150 @@
+/* internal.h — what the files of src/policy/ share and nobody else needs.
+ *
+ *   yaml.c     YAML text -> a tree of ynodes with positions (libfyaml events)
+ *   diag.c     collecting and printing diagnostics, "did you mean" hints
+ *   analyze.c  walks over expression ASTs: free names, `&&` parts, renderings
+ *   strategy.c one YAML document -> one compiled strategy (keys, types, exprs)
+ *   lint.c     warnings for `verdict check` (shadowed rules, unknown functions)
+ *   index.c    the rule index (hash dispatch and prefix tries)
+ *   version.c  canonical JSON, SHA-256 versions, the content-addressed store
+ *   bundle.c   folders of files -> a bundle; lookups; freeing */
+#ifndef VD_POLICY_INTERNAL_H
+#define VD_POLICY_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/value.h"
+#include "expr/ast.h"
+#include "policy/policy.h"
+
+/* ---- yaml.c ---- */
+typedef enum ykind { Y_SCALAR, Y_SEQ, Y_MAP } ykind;
+typedef enum ystyle {
+  YS_PLAIN,
+  YS_SINGLE,
+  YS_DOUBLE,
+  YS_LITERAL,
+  YS_FOLDED,
+  YS_BLOCK, /* block collection */
+  YS_FLOW   /* flow collection */
+} ystyle;
+
+typedef struct ynode ynode;
+struct ynode {
+  uint8_t kind;  /* ykind */
+  uint8_t style; /* ystyle */
+  int line, col; /* 1-based, where the node starts (col in code points) */
+  size_t pos;    /* byte offset of the start in the source */
+  size_t end;    /* byte offset just past the node */
+  const char *text; /* scalars: the decoded text (NUL-terminated) */
+  uint32_t len;
+  value v;      /* scalars: the value per the YAML 1.2 core schema and tags */
+  ynode **kids; /* sequences: items; maps: key0, val0, key1, val1, ... */
+  uint32_t n;   /* sequences: items; maps: pairs */
+};
+
+/* Parses one YAML document from src into a tree in a. Syntax errors become
+ * diagnostics naming file:line:col. Returns 0, or -1 after adding errors. */
+int yaml_load(arena *a, const char *file, const char *src, size_t len, ynode **root,
+              policy_diags *d);
+/* The value of a node (lists, maps with string keys, typed scalars), built in
+ * a. Returns 0, or -1 when a is exhausted. Map keys are their text. */
+int yaml_to_value(arena *a, const ynode *n, value *out);
+/* Position of byte `off` of a scalar's decoded text in the source: exact
+ * for single-line scalars, the right line for block scalars. */
+void yaml_scalar_place(const ynode *n, const char *src, size_t len, size_t off, int *line,
+                       int *col, size_t *byte_pos);
+/* 1-based column of byte position pos (code points since the line start). */
+int yaml_column_of(const char *src, size_t pos);
+
+/* ---- diag.c ---- */
+void diag_add(policy_diags *d, diag_severity sev, const char *file, int line, int col,
+              const char *key, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+void diag_vadd(policy_diags *d, diag_severity sev, const char *file, int line, int col,
+               const char *key, const char *fmt, va_list ap);
+/* The candidate closest to word when it is close enough to be a likely
+ * typo, else NULL. */
+const char *diag_suggest(const char *word, size_t len, const char *const *cands, size_t ncands);
+/* Appends "\n | LINE\n | ^" for the source line holding byte pos to buf. */
+void diag_excerpt(char *buf, size_t cap, const char *src, size_t len, size_t pos);
+
+/* ---- analyze.c ---- */
+/* Calls fn for every free identifier of e (not bound by a comprehension or
+ * cel.bind), with the node (an A_IDENT). */
+typedef void (*ident_fn)(void *user, const ast *ident);
+void ast_free_idents(const ast *e, ident_fn fn, void *user);
+/* The `&&`-joined parts of e (e itself when it is not an `&&`). Returns the
+ * count; fills at most max. */
+uint32_t ast_conjuncts(const ast *e, const ast **out, uint32_t max);
+/* A canonical text of e (same text <=> same expression up to spacing,
+ * parentheses and literal spelling), allocated from a. NULL when too deep
+ * or a is exhausted. */
+char *ast_render(arena *a, const ast *e);
+/* When e is a path rooted at an identifier (`a`, `a.b.c`), its components
+ * root first; returns the count (0 when e is not such a path). */
+uint32_t ast_path(const ast *e, const ast **comps, uint32_t max);
+bool ast_is_true(const ast *e);
+bool ast_is_scalar_lit(const ast *e);
+
+/* ---- strategy.c ---- */
+/* What the compiler learned about a rule beyond the public policy_rule, kept
+ * in the per-file scratch arena for the index and the lints. */
+typedef struct rule_info {
+  const ast *cond;   /* NULL when the condition did not compile */
+  const ynode *node; /* the `if` scalar */
+  bool model_direct; /* reads `model` itself (not through a let) */
+} rule_info;
+
+typedef struct strategy_build {
+  strategy *s;         /* being filled (arrays in the bundle arena) */
+  rule_info *rules;    /* s->nrules entries */
+  const char *src;
+  size_t src_len;
+  const char *file;
+  const ynode *root;
+  const char *const *let_names;
+  uint32_t nlets;
+  const ast *const *let_trees;    /* per let; NULL when it did not compile */
+  const ynode *const *let_nodes;  /* per let: the expression scalar */
+  const uint8_t *let_model;       /* per let: reads model, maybe through other lets */
+  const char *const *const_names;
+  uint32_t nconsts;
+} strategy_build;
+
+/* Where a strategy's name and decision points are written, for the checks
+ * across files (bundle.c). Arrays in the bundle arena, one per point; 0 when
+ * the point is the default (the name). */
+typedef struct strategy_marks {
+  int name_line, name_col;
+  int *point_line, *point_col;
+} strategy_marks;
+
+/* Compiles the document `root` of file into *s. mem is the bundle arena,
+ * scratch the per-file one. Returns the number of errors added to d. */
+size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char *src,
+                        size_t len, const ynode *root, strategy *s, strategy_marks *m,
+                        policy_diags *d);
+
+/* ---- lint.c ---- */
+void strategy_lint(const strategy_build *b, policy_diags *d);
+
+/* ---- index.c ---- */
+/* Builds s->index from the rules' conditions. Returns 0, or -1 when mem is
+ * exhausted (an error diag is added). */
+int rule_index_build(arena *mem, arena *scratch, const strategy_build *b, policy_diags *d);
+
+/* ---- version.c ---- */
+/* The canonical JSON of a document, malloc'd (caller frees); NULL on OOM. */
+char *policy_canonical_json(const ynode *root, size_t *len);
+/* Lower-case hex SHA-256 of data into out[65]. Returns 0, or -1. */
+int policy_sha256_hex(const void *data, size_t len, char out[65]);
+/* Writes <dir>/<hex>.json when absent (temp file + rename, creating dir).
+ * Returns 0, or -1 with a message in err. */
+int policy_store_put(const char *dir, const char *hex, const char *data, size_t len, char *err,
+                     size_t err_size);
+
+#endif

@@ -1,0 +1,944 @@
+/* strategy.c — one YAML document to one compiled strategy.
+ *
+ * Checks every key against docs/policy.md (required keys, types, unknown
+ * keys with a "did you mean" hint, names, ranges), fills the public
+ * `strategy` in the bundle arena, and compiles every `if` and `let` once with
+ * expr_compile. An expression error is reported at its place in the YAML
+ * file — the line and column inside the scalar, with a caret excerpt of the
+ * file's line — not at the expression's own 1:1.
+ *
+ * It goes on after an error so that one run reports as much as it can; the
+ * caller throws the strategy away when any error was added.
+ *
+ * Programs are stored into the strategy as soon as they are compiled, so
+ * policy_bundle_free finds and frees them whether or not compiling finished.
+ *
+ * Not here: reading files and cross-strategy checks (bundle.c), the rule
+ * index (index.c), warnings (lint.c), versions (version.c). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "expr/expr.h"
+#include "policy/internal.h"
+
+#define MAX_NAME 128
+
+typedef struct actvec {
+  policy_action *v;
+  const ynode **where; /* where each was first named */
+  uint32_t n, cap;
+} actvec;
+
+typedef struct cc {
+  arena *mem;     /* the bundle's */
+  arena *scratch; /* this file's; ASTs and the YAML tree live here */
+  const char *file;
+  const char *src;
+  size_t len;
+  policy_diags *d;
+  size_t errors0;
+  strategy *s;
+  actvec acts;
+  int declared_actions; /* `actions` was given */
+  strategy_marks *marks;
+  int oom;
+} cc;
+
+static void err_at(cc *c, const ynode *n, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void err_at(cc *c, const ynode *n, const char *key, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  diag_vadd(c->d, DIAG_ERROR, c->file, n ? n->line : 0, n ? n->col : 0, key, fmt, ap);
+  va_end(ap);
+}
+
+static void warn_at(cc *c, const ynode *n, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void warn_at(cc *c, const ynode *n, const char *key, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  diag_vadd(c->d, DIAG_WARNING, c->file, n ? n->line : 0, n ? n->col : 0, key, fmt, ap);
+  va_end(ap);
+}
+
+static void nomem(cc *c) {
+  if (!c->oom) diag_add(c->d, DIAG_ERROR, c->file, 0, 0, "", "out of memory compiling the strategy");
+  c->oom = 1;
+}
+
+static char *dup(cc *c, const char *s, size_t n) {
+  char *p = arena_strndup(c->mem, s, n);
+  if (!p) nomem(c);
+  return p;
+}
+
+static const char *kind_name(const ynode *n) {
+  if (n->kind == Y_MAP) return "a mapping";
+  if (n->kind == Y_SEQ) return "a list";
+  switch (n->v.kind) {
+    case V_NULL: return "nothing (null)";
+    case V_BOOL: return "a boolean";
+    case V_INT:
+    case V_UINT: return "an integer";
+    case V_DOUBLE: return "a number";
+    default: return "a string";
+  }
+}
+
+/* ---- keys of a mapping ---- */
+
+static const ynode *get(const ynode *map, const char *key) {
+  size_t n = strlen(key);
+  for (uint32_t i = 0; i < map->n; i++) {
+    const ynode *k = map->kids[2 * i];
+    if (k->len == n && memcmp(k->text, key, n) == 0) return map->kids[2 * i + 1];
+  }
+  return NULL;
+}
+
+static void check_keys(cc *c, const ynode *map, const char *path, const char *const *known,
+                       size_t nknown) {
+  for (uint32_t i = 0; i < map->n; i++) {
+    const ynode *k = map->kids[2 * i];
+    size_t j;
+    for (j = 0; j < nknown; j++)
+      if (strlen(known[j]) == k->len && memcmp(known[j], k->text, k->len) == 0) break;
+    if (j < nknown) continue;
+    const char *hint = diag_suggest(k->text, k->len, known, nknown);
+    if (hint)
+      err_at(c, k, path, "unknown key '%s' (did you mean '%s'?)", k->text, hint);
+    else
+      err_at(c, k, path, "unknown key '%s'", k->text);
+  }
+}
+
+/* ---- scalars ---- */
+
+static int valid_name(const char *s, size_t n) {
+  if (n == 0 || n > MAX_NAME) return 0;
+  for (size_t i = 0; i < n; i++) {
+    char ch = s[i];
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+          ch == '_' || ch == '-' || ch == '.'))
+      return 0;
+  }
+  return 1;
+}
+
+/* A name (strategy, action, decision point, model): a string of letters,
+ * digits, '_', '-', '.'. Returns the arena copy or NULL (reported). */
+static const char *want_name(cc *c, const ynode *n, const char *key, const char *what) {
+  if (n->kind != Y_SCALAR || n->v.kind != V_STRING) {
+    err_at(c, n, key, "expected %s (a string), got %s", what, kind_name(n));
+    return NULL;
+  }
+  if (!valid_name(n->text, n->len)) {
+    err_at(c, n, key, "'%s' is not a valid %s: use letters, digits, '_', '-' and '.' (at most %d)",
+           n->text, what, MAX_NAME);
+    return NULL;
+  }
+  return dup(c, n->text, n->len);
+}
+
+/* Free text: any scalar but null. */
+static const char *want_text(cc *c, const ynode *n, const char *key) {
+  if (n->kind != Y_SCALAR || n->v.kind == V_NULL) {
+    err_at(c, n, key, "expected text, got %s", kind_name(n));
+    return NULL;
+  }
+  return dup(c, n->text, n->len);
+}
+
+static int want_bool(cc *c, const ynode *n, const char *key, bool *out) {
+  if (n->kind != Y_SCALAR || n->v.kind != V_BOOL) {
+    err_at(c, n, key, "expected true or false, got %s", kind_name(n));
+    return -1;
+  }
+  *out = n->v.b;
+  return 0;
+}
+
+static int want_map(cc *c, const ynode *n, const char *key) {
+  if (n->kind == Y_MAP) return 0;
+  err_at(c, n, key, "expected a mapping (key: value lines), got %s", kind_name(n));
+  return -1;
+}
+
+static int want_list(cc *c, const ynode *n, const char *key) {
+  if (n->kind == Y_SEQ) return 0;
+  err_at(c, n, key, "expected a list, got %s", kind_name(n));
+  return -1;
+}
+
+/* CEL identifiers for constants and lets. */
+static int valid_ident(const char *s, size_t n) {
+  static const char *const reserved[] = {
+      "true",  "false",   "null",     "in",     "as",      "break",     "const",   "continue",
+      "else",  "for",     "function", "if",     "import",  "let",       "loop",    "package",
+      "namespace", "return", "var",   "void",   "while",   "request",   "context", "model"};
+  if (n == 0 || n > MAX_NAME) return 0;
+  for (size_t i = 0; i < n; i++) {
+    char ch = s[i];
+    int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_' ||
+             (i > 0 && ch >= '0' && ch <= '9');
+    if (!ok) return 0;
+  }
+  for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+    if (strlen(reserved[i]) == n && memcmp(reserved[i], s, n) == 0) return 0;
+  return 1;
+}
+
+/* ---- actions ---- */
+
+static int has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+
+/* The default meaning of an action name (docs/policy.md's table). */
+static void action_defaults(const char *name, bool *allowed, bool *review) {
+  static const char *const yes[] = {"allow", "approve", "accept", "run", "pass", "permit", NULL};
+  static const char *const no[] = {"block", "deny", "reject", "drop", "refuse", NULL};
+  static const char *const ask[] = {"ask", "challenge", "review", NULL};
+  *allowed = true;
+  *review = false;
+  for (const char *const *w = yes; *w; w++)
+    if (!strcmp(name, *w)) return;
+  if (has_prefix(name, "allow_")) return;
+  for (const char *const *w = no; *w; w++)
+    if (!strcmp(name, *w)) *allowed = false;
+  if (has_prefix(name, "block_") || has_prefix(name, "deny_")) *allowed = false;
+  if (!*allowed) return;
+  for (const char *const *w = ask; *w; w++)
+    if (!strcmp(name, *w)) *allowed = false, *review = true;
+  if (has_prefix(name, "ask_") || has_prefix(name, "review_")) *allowed = false, *review = true;
+}
+
+static int32_t find_action(const actvec *a, const char *name, size_t len) {
+  for (uint32_t i = 0; i < a->n; i++)
+    if (a->v[i].name_len == len && memcmp(a->v[i].name, name, len) == 0) return (int32_t)i;
+  return -1;
+}
+
+static int32_t add_action(cc *c, const char *name, const ynode *where) {
+  if (c->acts.n == c->acts.cap) {
+    uint32_t cap = c->acts.cap ? c->acts.cap * 2 : 8;
+    policy_action *v = realloc(c->acts.v, cap * sizeof *v);
+    if (!v) {
+      nomem(c);
+      return -1;
+    }
+    c->acts.v = v;
+    const ynode **w = realloc(c->acts.where, cap * sizeof *w);
+    if (!w) {
+      nomem(c);
+      return -1;
+    }
+    c->acts.where = w;
+    c->acts.cap = cap;
+  }
+  policy_action *a = &c->acts.v[c->acts.n];
+  memset(a, 0, sizeof *a);
+  a->name = name;
+  a->name_len = (uint32_t)strlen(name);
+  action_defaults(name, &a->allowed, &a->review);
+  c->acts.where[c->acts.n] = where;
+  return (int32_t)c->acts.n++;
+}
+
+/* The index of the action a rule or setting names, adding it with the
+ * default meaning when `actions` does not declare it. -1 when invalid. */
+static int32_t use_action(cc *c, const ynode *n, const char *key) {
+  const char *name = want_name(c, n, key, "action name");
+  if (!name) return -1;
+  int32_t i = find_action(&c->acts, name, n->len);
+  if (i >= 0) return i;
+  if (c->declared_actions) {
+    const char *names[64];
+    size_t k = 0;
+    for (uint32_t j = 0; j < c->acts.n && k < 64; j++) names[k++] = c->acts.v[j].name;
+    const char *hint = diag_suggest(name, n->len, names, k);
+    bool allowed, review;
+    action_defaults(name, &allowed, &review);
+    warn_at(c, n, key, "action '%s' is not declared in 'actions'; it gets the default meaning (%s)%s%s%s",
+            name, allowed ? "allowed" : review ? "not allowed, needs review" : "not allowed",
+            hint ? " — did you mean '" : "", hint ? hint : "", hint ? "'?" : "");
+  }
+  return add_action(c, name, n);
+}
+
+static void parse_actions(cc *c, const ynode *n) {
+  if (want_map(c, n, "actions")) return;
+  c->declared_actions = 1;
+  static const char *const keys[] = {"allowed", "review", "description"};
+  for (uint32_t i = 0; i < n->n; i++) {
+    const ynode *k = n->kids[2 * i], *v = n->kids[2 * i + 1];
+    char path[MAX_NAME + 16];
+    snprintf(path, sizeof path, "actions.%s", k->text);
+    const char *name = want_name(c, k, "actions", "action name");
+    if (!name) continue;
+    int32_t ai = add_action(c, name, k);
+    if (ai < 0) return;
+    policy_action *a = &c->acts.v[ai];
+    if (v->kind == Y_SCALAR && v->v.kind == V_BOOL) {
+      a->allowed = v->v.b;
+      a->review = false;
+    } else if (v->kind == Y_SCALAR && v->v.kind == V_NULL) {
+      /* `name:` alone: the default meaning */
+    } else if (v->kind == Y_MAP) {
+      check_keys(c, v, path, keys, 3);
+      const ynode *x;
+      char sub[MAX_NAME + 32];
+      if ((x = get(v, "allowed"))) {
+        snprintf(sub, sizeof sub, "%s.allowed", path);
+        want_bool(c, x, sub, &a->allowed);
+        if (!get(v, "review")) a->review = false; /* an explicit meaning replaces the default */
+      }
+      if ((x = get(v, "review"))) {
+        snprintf(sub, sizeof sub, "%s.review", path);
+        want_bool(c, x, sub, &a->review);
+      }
+      if ((x = get(v, "description"))) {
+        snprintf(sub, sizeof sub, "%s.description", path);
+        a->description = want_text(c, x, sub);
+      }
+    } else {
+      err_at(c, v, path, "expected true, false or {allowed: bool, review: bool}, got %s",
+             kind_name(v));
+    }
+  }
+}
+
+/* ---- outcomes: default, on_error ---- */
+
+static void parse_outcome(cc *c, const ynode *n, const char *key, policy_outcome *out) {
+  out->action = -1;
+  out->reason = NULL;
+  if (n->kind == Y_MAP) {
+    static const char *const keys[] = {"action", "reason"};
+    check_keys(c, n, key, keys, 2);
+    const ynode *a = get(n, "action"), *r = get(n, "reason");
+    char sub[64];
+    snprintf(sub, sizeof sub, "%s.action", key);
+    if (!a)
+      err_at(c, n, key, "missing 'action'");
+    else
+      out->action = use_action(c, a, sub);
+    if (r) {
+      snprintf(sub, sizeof sub, "%s.reason", key);
+      out->reason = want_text(c, r, sub);
+    }
+    return;
+  }
+  if (n->kind == Y_SCALAR && n->v.kind == V_STRING) {
+    out->action = use_action(c, n, key);
+    return;
+  }
+  err_at(c, n, key, "expected an action name or {action: NAME, reason: TEXT}, got %s",
+         kind_name(n));
+}
+
+/* ---- expressions ---- */
+
+/* The message of an expr_error without its "L:C: " prefix and excerpt. */
+static void bare_message(const char *m, char *out, size_t cap) {
+  const char *p = m;
+  while (*p >= '0' && *p <= '9') p++;
+  if (p > m && *p == ':') {
+    const char *q = p + 1;
+    while (*q >= '0' && *q <= '9') q++;
+    if (q > p + 1 && q[0] == ':' && q[1] == ' ') m = q + 2;
+  }
+  size_t n = strcspn(m, "\n");
+  if (n >= cap) n = cap - 1;
+  memcpy(out, m, n);
+  out[n] = 0;
+}
+
+/* Compiles the scalar n as an expression; on success also parses it into
+ * the scratch arena (*tree). Returns the program or NULL (reported). */
+static expr_program *compile_expr(cc *c, const ynode *n, const char *key, const ast **tree) {
+  *tree = NULL;
+  if (n->kind != Y_SCALAR || n->v.kind == V_NULL) {
+    err_at(c, n, key, "expected an expression, got %s", kind_name(n));
+    return NULL;
+  }
+  expr_program *p = NULL;
+  expr_error e;
+  if (expr_compile(n->text, n->len, NULL, &p, &e)) {
+    int line = n->line, col = n->col;
+    size_t at = n->pos, off = e.offset;
+    /* "unexpected end of input": point just past the last character, not at
+     * the line after a block scalar */
+    if (off >= n->len) {
+      off = n->len;
+      while (off > 0 && (n->text[off - 1] == '\n' || n->text[off - 1] == ' ' ||
+                         n->text[off - 1] == '\t' || n->text[off - 1] == '\r'))
+        off--;
+    }
+    yaml_scalar_place(n, c->src, c->len, off, &line, &col, &at);
+    char msg[1024];
+    bare_message(e.message, msg, sizeof msg);
+    diag_excerpt(msg, sizeof msg, c->src, c->len, at);
+    diag_add(c->d, DIAG_ERROR, c->file, line, col, key, "%s", msg);
+    return NULL;
+  }
+  ast *t = NULL;
+  if (expr_parse(c->scratch, n->text, n->len, NULL, &t, &e) || !t) {
+    /* compiled but not parsed again: only when memory ran out */
+    expr_free(p);
+    nomem(c);
+    return NULL;
+  }
+  *tree = t;
+  return p;
+}
+
+/* ---- names an expression reads ---- */
+
+typedef struct reads {
+  cc *c;
+  const char *const *lets;
+  uint32_t nlets;
+  uint8_t *uses; /* per let: read by this expression */
+  bool model;
+} reads;
+
+static int ident_is(const ast *id, const char *s, size_t n) {
+  return id->name_len == n && memcmp(id->name, s, n) == 0;
+}
+
+static void on_ident(void *user, const ast *id) {
+  reads *r = user;
+  if (ident_is(id, "model", 5)) r->model = true;
+  for (uint32_t i = 0; i < r->nlets; i++)
+    if (ident_is(id, r->lets[i], strlen(r->lets[i]))) r->uses[i] = 1;
+}
+
+/* ---- the parts ---- */
+
+static void parse_constants(cc *c, const ynode *n, const char ***names, uint32_t *count) {
+  if (want_map(c, n, "constants")) return;
+  map_entry *e = n->n ? arena_zalloc(c->mem, n->n * sizeof *e) : NULL;
+  const char **nm = n->n ? arena_zalloc(c->scratch, n->n * sizeof *nm) : NULL;
+  if (n->n && (!e || !nm)) {
+    nomem(c);
+    return;
+  }
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < n->n; i++) {
+    const ynode *key = n->kids[2 * i];
+    if (!valid_ident(key->text, key->len)) {
+      err_at(c, key, "constants",
+             "'%s' is not a valid constant name: use a letter or '_' then letters, digits, '_' "
+             "(not a CEL keyword, nor request, context or model)",
+             key->text);
+      continue;
+    }
+    char *s = dup(c, key->text, key->len);
+    if (!s || yaml_to_value(c->mem, n->kids[2 * i + 1], &e[k].val)) {
+      nomem(c);
+      return;
+    }
+    e[k].key = value_str(s, key->len);
+    e[k].key.flags |= VF_ASCII;
+    nm[k++] = s;
+  }
+  c->s->constants = value_map(e, k);
+  *names = nm;
+  *count = k;
+}
+
+typedef struct let_info {
+  const ynode *node;
+  const ast *tree;
+  uint8_t *uses;
+  bool model_direct;
+  bool model;   /* reads model, possibly through other lets */
+  uint8_t mark; /* DFS: 0 new, 1 on the stack, 2 done */
+} let_info;
+
+static void parse_lets(cc *c, const ynode *n, const char *const *consts, uint32_t nconsts,
+                       const char ***names_out, let_info **info_out) {
+  if (want_map(c, n, "let")) return;
+  strategy *s = c->s;
+  policy_let *lets = n->n ? arena_zalloc(c->mem, n->n * sizeof *lets) : NULL;
+  const char **names = n->n ? arena_zalloc(c->scratch, n->n * sizeof *names) : NULL;
+  let_info *info = n->n ? arena_zalloc(c->scratch, n->n * sizeof *info) : NULL;
+  if (n->n && (!lets || !names || !info)) {
+    nomem(c);
+    return;
+  }
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < n->n; i++) {
+    const ynode *key = n->kids[2 * i];
+    if (!valid_ident(key->text, key->len)) {
+      err_at(c, key, "let",
+             "'%s' is not a valid let name: use a letter or '_' then letters, digits, '_' "
+             "(not a CEL keyword, nor request, context or model)",
+             key->text);
+      continue;
+    }
+    int clash = 0;
+    for (uint32_t j = 0; j < nconsts; j++)
+      if (!strcmp(consts[j], key->text)) clash = 1;
+    if (clash) {
+      err_at(c, key, "let", "'%s' is both a constant and a let: rename one", key->text);
+      continue;
+    }
+    lets[k].name = dup(c, key->text, key->len);
+    lets[k].name_len = key->len;
+    names[k] = lets[k].name;
+    info[k].node = n->kids[2 * i + 1];
+    k++;
+  }
+  s->lets = lets;
+  s->nlets = k;
+  /* Compile after every name is known, so a let may read any other. */
+  for (uint32_t i = 0; i < k; i++) {
+    char path[MAX_NAME + 8];
+    snprintf(path, sizeof path, "let.%s", lets[i].name);
+    lets[i].prog = compile_expr(c, info[i].node, path, &info[i].tree);
+    info[i].uses = arena_zalloc(c->scratch, k ? k : 1);
+    if (!info[i].uses) {
+      nomem(c);
+      return;
+    }
+    if (info[i].tree) {
+      reads r = {c, names, k, info[i].uses, false};
+      ast_free_idents(info[i].tree, on_ident, &r);
+      info[i].model_direct = r.model;
+    }
+  }
+  *names_out = names;
+  *info_out = info;
+}
+
+/* Depth-first search for cycles among lets; also spreads "reads model". */
+static void let_visit(cc *c, const strategy *s, let_info *info, uint32_t i, uint32_t *stack,
+                      uint32_t depth) {
+  info[i].mark = 1;
+  stack[depth] = i;
+  info[i].model = info[i].model_direct;
+  for (uint32_t j = 0; j < s->nlets; j++) {
+    if (!info[i].uses || !info[i].uses[j]) continue;
+    if (info[j].mark == 1) {
+      /* a cycle: stack[from..depth] then j again */
+      char chain[512];
+      size_t used = 0;
+      uint32_t from = depth;
+      while (from > 0 && stack[from] != j) from--;
+      for (uint32_t k = from; k <= depth && used < sizeof chain; k++)
+        used += (size_t)snprintf(chain + used, sizeof chain - used, "%s -> ", s->lets[stack[k]].name);
+      if (used < sizeof chain) snprintf(chain + used, sizeof chain - used, "%s", s->lets[j].name);
+      char path[MAX_NAME + 8];
+      snprintf(path, sizeof path, "let.%s", s->lets[j].name);
+      err_at(c, info[j].node, path, "let '%s' depends on itself: %s", s->lets[j].name, chain);
+      continue;
+    }
+    if (info[j].mark == 0) let_visit(c, s, info, j, stack, depth + 1);
+    if (info[j].model) info[i].model = true;
+  }
+  info[i].mark = 2;
+}
+
+static void parse_rules(cc *c, const ynode *n, const char *const *let_names, let_info *lets,
+                        rule_info **info_out) {
+  if (want_list(c, n, "rules")) return;
+  strategy *s = c->s;
+  policy_rule *rules = n->n ? arena_zalloc(c->mem, n->n * sizeof *rules) : NULL;
+  rule_info *info = n->n ? arena_zalloc(c->scratch, n->n * sizeof *info) : NULL;
+  uint8_t *uses = arena_zalloc(c->scratch, s->nlets ? s->nlets : 1);
+  if ((n->n && (!rules || !info)) || !uses) {
+    nomem(c);
+    return;
+  }
+  s->rules = rules;
+  s->nrules = n->n;
+  *info_out = info;
+  static const char *const keys[] = {"name", "if", "action", "reason"};
+  for (uint32_t i = 0; i < n->n; i++) {
+    const ynode *r = n->kids[i];
+    policy_rule *pr = &rules[i];
+    pr->action = -1;
+    char path[64], sub[80];
+    snprintf(path, sizeof path, "rules[%u]", i);
+    if (want_map(c, r, path)) continue;
+    check_keys(c, r, path, keys, 4);
+    const ynode *x;
+    if ((x = get(r, "name"))) {
+      snprintf(sub, sizeof sub, "%s.name", path);
+      pr->name = want_text(c, x, sub);
+    } else {
+      char def[32];
+      snprintf(def, sizeof def, "rule-%u", i + 1);
+      pr->name = dup(c, def, strlen(def));
+    }
+    if ((x = get(r, "reason"))) {
+      snprintf(sub, sizeof sub, "%s.reason", path);
+      pr->reason = want_text(c, x, sub);
+    }
+    if ((x = get(r, "action"))) {
+      snprintf(sub, sizeof sub, "%s.action", path);
+      pr->action = use_action(c, x, sub);
+    } else {
+      err_at(c, r, path, "missing 'action' (what the rule answers when its condition holds)");
+    }
+    x = get(r, "if");
+    if (!x) {
+      err_at(c, r, path, "missing 'if' (the rule's condition)");
+      continue;
+    }
+    snprintf(sub, sizeof sub, "%s.if", path);
+    pr->line = x->line;
+    pr->column = x->col;
+    info[i].node = x;
+    if (x->kind == Y_SCALAR) pr->source = dup(c, x->text, x->len);
+    pr->cond = compile_expr(c, x, sub, &info[i].cond);
+    if (!info[i].cond) continue;
+    memset(uses, 0, s->nlets ? s->nlets : 1);
+    reads rd = {c, let_names, s->nlets, uses, false};
+    ast_free_idents(info[i].cond, on_ident, &rd);
+    info[i].model_direct = rd.model;
+    pr->reads_model = rd.model;
+    for (uint32_t j = 0; j < s->nlets && lets; j++)
+      if (uses[j] && lets[j].model) pr->reads_model = true;
+  }
+  /* Rule names are unique in a strategy (traces and tests name them). */
+  for (uint32_t i = 1; i < n->n; i++) {
+    if (!rules[i].name) continue;
+    for (uint32_t j = 0; j < i; j++) {
+      if (!rules[j].name || strcmp(rules[i].name, rules[j].name)) continue;
+      const ynode *r = n->kids[i];
+      const ynode *at = r->kind == Y_MAP && get(r, "name") ? get(r, "name") : r;
+      char path[64];
+      snprintf(path, sizeof path, "rules[%u].name", i);
+      err_at(c, at, path, "duplicate rule name '%s' (rules[%u] has it too)", rules[i].name, j);
+      break;
+    }
+  }
+}
+
+static void parse_decision_points(cc *c, const ynode *n) {
+  strategy *s = c->s;
+  if (want_list(c, n, "decision_points")) return;
+  if (n->n == 0) {
+    err_at(c, n, "decision_points", "needs at least one decision point (or leave it out)");
+    return;
+  }
+  const char **v = arena_zalloc(c->mem, n->n * sizeof *v);
+  int *pl = arena_zalloc(c->mem, n->n * sizeof *pl), *pc = arena_zalloc(c->mem, n->n * sizeof *pc);
+  if (!v || !pl || !pc) {
+    nomem(c);
+    return;
+  }
+  c->marks->point_line = pl;
+  c->marks->point_col = pc;
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < n->n; i++) {
+    char path[48];
+    snprintf(path, sizeof path, "decision_points[%u]", i);
+    const char *name = want_name(c, n->kids[i], path, "decision point");
+    if (!name) continue;
+    int dupl = 0;
+    for (uint32_t j = 0; j < k; j++)
+      if (!strcmp(v[j], name)) dupl = 1;
+    if (dupl) {
+      err_at(c, n->kids[i], path, "decision point '%s' is listed twice", name);
+      continue;
+    }
+    pl[k] = n->kids[i]->line;
+    pc[k] = n->kids[i]->col;
+    v[k++] = name;
+  }
+  s->decision_points = v;
+  s->ndecision_points = k;
+}
+
+static void parse_fallback(cc *c, const ynode *n) {
+  strategy *s = c->s;
+  if (want_map(c, n, "fallback")) return;
+  static const char *const keys[] = {"model", "timeout_ms"};
+  check_keys(c, n, "fallback", keys, 2);
+  const ynode *m = get(n, "model"), *t = get(n, "timeout_ms");
+  if (!m)
+    err_at(c, n, "fallback", "missing 'model' (the name of the model that decides)");
+  else
+    s->fallback_model = want_name(c, m, "fallback.model", "model name");
+  s->fallback_timeout_ms = 10;
+  if (t) {
+    if (t->kind != Y_SCALAR || (t->v.kind != V_INT && t->v.kind != V_UINT)) {
+      err_at(c, t, "fallback.timeout_ms", "expected a whole number of milliseconds, got %s",
+             kind_name(t));
+    } else if (t->v.kind == V_UINT || t->v.i < 1 || t->v.i > 10000) {
+      err_at(c, t, "fallback.timeout_ms", "%s is out of range: use 1 to 10000 (milliseconds)",
+             t->text);
+    } else {
+      s->fallback_timeout_ms = (uint32_t)t->v.i;
+    }
+  }
+}
+
+static void parse_tests(cc *c, const ynode *n) {
+  strategy *s = c->s;
+  if (want_list(c, n, "tests")) return;
+  policy_test *tests = n->n ? arena_zalloc(c->mem, n->n * sizeof *tests) : NULL;
+  if (n->n && !tests) {
+    nomem(c);
+    return;
+  }
+  static const char *const keys[] = {"name", "context", "candidates", "key", "expect"};
+  static const char *const ekeys[] = {"action", "allowed", "source", "rule"};
+  static const char *const sources[] = {"rule", "model", "default", "error"};
+  for (uint32_t i = 0; i < n->n; i++) {
+    const ynode *t = n->kids[i];
+    policy_test *pt = &tests[i];
+    pt->expect_allowed = -1;
+    pt->context = value_map(NULL, 0);
+    pt->candidates = value_list(NULL, 0);
+    pt->key = value_str("", 0);
+    char path[48], sub[64];
+    snprintf(path, sizeof path, "tests[%u]", i);
+    pt->line = t->line;
+    if (want_map(c, t, path)) continue;
+    check_keys(c, t, path, keys, 5);
+    const ynode *x;
+    if ((x = get(t, "name"))) {
+      snprintf(sub, sizeof sub, "%s.name", path);
+      pt->name = want_text(c, x, sub);
+    } else {
+      char def[32];
+      snprintf(def, sizeof def, "test-%u", i + 1);
+      pt->name = dup(c, def, strlen(def));
+    }
+    if ((x = get(t, "context"))) {
+      snprintf(sub, sizeof sub, "%s.context", path);
+      if (!(x->kind == Y_SCALAR && x->v.kind == V_NULL) && !want_map(c, x, sub) &&
+          yaml_to_value(c->mem, x, &pt->context))
+        nomem(c);
+    }
+    if ((x = get(t, "candidates"))) {
+      snprintf(sub, sizeof sub, "%s.candidates", path);
+      if (!want_list(c, x, sub)) {
+        int ok = 1;
+        for (uint32_t j = 0; j < x->n; j++) {
+          const ynode *e = x->kids[j];
+          if (e->kind != Y_SCALAR || e->v.kind != V_STRING) {
+            char el[80];
+            snprintf(el, sizeof el, "%s[%u]", sub, j);
+            err_at(c, e, el, "expected an action name (a string), got %s", kind_name(e));
+            ok = 0;
+          }
+        }
+        if (ok && yaml_to_value(c->mem, x, &pt->candidates)) nomem(c);
+      }
+    }
+    if ((x = get(t, "key"))) {
+      snprintf(sub, sizeof sub, "%s.key", path);
+      const char *k = want_text(c, x, sub);
+      if (k) pt->key = value_str(k, x->len);
+    }
+    x = get(t, "expect");
+    snprintf(sub, sizeof sub, "%s.expect", path);
+    if (!x) {
+      err_at(c, t, path, "missing 'expect' (an action name, or {action, allowed, source, rule})");
+    } else if (x->kind == Y_SCALAR && x->v.kind == V_STRING) {
+      pt->expect_action = want_name(c, x, sub, "action name");
+    } else if (x->kind == Y_MAP) {
+      check_keys(c, x, sub, ekeys, 4);
+      if (x->n == 0) err_at(c, x, sub, "says nothing to check");
+      const ynode *y;
+      char el[96];
+      if ((y = get(x, "action"))) {
+        snprintf(el, sizeof el, "%s.action", sub);
+        pt->expect_action = want_name(c, y, el, "action name");
+      }
+      if ((y = get(x, "allowed"))) {
+        bool b;
+        snprintf(el, sizeof el, "%s.allowed", sub);
+        if (!want_bool(c, y, el, &b)) pt->expect_allowed = b;
+      }
+      if ((y = get(x, "source"))) {
+        snprintf(el, sizeof el, "%s.source", sub);
+        size_t k;
+        for (k = 0; k < 4; k++)
+          if (y->kind == Y_SCALAR && !strcmp(y->text, sources[k])) break;
+        if (k < 4) {
+          pt->expect_source = sources[k];
+        } else {
+          const char *hint = y->kind == Y_SCALAR ? diag_suggest(y->text, y->len, sources, 4) : NULL;
+          err_at(c, y, el, "expected rule, model, default or error, got '%s'%s%s%s",
+                 y->kind == Y_SCALAR ? y->text : "?", hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
+        }
+      }
+      if ((y = get(x, "rule"))) {
+        snprintf(el, sizeof el, "%s.rule", sub);
+        pt->expect_rule = want_text(c, y, el);
+      }
+    } else {
+      err_at(c, x, sub, "expected an action name or {action, allowed, source, rule}, got %s",
+             kind_name(x));
+    }
+  }
+  for (uint32_t i = 1; i < n->n; i++)
+    for (uint32_t j = 0; j < i; j++)
+      if (tests[i].name && tests[j].name && !strcmp(tests[i].name, tests[j].name)) {
+        char path[48];
+        snprintf(path, sizeof path, "tests[%u].name", i);
+        err_at(c, n->kids[i], path, "duplicate test name '%s' (tests[%u] has it too)",
+               tests[i].name, j);
+        break;
+      }
+  s->tests = tests;
+  s->ntests = n->n;
+}
+
+size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char *src,
+                        size_t len, const ynode *root, strategy *s, strategy_marks *m,
+                        policy_diags *d) {
+  cc c;
+  memset(&c, 0, sizeof c);
+  c.mem = mem;
+  c.scratch = scratch;
+  c.file = file;
+  c.src = src;
+  c.len = len;
+  c.d = d;
+  c.errors0 = d->errors;
+  c.s = s;
+  c.marks = m;
+  memset(m, 0, sizeof *m);
+  m->name_line = root->line;
+  m->name_col = root->col;
+  s->file = file;
+  s->default_outcome.action = -1;
+  s->on_error.action = -1;
+  s->nc_mode = NC_ERROR;
+  s->nc_action = -1;
+  s->constants = value_map(NULL, 0);
+
+  if (root->kind != Y_MAP) {
+    err_at(&c, root, "", "a strategy file holds a mapping (strategy:, rules:, ...), not %s",
+           kind_name(root));
+    return d->errors - c.errors0;
+  }
+  static const char *const keys[] = {"strategy", "description",     "decision_points", "actions",
+                                     "constants", "let",            "rules",           "default",
+                                     "on_error", "on_no_candidate", "fallback",        "tests"};
+  check_keys(&c, root, "", keys, sizeof keys / sizeof keys[0]);
+
+  const ynode *x;
+  if ((x = get(root, "strategy"))) {
+    s->name = want_name(&c, x, "strategy", "strategy name");
+    m->name_line = x->line;
+    m->name_col = x->col;
+  }
+  else
+    err_at(&c, root, "", "missing 'strategy' (the strategy's name)");
+  if ((x = get(root, "description"))) s->description = want_text(&c, x, "description");
+  if ((x = get(root, "decision_points"))) {
+    parse_decision_points(&c, x);
+  } else if (s->name) {
+    const char **v = arena_alloc(mem, sizeof *v);
+    if (v) {
+      v[0] = s->name;
+      s->decision_points = v;
+      s->ndecision_points = 1;
+    } else {
+      nomem(&c);
+    }
+  }
+  if ((x = get(root, "actions"))) parse_actions(&c, x);
+
+  const char **const_names = NULL;
+  uint32_t nconsts = 0;
+  if ((x = get(root, "constants"))) parse_constants(&c, x, &const_names, &nconsts);
+
+  const char **let_names = NULL;
+  let_info *lets = NULL;
+  if ((x = get(root, "let"))) parse_lets(&c, x, const_names, nconsts, &let_names, &lets);
+  if (lets && s->nlets) {
+    uint32_t *stack = arena_alloc(scratch, s->nlets * sizeof *stack);
+    if (!stack) nomem(&c);
+    for (uint32_t i = 0; stack && i < s->nlets; i++)
+      if (lets[i].mark == 0) let_visit(&c, s, lets, i, stack, 0);
+  }
+
+  rule_info *rinfo = NULL;
+  if ((x = get(root, "rules"))) parse_rules(&c, x, let_names, lets, &rinfo);
+
+  if ((x = get(root, "default"))) {
+    parse_outcome(&c, x, "default", &s->default_outcome);
+  } else if (!get(root, "fallback")) {
+    err_at(&c, root, "",
+           "missing 'default' (the decision when no rule matches; it may be left out only when "
+           "a 'fallback' model decides)");
+  }
+  const ynode *on_error = get(root, "on_error");
+  if (on_error) parse_outcome(&c, on_error, "on_error", &s->on_error);
+  if ((x = get(root, "on_no_candidate"))) {
+    if (x->kind == Y_SCALAR && x->v.kind == V_STRING && !strcmp(x->text, "first")) {
+      s->nc_mode = NC_FIRST;
+    } else if (x->kind == Y_SCALAR && x->v.kind == V_STRING && !strcmp(x->text, "error")) {
+      s->nc_mode = NC_ERROR;
+    } else if (x->kind == Y_SCALAR && x->v.kind == V_STRING) {
+      s->nc_mode = NC_ACTION;
+      s->nc_action = use_action(&c, x, "on_no_candidate");
+    } else {
+      err_at(&c, x, "on_no_candidate", "expected an action name, 'first' or 'error', got %s",
+             kind_name(x));
+    }
+  }
+  if ((x = get(root, "fallback"))) parse_fallback(&c, x);
+  if ((x = get(root, "tests"))) parse_tests(&c, x);
+
+  /* The actions, final: declared ones first, then the ones named elsewhere. */
+  if (c.acts.n) {
+    policy_action *acts = arena_memdup(mem, c.acts.v, c.acts.n * sizeof *acts);
+    if (!acts) nomem(&c);
+    s->actions = acts;
+    s->nactions = acts ? c.acts.n : 0;
+  }
+  /* on_error by default: the first action that is not allowed. */
+  if (!on_error) {
+    for (uint32_t i = 0; i < s->nactions; i++)
+      if (!s->actions[i].allowed) {
+        s->on_error.action = (int32_t)i;
+        break;
+      }
+  }
+  free(c.acts.v);
+  free(c.acts.where);
+
+  if (d->errors == c.errors0 && !c.oom) {
+    strategy_build b;
+    memset(&b, 0, sizeof b);
+    b.s = s;
+    b.rules = rinfo;
+    b.src = src;
+    b.src_len = len;
+    b.file = file;
+    b.root = root;
+    b.let_names = let_names;
+    b.nlets = s->nlets;
+    const ast **lt = arena_zalloc(scratch, (s->nlets + 1) * sizeof *lt);
+    const ynode **ln = arena_zalloc(scratch, (s->nlets + 1) * sizeof *ln);
+    uint8_t *lm = arena_zalloc(scratch, s->nlets + 1);
+    if (!lt || !ln || !lm) {
+      nomem(&c);
+      return d->errors - c.errors0;
+    }
+    for (uint32_t i = 0; i < s->nlets; i++) {
+      lt[i] = lets[i].tree;
+      ln[i] = lets[i].node;
+      lm[i] = lets[i].model;
+    }
+    b.let_trees = lt;
+    b.let_nodes = ln;
+    b.let_model = lm;
+    b.const_names = const_names;
+    b.nconsts = nconsts;
+    if (rule_index_build(mem, scratch, &b, d) == 0) strategy_lint(&b, d);
+  }
+  return d->errors - c.errors0;
+}

@@ -1,0 +1,649 @@
+/* yaml.c — YAML text to a small tree with positions, through libfyaml.
+ *
+ * Why events and not libfyaml's document tree: the 0.7 API gives no start
+ * position for mappings and sequences, and every policy error must name a
+ * line and column. The parser's events carry marks for everything, so this
+ * file builds its own tree (ynode) from them, in the caller's arena.
+ *
+ * Scalars are typed by the YAML 1.2 core schema: only *plain* scalars
+ * resolve to null (`null`, `~`, empty), booleans (`true`/`false` in three
+ * spellings), integers (decimal, 0o octal, 0x hex) and floats (`1.5`, `1e3`,
+ * `.inf`, `.nan`); quoted and block scalars are strings. The standard tags
+ * `!!str !!int !!float !!bool !!null` force a type (a value that does not fit
+ * is an error); other tags are refused. Anchors and aliases work (an alias
+ * shares the anchored node); merge keys (`<<`) are not part of YAML 1.2 and
+ * are plain keys here. Duplicate keys in a mapping are errors.
+ *
+ * libfyaml reports syntax errors through a diag object set to collect them
+ * silently; they come back here as policy diagnostics with the file name
+ * given by the caller (libfyaml only knows an anonymous memory buffer). */
+#include <errno.h>
+#include <libfyaml.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/internal.h"
+
+#define MAX_EXPANDED 2000000 /* nodes after alias expansion (billion laughs guard) */
+
+/* ---- positions ---- */
+
+int yaml_column_of(const char *src, size_t pos) {
+  size_t start = pos;
+  while (start > 0 && src[start - 1] != '\n') start--;
+  int col = 1;
+  for (size_t i = start; i < pos; i++)
+    if (((unsigned char)src[i] & 0xC0) != 0x80) col++;
+  return col;
+}
+
+static int line_of(const char *src, size_t pos) {
+  int line = 1;
+  for (size_t i = 0; i < pos; i++)
+    if (src[i] == '\n') line++;
+  return line;
+}
+
+static size_t skip_indent(const char *src, size_t i, size_t end, size_t indent, int block) {
+  size_t k = 0;
+  while (i < end && (src[i] == ' ' || (!block && src[i] == '\t')) && (!block || k < indent)) {
+    i++;
+    k++;
+  }
+  return i;
+}
+
+void yaml_scalar_place(const ynode *n, const char *src, size_t len, size_t off, int *line,
+                       int *col, size_t *byte_pos) {
+  size_t i = n->pos, end = n->end > len ? len : n->end;
+  int block = n->style == YS_LITERAL || n->style == YS_FOLDED;
+  size_t indent = 0;
+  if (block) {
+    while (i + indent < end && src[i + indent] == ' ') indent++;
+  }
+  /* Walk the source and the decoded text side by side: equal bytes advance
+   * both; a line break folded into a space advances both; anything else in
+   * the source (quotes, escapes, indentation) is skipped. */
+  size_t j = 0;
+  if (off > n->len) off = n->len;
+  while (j < off && i < end) {
+    char c = src[i], t = n->text[j];
+    if (c == t) {
+      i++;
+      j++;
+      if (c == '\n') i = skip_indent(src, i, end, indent, block);
+    } else if (c == '\n' || (c == '\r' && i + 1 < end && src[i + 1] == '\n')) {
+      i += c == '\r' ? 2 : 1;
+      if (t == ' ') j++; /* folded line break */
+      i = skip_indent(src, i, end, indent, block);
+    } else {
+      i++;
+    }
+  }
+  if (j < off) i = n->pos; /* could not follow (escapes): point at the scalar */
+  if (byte_pos) *byte_pos = i;
+  *line = n->line;
+  for (size_t k = n->pos; k < i; k++)
+    if (src[k] == '\n') (*line)++;
+  *col = yaml_column_of(src, i);
+}
+
+/* ---- scalar typing (YAML 1.2 core schema) ---- */
+
+static int is_digits(const char *s, size_t n, int (*ok)(int)) {
+  if (!n) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!ok((unsigned char)s[i])) return 0;
+  return 1;
+}
+static int dec(int c) { return c >= '0' && c <= '9'; }
+static int oct(int c) { return c >= '0' && c <= '7'; }
+static int hex(int c) { return dec(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+static int one_of(const char *s, size_t n, const char *const *words) {
+  for (; *words; words++)
+    if (strlen(*words) == n && memcmp(s, *words, n) == 0) return 1;
+  return 0;
+}
+
+static const char *const NULLS[] = {"null", "Null", "NULL", "~", NULL};
+static const char *const TRUES[] = {"true", "True", "TRUE", NULL};
+static const char *const FALSES[] = {"false", "False", "FALSE", NULL};
+static const char *const INFS[] = {".inf", ".Inf", ".INF", NULL};
+static const char *const NANS[] = {".nan", ".NaN", ".NAN", NULL};
+
+/* Integer forms: [-+]?[0-9]+, 0o[0-7]+, 0x[0-9a-fA-F]+. Returns 1 and sets
+ * *v (int, or uint when it only fits uint64), 0 when not an integer, -1
+ * when it is one but out of range. */
+static int parse_int(const char *s, size_t n, value *v) {
+  char buf[80];
+  if (n == 0 || n >= sizeof buf) return 0;
+  int base = 10;
+  size_t start = 0;
+  int neg = 0;
+  if (n > 2 && s[0] == '0' && s[1] == 'o' && is_digits(s + 2, n - 2, oct)) {
+    base = 8;
+    start = 2;
+  } else if (n > 2 && s[0] == '0' && s[1] == 'x' && is_digits(s + 2, n - 2, hex)) {
+    base = 16;
+    start = 2;
+  } else {
+    if (s[0] == '-' || s[0] == '+') {
+      neg = s[0] == '-';
+      start = 1;
+    }
+    if (!is_digits(s + start, n - start, dec)) return 0;
+  }
+  memcpy(buf, s + start, n - start);
+  buf[n - start] = 0;
+  errno = 0;
+  unsigned long long u = strtoull(buf, NULL, base);
+  if (errno == ERANGE) return -1;
+  if (neg) {
+    if (u > 9223372036854775808ull) return -1;
+    *v = value_int(u == 9223372036854775808ull ? INT64_MIN : -(int64_t)u);
+  } else if (u > INT64_MAX) {
+    *v = value_uint(u);
+  } else {
+    *v = value_int((int64_t)u);
+  }
+  return 1;
+}
+
+/* [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?, .inf, .nan */
+static int parse_float(const char *s, size_t n, value *v) {
+  size_t i = 0;
+  int sign = 1;
+  if (i < n && (s[i] == '-' || s[i] == '+')) {
+    sign = s[i] == '-' ? -1 : 1;
+    i++;
+  }
+  if (one_of(s + i, n - i, INFS)) {
+    *v = value_double(sign * INFINITY);
+    return 1;
+  }
+  if (i == 0 && one_of(s, n, NANS)) {
+    *v = value_double(NAN);
+    return 1;
+  }
+  size_t digits = 0;
+  while (i < n && dec((unsigned char)s[i])) i++, digits++;
+  if (i < n && s[i] == '.') {
+    i++;
+    while (i < n && dec((unsigned char)s[i])) i++, digits++;
+  }
+  if (!digits) return 0;
+  if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+    i++;
+    if (i < n && (s[i] == '-' || s[i] == '+')) i++;
+    if (!is_digits(s + i, n - i, dec)) return 0;
+    i = n;
+  }
+  if (i != n) return 0;
+  char buf[128];
+  if (n >= sizeof buf) return 0;
+  memcpy(buf, s, n);
+  buf[n] = 0;
+  *v = value_double(strtod(buf, NULL));
+  return 1;
+}
+
+typedef enum ytag { T_NONE, T_STR, T_INT, T_FLOAT, T_BOOL, T_NULL, T_MAP, T_SEQ, T_BANG } ytag;
+
+static ytag tag_of(const char *t, size_t n) {
+  static const struct {
+    const char *name;
+    ytag tag;
+  } tags[] = {{"tag:yaml.org,2002:str", T_STR},     {"tag:yaml.org,2002:int", T_INT},
+              {"tag:yaml.org,2002:float", T_FLOAT}, {"tag:yaml.org,2002:bool", T_BOOL},
+              {"tag:yaml.org,2002:null", T_NULL},   {"tag:yaml.org,2002:map", T_MAP},
+              {"tag:yaml.org,2002:seq", T_SEQ},     {"!", T_BANG}};
+  for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++)
+    if (strlen(tags[i].name) == n && memcmp(tags[i].name, t, n) == 0) return tags[i].tag;
+  return T_NONE;
+}
+
+/* Types a scalar. Returns NULL, or a message when the tag does not fit. */
+static const char *type_scalar(ynode *y, ytag tag, int plain) {
+  const char *s = y->text;
+  size_t n = y->len;
+  y->v = value_str(s, (uint32_t)n);
+  if (tag == T_STR || tag == T_BANG) return NULL;
+  if (!plain && tag == T_NONE) return NULL;
+  if (tag == T_NONE || tag == T_NULL) {
+    if (n == 0 || one_of(s, n, NULLS)) {
+      y->v = value_null();
+      return NULL;
+    }
+    if (tag == T_NULL) return "!!null needs null, ~ or nothing";
+  }
+  if (tag == T_NONE || tag == T_BOOL) {
+    if (one_of(s, n, TRUES)) {
+      y->v = value_bool(true);
+      return NULL;
+    }
+    if (one_of(s, n, FALSES)) {
+      y->v = value_bool(false);
+      return NULL;
+    }
+    if (tag == T_BOOL) return "!!bool needs true or false";
+  }
+  if (tag == T_NONE || tag == T_INT || tag == T_FLOAT) {
+    value v;
+    int r = parse_int(s, n, &v);
+    if (r < 0) return "integer out of range (64 bits)";
+    if (r > 0) {
+      if (tag == T_FLOAT) v = value_double(v.kind == V_UINT ? (double)v.u : (double)v.i);
+      y->v = v;
+      return NULL;
+    }
+    if (tag == T_INT) return "!!int needs an integer";
+    if (parse_float(s, n, &v)) {
+      y->v = v;
+      return NULL;
+    }
+    if (tag == T_FLOAT) return "!!float needs a number";
+  }
+  return NULL; /* a plain string */
+}
+
+/* ---- building the tree from events ---- */
+
+typedef struct anchor {
+  const char *name;
+  size_t len;
+  ynode *node;
+  int done; /* the anchored collection has ended (aliasing it is safe) */
+} anchor;
+
+typedef struct frame {
+  ynode *node;
+  ynode **kids;
+  uint32_t n, cap;
+  anchor *anc; /* the frame's own anchor, if any (index into anchors) */
+  size_t anc_index;
+  int has_anchor;
+} frame;
+
+typedef struct builder {
+  arena *a;
+  const char *file;
+  const char *src;
+  size_t len;
+  policy_diags *d;
+  frame *stack;
+  uint32_t depth, cap;
+  anchor *anchors;
+  size_t nanchors, anchors_cap;
+  ynode *root;
+  int docs;
+  int failed; /* stop building: the tree is broken */
+  int bad;    /* a value problem was reported: finish, then fail */
+  size_t expanded;
+} builder;
+
+static void berr(builder *b, size_t pos, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void berr(builder *b, size_t pos, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  diag_add(b->d, DIAG_ERROR, b->file, line_of(b->src, pos), yaml_column_of(b->src, pos), "", "%s",
+           msg);
+  b->failed = 1;
+}
+
+/* A problem with a value: reported, and the tree is still built so that
+ * later problems are found too. */
+static void bsoft(builder *b, size_t pos, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void bsoft(builder *b, size_t pos, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  diag_add(b->d, DIAG_ERROR, b->file, line_of(b->src, pos), yaml_column_of(b->src, pos), "", "%s",
+           msg);
+  b->bad = 1;
+}
+
+static char src_at(const builder *b, size_t i) { return i < b->len ? b->src[i] : 0; }
+
+static ynode *new_node(builder *b, ykind kind, const struct fy_mark *m) {
+  ynode *y = arena_zalloc(b->a, sizeof *y);
+  if (!y) return NULL;
+  y->kind = (uint8_t)kind;
+  y->pos = m && m->input_pos <= b->len ? m->input_pos : 0;
+  y->line = m ? m->line + 1 : line_of(b->src, y->pos);
+  y->col = yaml_column_of(b->src, y->pos);
+  return y;
+}
+
+static int add_kid(builder *b, ynode *kid) {
+  if (b->depth == 0) {
+    if (b->root) {
+      berr(b, kid->pos, "more than one value at the top of the document");
+      return -1;
+    }
+    b->root = kid;
+    return 0;
+  }
+  frame *f = &b->stack[b->depth - 1];
+  if (f->n == f->cap) {
+    uint32_t cap = f->cap ? f->cap * 2 : 8;
+    ynode **k = realloc(f->kids, cap * sizeof *k);
+    if (!k) return -1;
+    f->kids = k;
+    f->cap = cap;
+  }
+  f->kids[f->n++] = kid;
+  return 0;
+}
+
+static int add_anchor(builder *b, struct fy_token *t, ynode *node, int done) {
+  if (!t) return 0;
+  size_t n;
+  const char *s = fy_token_get_text(t, &n);
+  if (!s) return -1;
+  if (b->nanchors == b->anchors_cap) {
+    size_t cap = b->anchors_cap ? b->anchors_cap * 2 : 8;
+    anchor *p = realloc(b->anchors, cap * sizeof *p);
+    if (!p) return -1;
+    b->anchors = p;
+    b->anchors_cap = cap;
+  }
+  char *name = arena_strndup(b->a, s, n);
+  if (!name) return -1;
+  b->anchors[b->nanchors++] = (anchor){name, n, node, done};
+  return 0;
+}
+
+static uint64_t expanded_size(const ynode *y) {
+  /* Stored in .v.u for collections once they end (their v is unused). */
+  return y->kind == Y_SCALAR ? 1 : y->v.u;
+}
+
+static int tag_check(builder *b, struct fy_token *tag, ynode *y, ytag *out) {
+  *out = T_NONE;
+  if (!tag) return 0;
+  size_t n;
+  const char *t = fy_token_get_text(tag, &n);
+  ytag tg = t ? tag_of(t, n) : T_NONE;
+  if (tg == T_NONE) {
+    bsoft(b, y->pos, "unsupported YAML tag '%.*s' (only !!str, !!int, !!float, !!bool, !!null)",
+         (int)(t ? n : 0), t ? t : "");
+    return -1;
+  }
+  if ((tg == T_MAP && y->kind != Y_MAP) || (tg == T_SEQ && y->kind != Y_SEQ) ||
+      (y->kind != Y_SCALAR && tg != T_MAP && tg != T_SEQ && tg != T_BANG)) {
+    bsoft(b, y->pos, "YAML tag '%.*s' does not fit this %s", (int)n, t,
+         y->kind == Y_MAP ? "mapping" : y->kind == Y_SEQ ? "sequence" : "scalar");
+    return -1;
+  }
+  *out = tg;
+  return 0;
+}
+
+static void check_duplicates(builder *b, ynode *m) {
+  for (uint32_t i = 1; i < m->n; i++) {
+    const ynode *k = m->kids[2 * i];
+    if (k->kind != Y_SCALAR) continue;
+    /* Quadratic for small maps; maps of thousands of keys are rare in
+     * policies and this runs once per load. */
+    for (uint32_t j = 0; j < i; j++) {
+      const ynode *o = m->kids[2 * j];
+      if (o->kind == Y_SCALAR && o->len == k->len && memcmp(o->text, k->text, k->len) == 0) {
+        bsoft(b, k->pos, "duplicate key '%s' (first at line %d)", k->text, o->line);
+        break;
+      }
+    }
+  }
+}
+
+static int on_event(builder *b, struct fy_event *e) {
+  const struct fy_mark *m = fy_event_start_mark(e);
+  const struct fy_mark *me = fy_event_end_mark(e);
+  switch (e->type) {
+    case FYET_DOCUMENT_START:
+      if (++b->docs > 1) {
+        berr(b, m ? m->input_pos : 0, "a strategy file holds one YAML document; this is a second");
+        return -1;
+      }
+      return 0;
+    case FYET_SCALAR: {
+      ynode *y = new_node(b, Y_SCALAR, m);
+      if (!y) return -1;
+      size_t n;
+      const char *t = fy_token_get_text(e->scalar.value, &n);
+      if (!t) {
+        t = "";
+        n = 0;
+      }
+      y->text = arena_strndup(b->a, t, n);
+      if (!y->text) return -1;
+      y->len = (uint32_t)n;
+      y->end = me && me->input_pos <= b->len ? me->input_pos : y->pos;
+      switch (fy_token_scalar_style(e->scalar.value)) {
+        case FYSS_SINGLE_QUOTED: y->style = YS_SINGLE; break;
+        case FYSS_DOUBLE_QUOTED: y->style = YS_DOUBLE; break;
+        case FYSS_LITERAL: y->style = YS_LITERAL; break;
+        case FYSS_FOLDED: y->style = YS_FOLDED; break;
+        default: y->style = YS_PLAIN;
+      }
+      if (y->style == YS_LITERAL || y->style == YS_FOLDED) {
+        /* the mark is at the start of the first content line: name the
+         * first character instead (pos stays, yaml_scalar_place needs it) */
+        size_t i = y->pos;
+        while (i < y->end && src_at(b, i) == ' ') i++;
+        if (i < y->end && src_at(b, i) != '\n') y->col = yaml_column_of(b->src, i);
+      }
+      ytag tg;
+      if (tag_check(b, e->scalar.tag, y, &tg) == 0) {
+        const char *bad = type_scalar(y, tg, y->style == YS_PLAIN);
+        if (bad) bsoft(b, y->pos, "%s: '%s'", bad, y->text);
+      }
+      if (add_anchor(b, e->scalar.anchor, y, 1)) return -1;
+      b->expanded++;
+      return add_kid(b, y);
+    }
+    case FYET_ALIAS: {
+      size_t n;
+      const char *t = fy_token_get_text(e->alias.anchor, &n);
+      size_t pos = m ? m->input_pos : 0;
+      for (size_t i = b->nanchors; t && i-- > 0;) {
+        anchor *an = &b->anchors[i];
+        if (an->len != n || memcmp(an->name, t, n) != 0) continue;
+        if (!an->done) {
+          berr(b, pos, "alias '*%.*s' refers to a collection that contains it", (int)n, t);
+          return -1;
+        }
+        b->expanded += expanded_size(an->node);
+        if (b->expanded > MAX_EXPANDED) {
+          berr(b, pos, "too many nodes once aliases are expanded (more than %d)", MAX_EXPANDED);
+          return -1;
+        }
+        return add_kid(b, an->node);
+      }
+      berr(b, pos, "unknown alias '*%.*s'", (int)(t ? n : 0), t ? t : "");
+      return -1;
+    }
+    case FYET_SEQUENCE_START:
+    case FYET_MAPPING_START: {
+      int is_map = e->type == FYET_MAPPING_START;
+      ynode *y = new_node(b, is_map ? Y_MAP : Y_SEQ, m);
+      if (!y) return -1;
+      struct fy_token *st = is_map ? e->mapping_start.mapping_start : e->sequence_start.sequence_start;
+      enum fy_token_type tt = st ? fy_token_get_type(st) : FYTT_NONE;
+      y->style = (tt == FYTT_FLOW_MAPPING_START || tt == FYTT_FLOW_SEQUENCE_START) ? YS_FLOW
+                                                                                   : YS_BLOCK;
+      ytag tg;
+      struct fy_token *tag = is_map ? e->mapping_start.tag : e->sequence_start.tag;
+      tag_check(b, tag, y, &tg); /* a bad tag is reported; the node is still built */
+      if (b->depth == b->cap) {
+        uint32_t cap = b->cap ? b->cap * 2 : 16;
+        frame *p = realloc(b->stack, cap * sizeof *p);
+        if (!p) return -1;
+        b->stack = p;
+        b->cap = cap;
+      }
+      frame *f = &b->stack[b->depth++];
+      memset(f, 0, sizeof *f);
+      f->node = y;
+      struct fy_token *anc = is_map ? e->mapping_start.anchor : e->sequence_start.anchor;
+      if (anc) {
+        if (add_anchor(b, anc, y, 0)) return -1;
+        f->has_anchor = 1;
+        f->anc_index = b->nanchors - 1;
+      }
+      return 0;
+    }
+    case FYET_SEQUENCE_END:
+    case FYET_MAPPING_END: {
+      if (b->depth == 0) return -1;
+      frame *f = &b->stack[--b->depth];
+      ynode *y = f->node;
+      y->end = me && me->input_pos <= b->len ? me->input_pos : y->pos;
+      if (f->n) {
+        y->kids = arena_memdup(b->a, f->kids, f->n * sizeof *f->kids);
+        if (!y->kids) {
+          free(f->kids);
+          return -1;
+        }
+      }
+      uint64_t size = 1;
+      for (uint32_t i = 0; i < f->n; i++) size += expanded_size(f->kids[i]);
+      y->v.u = size;
+      free(f->kids);
+      if (y->kind == Y_MAP) {
+        y->n = f->n / 2;
+        for (uint32_t i = 0; i < y->n; i++)
+          if (y->kids[2 * i]->kind != Y_SCALAR)
+            bsoft(b, y->kids[2 * i]->pos, "mapping keys must be plain names, not collections");
+        check_duplicates(b, y);
+      } else {
+        y->n = f->n;
+      }
+      if (f->has_anchor) b->anchors[f->anc_index].done = 1;
+      return add_kid(b, y);
+    }
+    default: return 0;
+  }
+}
+
+static void out_quiet(struct fy_diag *diag, void *user, const char *buf, size_t len) {}
+
+int yaml_load(arena *a, const char *file, const char *src, size_t len, ynode **root,
+              policy_diags *d) {
+  *root = NULL;
+  builder b;
+  memset(&b, 0, sizeof b);
+  b.a = a;
+  b.file = file;
+  b.src = src;
+  b.len = len;
+  b.d = d;
+
+  struct fy_diag_cfg dc;
+  fy_diag_cfg_default(&dc);
+  dc.fp = NULL;
+  dc.output_fn = out_quiet;
+  dc.colorize = false;
+  struct fy_diag *diag = fy_diag_create(&dc);
+  if (!diag) {
+    diag_add(d, DIAG_ERROR, file, 0, 0, "", "out of memory reading YAML");
+    return -1;
+  }
+  fy_diag_set_collect_errors(diag, true);
+  struct fy_parse_cfg cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.flags = FYPCF_QUIET | FYPCF_DEFAULT_VERSION_1_2 | FYPCF_JSON_NONE;
+  cfg.diag = diag;
+  struct fy_parser *p = fy_parser_create(&cfg);
+  int oom = 0;
+  if (!p || fy_parser_set_string(p, src, len)) {
+    oom = 1;
+  } else {
+    struct fy_event *e;
+    while ((e = fy_parser_parse(p))) {
+      int r = b.failed ? 0 : on_event(&b, e);
+      fy_parser_event_free(p, e);
+      if (r) {
+        if (!b.failed) oom = 1;
+        break;
+      }
+    }
+  }
+  int syntax = 0;
+  void *it = NULL;
+  struct fy_diag_error *de;
+  while ((de = fy_diag_errors_iterate(diag, &it))) {
+    if (de->type < FYET_ERROR) continue;
+    syntax = 1;
+    diag_add(d, DIAG_ERROR, file, de->line > 0 ? de->line : 1, de->column > 0 ? de->column : 1,
+             "", "YAML syntax: %s", de->msg ? de->msg : "error");
+  }
+  if (p && !syntax && fy_parser_get_stream_error(p)) {
+    syntax = 1;
+    diag_add(d, DIAG_ERROR, file, 0, 0, "", "YAML syntax error");
+  }
+  for (uint32_t i = 0; i < b.depth; i++) free(b.stack[i].kids);
+  free(b.stack);
+  free(b.anchors);
+  if (p) fy_parser_destroy(p);
+  fy_diag_destroy(diag);
+  if (oom && !syntax && !b.failed) diag_add(d, DIAG_ERROR, file, 0, 0, "", "out of memory reading YAML");
+  if (syntax || b.failed || b.bad || oom) return -1;
+  if (!b.root) {
+    diag_add(d, DIAG_ERROR, file, 1, 1, "", "the file holds no YAML document (expected a strategy)");
+    return -1;
+  }
+  *root = b.root;
+  return 0;
+}
+
+static int is_ascii(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)s[i] >= 0x80) return 0;
+  return 1;
+}
+
+int yaml_to_value(arena *a, const ynode *n, value *out) {
+  switch (n->kind) {
+    case Y_SCALAR:
+      *out = n->v;
+      /* the text lives as long as the tree; copy strings into a */
+      if (n->v.kind == V_STRING) {
+        char *s = arena_strndup(a, n->text, n->len);
+        if (!s) return -1;
+        *out = value_str(s, n->len);
+        if (is_ascii(s, n->len)) out->flags |= VF_ASCII;
+      }
+      return 0;
+    case Y_SEQ: {
+      value *items = n->n ? arena_alloc(a, n->n * sizeof *items) : NULL;
+      if (n->n && !items) return -1;
+      for (uint32_t i = 0; i < n->n; i++)
+        if (yaml_to_value(a, n->kids[i], &items[i])) return -1;
+      *out = value_list(items, n->n);
+      return 0;
+    }
+    case Y_MAP: {
+      map_entry *e = n->n ? arena_alloc(a, n->n * sizeof *e) : NULL;
+      if (n->n && !e) return -1;
+      for (uint32_t i = 0; i < n->n; i++) {
+        const ynode *k = n->kids[2 * i];
+        char *s = arena_strndup(a, k->text ? k->text : "", k->len);
+        if (!s) return -1;
+        e[i].key = value_str(s, k->len);
+        if (is_ascii(s, k->len)) e[i].key.flags |= VF_ASCII;
+        if (yaml_to_value(a, n->kids[2 * i + 1], &e[i].val)) return -1;
+      }
+      *out = value_map(e, n->n);
+      return 0;
+    }
+  }
+  return -1;
+}

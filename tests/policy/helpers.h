@@ -1,0 +1,72 @@
+/* helpers.h — shared by the policy tests: load a strategy from text and
+ * look for a diagnostic by its printed first line. */
+#ifndef VD_TESTS_POLICY_HELPERS_H
+#define VD_TESTS_POLICY_HELPERS_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/policy.h"
+#include "test.h"
+
+/* The printed form of diagnostic i (all lines), malloc'd. */
+static inline char *diag_text(const policy_diags *d, size_t i) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  policy_diag_print(&d->items[i], f);
+  fclose(f);
+  return buf;
+}
+
+/* Whether some diagnostic's first printed line is exactly `line`. */
+static inline int has_diag(const policy_diags *d, const char *line) {
+  for (size_t i = 0; i < d->n; i++) {
+    char *t = diag_text(d, i);
+    size_t n = strcspn(t, "\n");
+    int ok = strlen(line) == n && memcmp(t, line, n) == 0;
+    free(t);
+    if (ok) return 1;
+  }
+  return 0;
+}
+
+static inline void dump_diags(const policy_diags *d) {
+  for (size_t i = 0; i < d->n; i++) policy_diag_print(&d->items[i], stderr);
+}
+
+/* Loads text as "t.yaml"; returns the bundle (or NULL) and fills d. */
+static inline policy_bundle *load_text(const char *text, policy_diags *d) {
+  policy_bundle *b = NULL;
+  memset(d, 0, sizeof *d);
+  policy_bundle_from_text("t.yaml", text, strlen(text), &b, d);
+  return b;
+}
+
+/* Checks that text fails to load with the diagnostic `want` among its
+ * diagnostics. */
+#define CHECK_ERROR(text, want)                                          \
+  do {                                                                   \
+    policy_diags d_;                                                     \
+    policy_bundle *b_ = load_text(text, &d_);                            \
+    CHECK(b_ == NULL);                                                   \
+    CHECK_MSG(has_diag(&d_, want), "missing diagnostic: %s", want);      \
+    if (!has_diag(&d_, want)) dump_diags(&d_);                           \
+    policy_bundle_free(b_);                                              \
+    policy_diags_free(&d_);                                              \
+  } while (0)
+
+/* Checks that text loads, with the warning `want`. */
+#define CHECK_WARNING(text, want)                                        \
+  do {                                                                   \
+    policy_diags d_;                                                     \
+    policy_bundle *b_ = load_text(text, &d_);                            \
+    CHECK(b_ != NULL);                                                   \
+    CHECK_MSG(has_diag(&d_, want), "missing diagnostic: %s", want);      \
+    if (!b_ || !has_diag(&d_, want)) dump_diags(&d_);                    \
+    policy_bundle_free(b_);                                              \
+    policy_diags_free(&d_);                                              \
+  } while (0)
+
+#endif
