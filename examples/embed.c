@@ -54,9 +54,10 @@ int main(int argc, char **argv) {
       .action = point,
       .candidates = candidates,
       .ncandidates = 3,
-      .context_json = "{\"path\": \"/api/v1/orders\", \"method\": \"GET\", \"client_ip\": \"203.0.113.7\","
-                      " \"body_size\": 512, \"env\": {\"country\": \"CN\"},"
-                      " \"headers\": {\"user-agent\": \"Mozilla/5.0\"}}",
+      .context_json =
+          "{\"path\": \"/api/v1/orders\", \"method\": \"GET\", \"client_ip\": \"203.0.113.7\","
+          " \"body_size\": 512, \"env\": {\"country\": \"CN\"},"
+          " \"headers\": {\"user-agent\": \"Mozilla/5.0\"}}",
       .context_len = -1,
       .key = "203.0.113.7",
   };
@@ -69,11 +70,12 @@ int main(int argc, char **argv) {
   /* 4. The same kind of request as JSON, as a server would receive it, and
    *    the decision back as JSON. */
   char json[512];
-  snprintf(json, sizeof json,
-           "{\"action\": \"%s\", \"context\": {\"path\": \"/wp-admin/setup.php\", \"method\": "
-           "\"GET\", \"client_ip\": \"192.0.2.10\", \"body_size\": 0, \"env\": {\"country\": \"US\"}, "
-           "\"headers\": {\"user-agent\": \"sqlmap/1.7\"}}}",
-           point);
+  snprintf(
+      json, sizeof json,
+      "{\"action\": \"%s\", \"context\": {\"path\": \"/wp-admin/setup.php\", \"method\": "
+      "\"GET\", \"client_ip\": \"192.0.2.10\", \"body_size\": 0, \"env\": {\"country\": \"US\"}, "
+      "\"headers\": {\"user-agent\": \"sqlmap/1.7\"}}}",
+      point);
   if (rc == 0) {
     rc = vd_decide_json(engine, json, -1, d, &err);
     if (rc == 0) {

@@ -15,6 +15,8 @@ int cmd_check(int argc, char **argv);
 extern const char cmd_check_help[];
 int cmd_test(int argc, char **argv);
 extern const char cmd_test_help[];
+int cmd_snapshots(int argc, char **argv);
+extern const char cmd_snapshots_help[];
 
 /* Reads a whole file (or "-" for stdin) into a malloc'd NUL-terminated
  * buffer. Returns NULL and prints "verdict: PATH: reason" on failure. */

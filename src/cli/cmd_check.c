@@ -84,8 +84,8 @@ int cmd_check(int argc, char **argv) {
            plural(nrules, "rule", "rules"), errors, plural(errors, "error", "errors"), warnings,
            plural(warnings, "warning", "warnings"), b->version);
   } else {
-    printf("%zu %s, %zu %s; the bundle does not load\n", errors,
-           plural(errors, "error", "errors"), warnings, plural(warnings, "warning", "warnings"));
+    printf("%zu %s, %zu %s; the bundle does not load\n", errors, plural(errors, "error", "errors"),
+           warnings, plural(warnings, "warning", "warnings"));
   }
   int failed = rc != 0 || !b || errors > 0 || (strict && warnings > 0);
   policy_bundle_free(b);

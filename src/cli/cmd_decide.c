@@ -46,7 +46,8 @@ const char cmd_decide_help[] =
     "\n"
     "examples:\n"
     "  verdict decide --policy examples/policies examples/requests/request_gate.json\n"
-    "  echo '{\"action\":\"request_gate\",\"context\":{\"path\":\"/\"}}' | verdict decide -p DIR --trace\n"
+    "  echo '{\"action\":\"request_gate\",\"context\":{\"path\":\"/\"}}' | verdict decide -p DIR "
+    "--trace\n"
     "  verdict decide -p DIR --jsonl requests.jsonl > decisions.jsonl\n"
     "\n"
     "The policy language: docs/policy.md; the decision fields: docs/engine.md\n";
@@ -107,14 +108,22 @@ static void print_pretty(FILE *out, const char *s, size_t n) {
 
 static const char *code_name(int code) {
   switch (code) {
-    case VD_EJSON: return "json";
-    case VD_EREQUEST: return "request";
-    case VD_ELIMIT: return "limit";
-    case VD_ENOMEM: return "memory";
-    case VD_ENOTFOUND: return "not_found";
-    case VD_ENOCANDIDATE: return "no_candidate";
-    case VD_EINVAL: return "invalid";
-    default: return "error";
+    case VD_EJSON:
+      return "json";
+    case VD_EREQUEST:
+      return "request";
+    case VD_ELIMIT:
+      return "limit";
+    case VD_ENOMEM:
+      return "memory";
+    case VD_ENOTFOUND:
+      return "not_found";
+    case VD_ENOCANDIDATE:
+      return "no_candidate";
+    case VD_EINVAL:
+      return "invalid";
+    default:
+      return "error";
   }
 }
 

@@ -44,10 +44,14 @@ static int usage_error(const char *msg, const char *arg) {
 
 static const char *result_word(uint8_t r) {
   switch (r) {
-    case RR_TRUE: return "true";
-    case RR_FALSE: return "false";
-    case RR_ERROR: return "error";
-    default: return "skipped (not a candidate)";
+    case RR_TRUE:
+      return "true";
+    case RR_FALSE:
+      return "false";
+    case RR_ERROR:
+      return "error";
+    default:
+      return "skipped (not a candidate)";
   }
 }
 
@@ -146,8 +150,8 @@ int cmd_test(int argc, char **argv) {
   policy_bundle *b = NULL;
   if (policy_bundle_load(dir, &lo, &b, &diags) != 0 || !b) {
     for (size_t k = 0; k < diags.n; k++) policy_diag_print(&diags.items[k], stderr);
-    fprintf(stderr, "verdict test: %s: the bundle does not load (%zu error%s)\n", dir,
-            diags.errors, diags.errors == 1 ? "" : "s");
+    fprintf(stderr, "verdict test: %s: the bundle does not load (%zu error%s)\n", dir, diags.errors,
+            diags.errors == 1 ? "" : "s");
     policy_bundle_free(b);
     policy_diags_free(&diags);
     return 1;

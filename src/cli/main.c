@@ -20,6 +20,8 @@ static const command commands[] = {
     {"decide", "decide requests (JSON) against a policy bundle", cmd_decide, cmd_decide_help},
     {"check", "validate a policy bundle and report every problem", cmd_check, cmd_check_help},
     {"test", "run a policy bundle's inline tests", cmd_test, cmd_test_help},
+    {"snapshots", "list, show, export and trim recorded decision snapshots", cmd_snapshots,
+     cmd_snapshots_help},
 };
 
 static void usage(FILE *out) {

@@ -86,6 +86,7 @@ typedef struct parser {
   const char *buf, *end;
   size_t max_depth;
   int lenient;
+  int dup_last_wins;
   json_error *err;
   value *stk; /* finished values; an open object holds key, value, key, ... */
   size_t nstk, capstk;
@@ -692,16 +693,18 @@ static int report_dup(parser *P, const frame *f, size_t first, size_t dup) {
                  shown, k->s, k->n > 64 ? "..." : "", line, col);
 }
 
-/* Fails when two keys of the object (entries at stk[f->start], n of them)
- * are equal. */
-static int check_duplicates(parser *P, const frame *f, size_t n, const char *at) {
-  const value *e = P->stk + f->start; /* e[2i] is key i */
-  if (n <= 8) {
-    for (size_t j = 1; j < n; j++)
-      for (size_t i = 0; i < j; i++)
-        if (key_eq(&e[2 * i], &e[2 * j])) return report_dup(P, f, i, j);
-    return 0;
-  }
+/* Last-wins mode: entry j repeats entry i (i < j). Entry i takes j's value
+ * and j is marked dead (its key's string pointer set to NULL, which no live
+ * key has: an empty key points at the input). */
+static void merge_dup(value *e, size_t i, size_t j) {
+  e[2 * i + 1] = e[2 * j + 1];
+  e[2 * j].s = NULL;
+  e[2 * j].kind = V_NULL;
+}
+
+static int check_duplicates_hashed(parser *P, const frame *f, size_t n, const char *at,
+                                   int *merged) {
+  value *e = P->stk + f->start;
   uint32_t local[256], *slot = local;
   size_t size = 16;
   while (size < 2 * n) size *= 2;
@@ -715,15 +718,53 @@ static int check_duplicates(parser *P, const frame *f, size_t n, const char *at)
     size_t h = (size_t)key_hash(&e[2 * j]) & (size - 1);
     while (slot[h] != UINT32_MAX) {
       if (key_eq(&e[2 * slot[h]], &e[2 * j])) {
-        rc = report_dup(P, f, slot[h], j);
+        if (P->dup_last_wins) {
+          merge_dup(e, slot[h], j);
+          *merged = 1;
+        } else {
+          rc = report_dup(P, f, slot[h], j);
+        }
         break;
       }
       h = (h + 1) & (size - 1);
     }
-    if (rc == 0) slot[h] = (uint32_t)j;
+    if (rc == 0 && slot[h] == UINT32_MAX) slot[h] = (uint32_t)j;
   }
   if (slot != local) free(slot);
   return rc;
+}
+
+/* Fails when two keys of the object (entries at stk[f->start], n of them)
+ * are equal, or, in last-wins mode, merges them and compacts the object
+ * (*pn becomes the number of distinct keys). */
+static int check_duplicates(parser *P, const frame *f, size_t *pn, const char *at) {
+  value *e = P->stk + f->start; /* e[2i] is key i */
+  size_t n = *pn;
+  int merged = 0;
+  if (n <= 8) {
+    for (size_t j = 1; j < n; j++)
+      for (size_t i = 0; i < j; i++)
+        if (e[2 * i].kind == V_STRING && key_eq(&e[2 * i], &e[2 * j])) {
+          if (!P->dup_last_wins) return report_dup(P, f, i, j);
+          merge_dup(e, i, j);
+          merged = 1;
+          break;
+        }
+  } else {
+    int rc = check_duplicates_hashed(P, f, n, at, &merged);
+    if (rc != 0) return rc;
+  }
+  if (merged) {
+    size_t w = 0;
+    for (size_t r = 0; r < n; r++) {
+      if (e[2 * r].kind != V_STRING) continue;
+      e[2 * w] = e[2 * r];
+      e[2 * w + 1] = e[2 * r + 1];
+      w++;
+    }
+    *pn = w;
+  }
+  return 0;
 }
 
 /* Closes the innermost container (its closing bracket is at `at`): moves its
@@ -735,7 +776,7 @@ static int close_container(parser *P, const char *at) {
   if (f->is_map) {
     n /= 2;
     if (n > UINT32_MAX) return FAIL_BETWEEN(P, at, "more than 2^32-1 members in one object");
-    if (check_duplicates(P, f, n, at) != 0) return -1;
+    if (check_duplicates(P, f, &n, at) != 0) return -1;
     map_entry *e = NULL;
     if (n) {
       e = arena_alloc(P->a, n * sizeof *e);
@@ -926,6 +967,7 @@ int json_parse(arena *a, const char *buf, size_t len, const json_opts *opts, val
   P.end = buf + len;
   P.max_depth = opts && opts->max_depth ? opts->max_depth : JSON_DEFAULT_DEPTH;
   P.lenient = opts ? opts->lenient : 0;
+  P.dup_last_wins = opts ? opts->duplicates == JSON_DUP_LAST_WINS : 0;
   P.err = err;
   P.stk = P.stk0;
   P.nstk = 0;

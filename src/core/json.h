@@ -59,7 +59,14 @@ typedef struct json_opts {
   size_t max_depth; /* 0 = default (512) */
   size_t max_size;  /* 0 = default (64 MiB) */
   int lenient;      /* accept NaN, Infinity, -Infinity */
+  /* Duplicate object keys: JSON_DUP_REJECT (0, the default: an error) or
+   * JSON_DUP_LAST_WINS (the later member replaces the earlier one, as
+   * JavaScript's JSON.parse does; the entry keeps the first one's place). */
+  int duplicates;
 } json_opts;
+
+#define JSON_DUP_REJECT 0
+#define JSON_DUP_LAST_WINS 1
 
 typedef struct json_error {
   size_t offset;     /* byte offset of the problem */

@@ -50,11 +50,10 @@ void action_name_defaults(const char *name, size_t n, bool *allowed, bool *revie
 #define STARTS(lit) (n > sizeof(lit) - 1 && memcmp(name, lit, sizeof(lit) - 1) == 0)
   *allowed = true;
   *review = false;
-  if (IS("block") || IS("deny") || IS("reject") || IS("drop") || IS("refuse") ||
-      STARTS("block_") || STARTS("deny_")) {
+  if (IS("block") || IS("deny") || IS("reject") || IS("drop") || IS("refuse") || STARTS("block_") ||
+      STARTS("deny_")) {
     *allowed = false;
-  } else if (IS("ask") || IS("challenge") || IS("review") || STARTS("ask_") ||
-             STARTS("review_")) {
+  } else if (IS("ask") || IS("challenge") || IS("review") || STARTS("ask_") || STARTS("review_")) {
     *allowed = false;
     *review = true;
   }
@@ -95,10 +94,12 @@ static value let_value(dctx *x, uint32_t i) {
     }
   }
   switch (x->let_state[i]) {
-    case LET_DONE: return x->let_vals[i];
+    case LET_DONE:
+      return x->let_vals[i];
     case LET_BUSY:
       return value_errorf(x->ectx.arena, "let '%s' depends on itself", s->lets[i].name);
-    default: break;
+    default:
+      break;
   }
   x->let_state[i] = LET_BUSY;
   value v = expr_eval(s->lets[i].prog, &x->act, &x->ectx);
@@ -114,7 +115,7 @@ static value let_value(dctx *x, uint32_t i) {
 }
 
 static int is_type_name(const char *s, size_t n) {
-  static const char *const types[] = {"int",  "uint", "double", "bool", "string",
+  static const char *const types[] = {"int",   "uint", "double", "bool",      "string",
                                       "bytes", "list", "map",    "null_type", "type"};
   for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
     if (strlen(types[i]) == n && memcmp(types[i], s, n) == 0) return 1;
@@ -162,6 +163,24 @@ static int lookup(void *user, const char *name, size_t len, value *out) {
 
 static const char *dup(vd_decision *d, const char *s) {
   return s ? arena_strndup(&d->mem, s, strlen(s)) : NULL;
+}
+
+/* a + b + c + d[0..dn) in the arena, NUL-terminated; d may be NULL.
+ * dn == (size_t)-1: d is NUL-terminated. (The error paths use this rather
+ * than snprintf: they are decisions too, and should cost little.) */
+static const char *cat(arena *m, const char *a, const char *b, const char *c, const char *dd,
+                       size_t dn) {
+  size_t an = strlen(a), bn = strlen(b), cn = strlen(c);
+  if (!dd) dn = 0;
+  if (dd && dn == (size_t)-1) dn = strlen(dd);
+  char *p = arena_alloc(m, an + bn + cn + dn + 1);
+  if (!p) return NULL;
+  memcpy(p, a, an);
+  memcpy(p + an, b, bn);
+  memcpy(p + an + bn, c, cn);
+  if (dn) memcpy(p + an + bn + cn, dd, dn);
+  p[an + bn + cn + dn] = '\0';
+  return p;
 }
 
 static int nomem(vd_error *err) {
@@ -212,24 +231,23 @@ static int no_candidate(dctx *x, const uint8_t *mask, int32_t chosen, vd_error *
       } else {
         action_name_defaults(c->s, c->n, &d->allowed, &d->review);
       }
-      snprintf(msg, sizeof msg,
-               "'%s' (the %s) is not among the candidates; on_no_candidate: first", was,
-               d->source == SRC_ERROR ? "on_error action" : "default");
+      snprintf(msg, sizeof msg, "'%s' (the %s) is not among the candidates; on_no_candidate: first",
+               was, d->source == SRC_ERROR ? "on_error action" : "default");
       break;
     }
     case NC_ACTION:
       if (s->nc_action >= 0 && mask[s->nc_action]) {
         if (set_action(d, s, s->nc_action)) return nomem(err);
-        snprintf(msg, sizeof msg,
-                 "'%s' (the %s) is not among the candidates; on_no_candidate: %s", was,
-                 d->source == SRC_ERROR ? "on_error action" : "default",
+        snprintf(msg, sizeof msg, "'%s' (the %s) is not among the candidates; on_no_candidate: %s",
+                 was, d->source == SRC_ERROR ? "on_error action" : "default",
                  s->actions[s->nc_action].name);
         break;
       }
       return engine_error(err, VD_ENOCANDIDATE, 0, 0, "$.candidates",
                           "strategy '%s' answered '%s' (%s), and its on_no_candidate action "
                           "'%s' is not among the candidates either",
-                          s->name, was, d->source, s->nc_action >= 0 ? s->actions[s->nc_action].name : "?");
+                          s->name, was, d->source,
+                          s->nc_action >= 0 ? s->actions[s->nc_action].name : "?");
     default:
       return engine_error(err, VD_ENOCANDIDATE, 0, 0, "$.candidates",
                           "strategy '%s' answered '%s' (%s), which is not among the request's "
@@ -291,7 +309,7 @@ int decide_run(const policy_bundle *b, const decide_request *req, const decide_l
   }
 
   const policy_rule *matched = NULL, *failed = NULL;
-  char errmsg[1200];
+  const char *why = NULL; /* what failed, in the arena */
   for (uint32_t k = 0; k < nrules; k++) {
     const policy_rule *r = &s->rules[order ? order[k] : k];
     trace_rule *t = NULL;
@@ -305,9 +323,8 @@ int decide_run(const policy_bundle *b, const decide_request *req, const decide_l
       continue;
     }
     if (r->reads_model) {
-      snprintf(errmsg, sizeof errmsg,
-               "rule '%s' reads the model, but models are not available yet", r->name);
-      failed = r;
+      why = cat(&d->mem, "rule '", r->name, "' reads the model, but models are not available yet",
+                NULL, 0);
     } else {
       value v = expr_eval(r->cond, &x.act, &x.ectx);
       if (v.kind == V_BOOL) {
@@ -319,16 +336,17 @@ int decide_run(const policy_bundle *b, const decide_request *req, const decide_l
         continue;
       }
       if (v.kind == V_ERROR)
-        snprintf(errmsg, sizeof errmsg, "rule '%s' failed: %.*s", r->name,
-                 (int)(v.n > 1000 ? 1000 : v.n), v.s);
+        why = cat(&d->mem, "rule '", r->name, "' failed: ", v.s, v.n);
       else
-        snprintf(errmsg, sizeof errmsg, "rule '%s' gave %s, not a bool", r->name,
-                 value_kind_name((value_kind)v.kind));
-      failed = r;
+        why = cat(&d->mem, "rule '", r->name, "' gave a value of type ",
+                  value_kind_name((value_kind)v.kind), (size_t)-1);
+      if (why && v.kind != V_ERROR) why = cat(&d->mem, why, ", not a bool", "", NULL, 0);
     }
+    failed = r;
+    if (!why) return nomem(err);
     if (t) {
       t->result = RR_ERROR;
-      t->error = dup(d, errmsg);
+      t->error = why;
     }
     break;
   }
@@ -348,22 +366,18 @@ int decide_run(const policy_bundle *b, const decide_request *req, const decide_l
   } else {
     if (!failed) {
       if (s->fallback_model)
-        snprintf(errmsg, sizeof errmsg,
-                 "no rule matched, and the fallback model '%s' is not available yet",
-                 s->fallback_model);
+        why = cat(&d->mem, "no rule matched, and the fallback model '", s->fallback_model,
+                  "' is not available yet", NULL, 0);
       else
-        snprintf(errmsg, sizeof errmsg, "no rule matched, and the strategy has no default");
+        why = dup(d, "no rule matched, and the strategy has no default");
     }
     d->source = SRC_ERROR;
     d->confidence = 0.0;
     d->rule = failed ? dup(d, failed->name) : NULL;
-    if (s->on_error.reason) {
-      char both[1600];
-      snprintf(both, sizeof both, "%s (%s)", s->on_error.reason, errmsg);
-      d->reason = dup(d, both);
-    } else {
-      d->reason = dup(d, errmsg);
-    }
+    /* The strategy's on_error reason first, then what failed. */
+    d->reason = why && s->on_error.reason
+                    ? cat(&d->mem, s->on_error.reason, " (", why, ")", (size_t)-1)
+                    : why;
     if (!d->reason) return nomem(err);
     chosen = s->on_error.action;
   }

@@ -80,8 +80,10 @@ struct vd_decision {
   const char *strategy;
   char policy_version[65];
 
-  /* stage times in ns, and the request-to-decision latency */
+  /* stage times in ns (parse and decide only when tracing), and the
+   * request-to-decision latency */
   uint64_t ns_parse, ns_decide, ns_render;
+  uint64_t latency_ns;
   double latency_us;
 
   /* the trace (filled only when trace_on) */

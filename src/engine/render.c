@@ -7,7 +7,6 @@
  * plus "trace":{..} on request. The fields are written by hand rather than
  * built as a value and serialised: it is the last stage of the hot path and
  * this way it costs one pass over a few short strings. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,16 +25,36 @@ static void put_str_or_null(json_buf *b, const char *s) {
 
 static void put_u64(json_buf *b, uint64_t u) {
   char t[24];
-  int n = snprintf(t, sizeof t, "%llu", (unsigned long long)u);
-  json_buf_put(b, t, (size_t)n);
+  size_t i = sizeof t;
+  do {
+    t[--i] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  json_buf_put(b, t + i, sizeof t - i);
+}
+
+/* ns as microseconds with up to three decimals ("0.734", "12.5", "3.0"),
+ * without going through a double. */
+static void put_us(json_buf *b, uint64_t ns) {
+  put_u64(b, ns / 1000);
+  unsigned frac = (unsigned)(ns % 1000);
+  char t[4] = {'.', (char)('0' + frac / 100), (char)('0' + frac / 10 % 10),
+               (char)('0' + frac % 10)};
+  size_t n = 4;
+  while (n > 2 && t[n - 1] == '0') n--;
+  json_buf_put(b, t, n);
 }
 
 static const char *result_name(uint8_t r) {
   switch (r) {
-    case RR_TRUE: return "true";
-    case RR_FALSE: return "false";
-    case RR_ERROR: return "error";
-    default: return "skipped-not-candidate";
+    case RR_TRUE:
+      return "true";
+    case RR_FALSE:
+      return "false";
+    case RR_ERROR:
+      return "error";
+    default:
+      return "skipped-not-candidate";
   }
 }
 
@@ -80,7 +99,7 @@ static void put_trace(json_buf *b, const vd_decision *d) {
 }
 
 int decision_render(vd_decision *d, int flags, const char **out, size_t *len) {
-  uint64_t t0 = engine_now_ns();
+  uint64_t t0 = flags & VD_JSON_TRACE ? engine_now_ns() : 0;
   json_buf b;
   json_buf_init(&b, &d->mem);
   put_lit(&b, "{\"action\":");
@@ -88,7 +107,12 @@ int decision_render(vd_decision *d, int flags, const char **out, size_t *len) {
   put_lit(&b, d->allowed ? ",\"allowed\":true" : ",\"allowed\":false");
   put_lit(&b, d->review ? ",\"review\":true" : ",\"review\":false");
   put_lit(&b, ",\"confidence\":");
-  json_write_double(&b, d->confidence);
+  if (d->confidence == 1.0)
+    put_lit(&b, "1.0");
+  else if (d->confidence == 0.0)
+    put_lit(&b, "0.0");
+  else
+    json_write_double(&b, d->confidence);
   put_lit(&b, ",\"source\":");
   put_str_or_null(&b, d->source);
   put_lit(&b, ",\"reason\":{\"rule\":");
@@ -97,14 +121,18 @@ int decision_render(vd_decision *d, int flags, const char **out, size_t *len) {
   put_str_or_null(&b, d->reason);
   put_lit(&b, "},\"strategy\":");
   put_str_or_null(&b, d->strategy);
-  put_lit(&b, ",\"policy_version\":");
-  put_str_or_null(&b, d->policy_version);
+  /* The version is 64 hex digits: nothing to escape. */
+  put_lit(&b, ",\"policy_version\":\"");
+  json_buf_put(&b, d->policy_version, strlen(d->policy_version));
+  json_buf_putc(&b, '"');
   put_lit(&b, ",\"model_version\":null,\"latency_us\":");
   /* Nanosecond resolution is all the clock gives: three decimals. */
-  json_write_double(&b, round(d->latency_us * 1000.0) / 1000.0);
-  /* The render stage is timed up to here: the trace reports it. */
-  d->ns_render = engine_now_ns() - t0;
-  if (flags & VD_JSON_TRACE) put_trace(&b, d);
+  put_us(&b, d->latency_ns);
+  if (flags & VD_JSON_TRACE) {
+    /* The render stage is timed up to here: the trace reports it. */
+    d->ns_render = engine_now_ns() - t0;
+    put_trace(&b, d);
+  }
   json_buf_putc(&b, '}');
   json_buf_putc(&b, '\0');
   if (b.oom) return VD_ENOMEM;

@@ -18,15 +18,22 @@
 /* How a JSON user would name the type of v. */
 static const char *json_kind(const value *v) {
   switch (v->kind) {
-    case V_NULL: return "null";
-    case V_BOOL: return v->b ? "true" : "false";
+    case V_NULL:
+      return "null";
+    case V_BOOL:
+      return v->b ? "true" : "false";
     case V_INT:
     case V_UINT:
-    case V_DOUBLE: return "a number";
-    case V_STRING: return "a string";
-    case V_LIST: return "an array";
-    case V_MAP: return "an object";
-    default: return value_kind_name((value_kind)v->kind);
+    case V_DOUBLE:
+      return "a number";
+    case V_STRING:
+      return "a string";
+    case V_LIST:
+      return "an array";
+    case V_MAP:
+      return "an object";
+    default:
+      return value_kind_name((value_kind)v->kind);
   }
 }
 
@@ -78,8 +85,7 @@ static int request_from_map(const value *root, decide_request *req, vd_error *er
     if (key_is(k, "action")) {
       if (v->kind != V_STRING)
         return engine_error(err, VD_EREQUEST, 0, 0, "$.action",
-                            "$.action must be a string (the decision point), not %s",
-                            json_kind(v));
+                            "$.action must be a string (the decision point), not %s", json_kind(v));
       if (v->n == 0)
         return engine_error(err, VD_EREQUEST, 0, 0, "$.action",
                             "$.action is empty; it must name a decision point");
@@ -88,8 +94,7 @@ static int request_from_map(const value *root, decide_request *req, vd_error *er
     } else if (key_is(k, "candidates")) {
       if (v->kind != V_LIST)
         return engine_error(err, VD_EREQUEST, 0, 0, "$.candidates",
-                            "$.candidates must be an array of action names, not %s",
-                            json_kind(v));
+                            "$.candidates must be an array of action names, not %s", json_kind(v));
       for (uint32_t j = 0; j < v->n; j++)
         if (v->items[j].kind != V_STRING) {
           char path[64];
@@ -139,8 +144,9 @@ static int json_failure(vd_error *err, const json_error *je, const char *what,
     snprintf(path, sizeof path, "%s%s", path_prefix, p + 1);
   else
     snprintf(path, sizeof path, "%s", p);
-  return engine_error(err, code, je->line, je->column, path, "%s is not valid JSON: %d:%d: %s (at %s)",
-                      what, je->line, je->column, je->message, path);
+  return engine_error(err, code, je->line, je->column, path,
+                      "%s is not valid JSON: %d:%d: %s (at %s)", what, je->line, je->column,
+                      je->message, path);
 }
 
 int request_parse_json(arena *a, const char *json, size_t len, const decide_limits *lim,
@@ -199,8 +205,7 @@ int request_from_c(arena *a, const vd_request *r, const decide_limits *lim, deci
     for (size_t i = 0; i < r->ncandidates; i++) {
       char path[64];
       snprintf(path, sizeof path, "$.candidates[%zu]", i);
-      if (!r->candidates[i])
-        return engine_error(err, VD_EREQUEST, 0, 0, path, "%s is NULL", path);
+      if (!r->candidates[i]) return engine_error(err, VD_EREQUEST, 0, 0, path, "%s is NULL", path);
       if ((rc = c_string(r->candidates[i], path, &items[i], err))) return rc;
     }
     req->candidates = value_list(items, (uint32_t)r->ncandidates);

@@ -40,11 +40,14 @@ static int name_is(const ast *e, const char *s) {
 static void free_idents(walk *w, const ast *e) {
   if (!e) return;
   switch (e->kind) {
-    case A_LIT: return;
+    case A_LIT:
+      return;
     case A_IDENT:
       if (!is_bound(w, e)) w->fn(w->user, e);
       return;
-    case A_SELECT: free_idents(w, e->target); return;
+    case A_SELECT:
+      free_idents(w, e->target);
+      return;
     case A_CALL:
       /* cel.bind(v, init, body): v is bound in body only. */
       if (e->target && e->target->kind == A_IDENT && name_is(e->target, "cel") &&
@@ -131,8 +134,10 @@ bool ast_is_scalar_lit(const ast *e) {
     case V_UINT:
     case V_DOUBLE:
     case V_STRING:
-    case V_BYTES: return true;
-    default: return false;
+    case V_BYTES:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -143,8 +148,12 @@ static void put(json_buf *b, const char *s) { json_buf_put(b, s, strlen(s)); }
 static void render_lit(json_buf *b, const value *v) {
   char tmp[64];
   switch (v->kind) {
-    case V_NULL: put(b, "null"); return;
-    case V_BOOL: put(b, v->b ? "true" : "false"); return;
+    case V_NULL:
+      put(b, "null");
+      return;
+    case V_BOOL:
+      put(b, v->b ? "true" : "false");
+      return;
     case V_INT:
       snprintf(tmp, sizeof tmp, "%" PRId64, v->i);
       put(b, tmp);
@@ -157,7 +166,9 @@ static void render_lit(json_buf *b, const value *v) {
       put(b, "d:");
       json_write_double(b, v->d);
       return;
-    case V_STRING: json_write_string(b, v->s, v->n); return;
+    case V_STRING:
+      json_write_string(b, v->s, v->n);
+      return;
     case V_BYTES:
       put(b, "b");
       json_write_string(b, v->s, v->n);
@@ -170,8 +181,12 @@ static void render_lit(json_buf *b, const value *v) {
 
 static void render(json_buf *b, const ast *e) {
   switch (e->kind) {
-    case A_LIT: render_lit(b, &e->lit); return;
-    case A_IDENT: json_buf_put(b, e->name, e->name_len); return;
+    case A_LIT:
+      render_lit(b, &e->lit);
+      return;
+    case A_IDENT:
+      json_buf_put(b, e->name, e->name_len);
+      return;
     case A_SELECT:
       put(b, e->test_only ? "(has " : "(. ");
       render(b, e->target);

@@ -196,7 +196,8 @@ static void finish(policy_bundle *b, const strategy_marks *marks, policy_diags *
   for (uint32_t i = 1; i < n; i++) {
     const strategy *x = order[i];
     uint32_t j = i;
-    while (j > 0 && strcmp(order[j - 1]->name ? order[j - 1]->name : "", x->name ? x->name : "") > 0) {
+    while (j > 0 &&
+           strcmp(order[j - 1]->name ? order[j - 1]->name : "", x->name ? x->name : "") > 0) {
       order[j] = order[j - 1];
       j--;
     }
@@ -219,8 +220,7 @@ static void finish(policy_bundle *b, const strategy_marks *marks, policy_diags *
 
 static int done(policy_bundle *b, const policy_load_opts *opts, policy_bundle **out,
                 policy_diags *d, size_t errors0, size_t warnings0) {
-  int failed = d->errors > errors0 ||
-               (opts && opts->warnings_as_errors && d->warnings > warnings0);
+  int failed = d->errors > errors0 || (opts && opts->warnings_as_errors && d->warnings > warnings0);
   if (failed) {
     policy_bundle_free(b);
     return -1;

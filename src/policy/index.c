@@ -117,8 +117,7 @@ typedef struct builder {
 
 static int name_in(const ast *id, const char *const *names, uint32_t n) {
   for (uint32_t i = 0; i < n; i++)
-    if (strlen(names[i]) == id->name_len && memcmp(names[i], id->name, id->name_len) == 0)
-      return 1;
+    if (strlen(names[i]) == id->name_len && memcmp(names[i], id->name, id->name_len) == 0) return 1;
   return 0;
 }
 
@@ -518,8 +517,8 @@ int rule_index_build(arena *mem, arena *scratch, const strategy_build *b, policy
         continue;
       }
       uint32_t cu = x.paths[c->path].uses, bu = x.paths[best->path].uses;
-      if (cu > bu || (cu == bu && c->path == best->path && best->kind == K_PREFIX &&
-                      c->kind != K_PREFIX))
+      if (cu > bu ||
+          (cu == bu && c->path == best->path && best->kind == K_PREFIX && c->kind != K_PREFIX))
         best = c;
     }
     if (best) {
@@ -686,8 +685,8 @@ static void heap_sort(uint32_t *a, uint32_t n) {
   }
 }
 
-uint32_t rule_index_candidates(const rule_index *ix, const strategy *s,
-                               const expr_activation *act, uint32_t *out) {
+uint32_t rule_index_candidates(const rule_index *ix, const strategy *s, const expr_activation *act,
+                               uint32_t *out) {
   uint32_t n = s->nrules;
   if (!ix || ix->npaths == 0) {
     for (uint32_t i = 0; i < n; i++) out[i] = i;

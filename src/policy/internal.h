@@ -35,11 +35,11 @@ typedef enum ystyle {
 
 typedef struct ynode ynode;
 struct ynode {
-  uint8_t kind;  /* ykind */
-  uint8_t style; /* ystyle */
-  int line, col; /* 1-based, where the node starts (col in code points) */
-  size_t pos;    /* byte offset of the start in the source */
-  size_t end;    /* byte offset just past the node */
+  uint8_t kind;     /* ykind */
+  uint8_t style;    /* ystyle */
+  int line, col;    /* 1-based, where the node starts (col in code points) */
+  size_t pos;       /* byte offset of the start in the source */
+  size_t end;       /* byte offset just past the node */
   const char *text; /* scalars: the decoded text (NUL-terminated) */
   uint32_t len;
   value v;      /* scalars: the value per the YAML 1.2 core schema and tags */
@@ -56,8 +56,8 @@ int yaml_load(arena *a, const char *file, const char *src, size_t len, ynode **r
 int yaml_to_value(arena *a, const ynode *n, value *out);
 /* Position of byte `off` of a scalar's decoded text in the source: exact
  * for single-line scalars, the right line for block scalars. */
-void yaml_scalar_place(const ynode *n, const char *src, size_t len, size_t off, int *line,
-                       int *col, size_t *byte_pos);
+void yaml_scalar_place(const ynode *n, const char *src, size_t len, size_t off, int *line, int *col,
+                       size_t *byte_pos);
 /* 1-based column of byte position pos (code points since the line start). */
 int yaml_column_of(const char *src, size_t pos);
 
@@ -100,17 +100,17 @@ typedef struct rule_info {
 } rule_info;
 
 typedef struct strategy_build {
-  strategy *s;         /* being filled (arrays in the bundle arena) */
-  rule_info *rules;    /* s->nrules entries */
+  strategy *s;      /* being filled (arrays in the bundle arena) */
+  rule_info *rules; /* s->nrules entries */
   const char *src;
   size_t src_len;
   const char *file;
   const ynode *root;
   const char *const *let_names;
   uint32_t nlets;
-  const ast *const *let_trees;    /* per let; NULL when it did not compile */
-  const ynode *const *let_nodes;  /* per let: the expression scalar */
-  const uint8_t *let_model;       /* per let: reads model, maybe through other lets */
+  const ast *const *let_trees;   /* per let; NULL when it did not compile */
+  const ynode *const *let_nodes; /* per let: the expression scalar */
+  const uint8_t *let_model;      /* per let: reads model, maybe through other lets */
   const char *const *const_names;
   uint32_t nconsts;
 } strategy_build;
@@ -125,9 +125,8 @@ typedef struct strategy_marks {
 
 /* Compiles the document `root` of file into *s. mem is the bundle arena,
  * scratch the per-file one. Returns the number of errors added to d. */
-size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char *src,
-                        size_t len, const ynode *root, strategy *s, strategy_marks *m,
-                        policy_diags *d);
+size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char *src, size_t len,
+                        const ynode *root, strategy *s, strategy_marks *m, policy_diags *d);
 
 /* ---- lint.c ---- */
 void strategy_lint(const strategy_build *b, policy_diags *d);

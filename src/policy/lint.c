@@ -24,9 +24,30 @@
 
 typedef struct rparts {
   const char **text; /* renderings, scratch */
+  uint64_t *hash;    /* of each rendering */
   uint32_t n;
-  int complete; /* every part was captured */
+  uint32_t key; /* the part this rule is filed under (its rarest) */
+  int eligible; /* may shadow later rules */
 } rparts;
+
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h ? h : 1;
+}
+
+/* A multiset of part hashes: open addressing, counts and posting lists. */
+typedef struct ptable {
+  uint64_t *keys; /* 0: empty */
+  uint32_t *count, *off, *fill;
+  uint32_t mask;
+} ptable;
+
+static uint32_t pt_slot(const ptable *t, uint64_t h) {
+  uint32_t i = (uint32_t)h & t->mask;
+  while (t->keys[i] && t->keys[i] != h) i = (i + 1) & t->mask;
+  return i;
+}
 
 static void warn(const strategy_build *b, policy_diags *d, int line, int col, const char *key,
                  const char *fmt, ...) __attribute__((format(printf, 6, 7)));
@@ -38,59 +59,117 @@ static void warn(const strategy_build *b, policy_diags *d, int line, int col, co
   va_end(ap);
 }
 
-static int has_part(const rparts *r, const char *t) {
+static int has_part(const rparts *r, uint64_t h, const char *t) {
   for (uint32_t i = 0; i < r->n; i++)
-    if (!strcmp(r->text[i], t)) return 1;
+    if (r->hash[i] == h && !strcmp(r->text[i], t)) return 1;
   return 0;
 }
 
+static int is_subset(const rparts *a, const rparts *b) {
+  for (uint32_t k = 0; k < a->n; k++)
+    if (!has_part(b, a->hash[k], a->text[k])) return 0;
+  return 1;
+}
+
+static void report_shadow(const strategy_build *b, policy_diags *d, uint32_t i, uint32_t j,
+                          int always) {
+  const strategy *s = b->s;
+  const policy_rule *ri = &s->rules[i], *rj = &s->rules[j];
+  char key[32], caveat[256] = "";
+  snprintf(key, sizeof key, "rules[%u]", j);
+  if (ri->action != rj->action && ri->action >= 0)
+    snprintf(caveat, sizeof caveat,
+             " (unless a request's candidates leave out '%s', which passes rule '%s' over)",
+             s->actions[ri->action].name, ri->name);
+  if (always)
+    warn(b, d, rj->line, rj->column, key,
+         "rule '%s' can never match: rule '%s' (rules[%u], line %d) always matches first%s",
+         rj->name, ri->name, i, ri->line, caveat);
+  else
+    warn(b, d, rj->line, rj->column, key,
+         "rule '%s' can never match: rule '%s' (rules[%u], line %d) matches whenever it does, "
+         "and comes first%s",
+         rj->name, ri->name, i, ri->line, caveat);
+}
+
+/* Rule i shadows a later rule j when i's condition is `true` or i's parts
+ * are a subset of j's. Rather than trying every earlier rule, each rule is
+ * filed under its rarest part; a rule j then only tries the rules filed
+ * under one of its own parts. */
 static void lint_shadowed(const strategy_build *b, policy_diags *d, arena *scratch) {
   const strategy *s = b->s;
-  rparts *rp = arena_zalloc(scratch, (s->nrules + 1) * sizeof *rp);
+  uint32_t nr = s->nrules;
+  rparts *rp = arena_zalloc(scratch, (nr + 1) * sizeof *rp);
   if (!rp) return;
-  for (uint32_t r = 0; r < s->nrules; r++) {
+  uint32_t total = 0, first_true = UINT32_MAX;
+  for (uint32_t r = 0; r < nr; r++) {
     const ast *c = b->rules[r].cond;
     if (!c) continue;
     const ast *parts[MAX_PARTS];
     uint32_t n = ast_conjuncts(c, parts, MAX_PARTS);
-    rp[r].complete = n <= MAX_PARTS;
+    rp[r].eligible = n <= MAX_PARTS && !s->rules[r].reads_model;
+    if (ast_is_true(c) && first_true == UINT32_MAX && !s->rules[r].reads_model) first_true = r;
     if (n > MAX_PARTS) n = MAX_PARTS;
     rp[r].text = arena_alloc(scratch, (n ? n : 1) * sizeof *rp[r].text);
-    if (!rp[r].text) return;
+    rp[r].hash = arena_alloc(scratch, (n ? n : 1) * sizeof *rp[r].hash);
+    if (!rp[r].text || !rp[r].hash) return;
     for (uint32_t i = 0; i < n; i++) {
       rp[r].text[i] = ast_render(scratch, parts[i]);
       if (!rp[r].text[i]) return;
+      rp[r].hash[i] = hash_str(rp[r].text[i]);
     }
     rp[r].n = n;
+    total += n;
   }
-  for (uint32_t j = 1; j < s->nrules; j++) {
-    if (!b->rules[j].cond) continue;
-    for (uint32_t i = 0; i < j; i++) {
-      const ast *ci = b->rules[i].cond;
-      if (!ci || s->rules[i].reads_model || !rp[i].complete) continue;
-      int always = ast_is_true(ci);
-      int subset = !always;
-      for (uint32_t k = 0; subset && k < rp[i].n; k++)
-        if (!has_part(&rp[j], rp[i].text[k])) subset = 0;
-      if (!always && !subset) continue;
-      const policy_rule *ri = &s->rules[i], *rj = &s->rules[j];
-      char key[32], caveat[256] = "";
-      snprintf(key, sizeof key, "rules[%u]", j);
-      if (ri->action != rj->action && ri->action >= 0)
-        snprintf(caveat, sizeof caveat,
-                 " (unless a request's candidates leave out '%s', which passes rule '%s' over)",
-                 s->actions[ri->action].name, ri->name);
-      if (always)
-        warn(b, d, rj->line, rj->column, key,
-             "rule '%s' can never match: rule '%s' (rules[%u], line %d) always matches first%s",
-             rj->name, ri->name, i, ri->line, caveat);
-      else
-        warn(b, d, rj->line, rj->column, key,
-             "rule '%s' can never match: rule '%s' (rules[%u], line %d) matches whenever it does, "
-             "and comes first%s",
-             rj->name, ri->name, i, ri->line, caveat);
-      break;
+  ptable t;
+  uint32_t cap = 16;
+  while (cap < 2 * total + 2) cap *= 2;
+  t.mask = cap - 1;
+  t.keys = arena_zalloc(scratch, cap * sizeof *t.keys);
+  t.count = arena_zalloc(scratch, cap * sizeof *t.count);
+  t.off = arena_zalloc(scratch, cap * sizeof *t.off);
+  t.fill = arena_zalloc(scratch, cap * sizeof *t.fill);
+  uint32_t *post = arena_alloc(scratch, (nr + 1) * sizeof *post);
+  if (!t.keys || !t.count || !t.off || !t.fill || !post) return;
+  /* how many rules have each part */
+  for (uint32_t r = 0; r < nr; r++)
+    for (uint32_t k = 0; k < rp[r].n; k++) {
+      uint32_t i = pt_slot(&t, rp[r].hash[k]);
+      t.keys[i] = rp[r].hash[k];
+      t.count[i]++;
     }
+  /* file each eligible rule under its rarest part: posting lists, ascending */
+  for (uint32_t r = 0; r < nr; r++) {
+    if (!rp[r].eligible || !rp[r].n) continue;
+    uint32_t best = 0;
+    for (uint32_t k = 1; k < rp[r].n; k++)
+      if (t.count[pt_slot(&t, rp[r].hash[k])] < t.count[pt_slot(&t, rp[r].hash[best])]) best = k;
+    rp[r].key = best;
+    t.off[pt_slot(&t, rp[r].hash[best])]++; /* counted here, turned into offsets below */
+  }
+  uint32_t at = 0;
+  for (uint32_t i = 0; i < cap; i++) {
+    uint32_t n = t.off[i];
+    t.off[i] = at;
+    at += n;
+  }
+  for (uint32_t r = 0; r < nr; r++) {
+    if (!rp[r].eligible || !rp[r].n) continue;
+    uint32_t i = pt_slot(&t, rp[r].hash[rp[r].key]);
+    post[t.off[i] + t.fill[i]++] = r;
+  }
+  for (uint32_t j = 0; j < nr; j++) {
+    if (!b->rules[j].cond) continue;
+    uint32_t best = first_true < j ? first_true : UINT32_MAX;
+    for (uint32_t k = 0; k < rp[j].n; k++) {
+      uint32_t slot = pt_slot(&t, rp[j].hash[k]);
+      for (uint32_t q = 0; q < t.fill[slot]; q++) {
+        uint32_t i = post[t.off[slot] + q];
+        if (i >= j || i >= best) break;
+        if (is_subset(&rp[i], &rp[j])) best = i;
+      }
+    }
+    if (best != UINT32_MAX) report_shadow(b, d, best, j, best == first_true);
   }
 }
 

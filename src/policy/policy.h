@@ -52,7 +52,7 @@ typedef struct policy_action {
 
 /* A decision a setting names: default, on_error, on_no_candidate. */
 typedef struct policy_outcome {
-  int32_t action; /* index into strategy.actions; -1: none (error decision) */
+  int32_t action;     /* index into strategy.actions; -1: none (error decision) */
   const char *reason; /* may be NULL */
 } policy_outcome;
 
@@ -64,8 +64,8 @@ typedef struct policy_rule {
   const char *source; /* the `if` text */
   int32_t action;     /* index into strategy.actions */
   expr_program *cond;
-  int line, column;   /* of the rule's `if` value, for traces and messages */
-  bool reads_model;   /* reads `model` (not available yet) */
+  int line, column; /* of the rule's `if` value, for traces and messages */
+  bool reads_model; /* reads `model` (not available yet) */
 } policy_rule;
 
 typedef struct policy_let {
@@ -76,9 +76,9 @@ typedef struct policy_let {
 
 typedef struct policy_test {
   const char *name;
-  value context;    /* a map */
-  value candidates; /* a list (empty when not given) */
-  value key;        /* a string ("" when not given) */
+  value context;             /* a map */
+  value candidates;          /* a list (empty when not given) */
+  value key;                 /* a string ("" when not given) */
   const char *expect_action; /* NULL when not checked */
   int expect_allowed;        /* -1 not checked, 0/1 */
   const char *expect_source; /* NULL when not checked */
@@ -104,7 +104,7 @@ typedef struct strategy {
   policy_outcome default_outcome; /* action -1 when no default is declared */
   policy_outcome on_error;
   no_candidate_mode nc_mode;
-  int32_t nc_action; /* for NC_ACTION */
+  int32_t nc_action;          /* for NC_ACTION */
   const char *fallback_model; /* NULL when none */
   uint32_t fallback_timeout_ms;
   const policy_test *tests;
@@ -131,8 +131,8 @@ typedef struct policy_load_opts {
 int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bundle **out,
                        policy_diags *diags);
 /* One strategy from text (tests, tools): file names the source in messages. */
-int policy_bundle_from_text(const char *file, const char *text, size_t len,
-                            policy_bundle **out, policy_diags *diags);
+int policy_bundle_from_text(const char *file, const char *text, size_t len, policy_bundle **out,
+                            policy_diags *diags);
 void policy_bundle_free(policy_bundle *b);
 
 /* The strategy serving a decision point, or NULL. */
@@ -147,8 +147,8 @@ int32_t strategy_action(const strategy *s, const char *name, size_t len);
  * activation would. Fills out[] with rule numbers in ascending order and
  * returns how many (at most nrules). Rules that are not indexed are always
  * included. */
-uint32_t rule_index_candidates(const rule_index *ix, const strategy *s,
-                               const expr_activation *act, uint32_t *out);
+uint32_t rule_index_candidates(const rule_index *ix, const strategy *s, const expr_activation *act,
+                               uint32_t *out);
 /* How many rules the index files under a path, and on how many paths (for
  * `verdict check` and tests). */
 void rule_index_stats(const rule_index *ix, uint32_t *indexed, uint32_t *paths);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json.h"
 #include "expr/expr.h"
 #include "policy/internal.h"
 
@@ -65,7 +66,8 @@ static void warn_at(cc *c, const ynode *n, const char *key, const char *fmt, ...
 }
 
 static void nomem(cc *c) {
-  if (!c->oom) diag_add(c->d, DIAG_ERROR, c->file, 0, 0, "", "out of memory compiling the strategy");
+  if (!c->oom)
+    diag_add(c->d, DIAG_ERROR, c->file, 0, 0, "", "out of memory compiling the strategy");
   c->oom = 1;
 }
 
@@ -79,12 +81,17 @@ static const char *kind_name(const ynode *n) {
   if (n->kind == Y_MAP) return "a mapping";
   if (n->kind == Y_SEQ) return "a list";
   switch (n->v.kind) {
-    case V_NULL: return "nothing (null)";
-    case V_BOOL: return "a boolean";
+    case V_NULL:
+      return "nothing (null)";
+    case V_BOOL:
+      return "a boolean";
     case V_INT:
-    case V_UINT: return "an integer";
-    case V_DOUBLE: return "a number";
-    default: return "a string";
+    case V_UINT:
+      return "an integer";
+    case V_DOUBLE:
+      return "a number";
+    default:
+      return "a string";
   }
 }
 
@@ -176,9 +183,9 @@ static int want_list(cc *c, const ynode *n, const char *key) {
 /* CEL identifiers for constants and lets. */
 static int valid_ident(const char *s, size_t n) {
   static const char *const reserved[] = {
-      "true",  "false",   "null",     "in",     "as",      "break",     "const",   "continue",
-      "else",  "for",     "function", "if",     "import",  "let",       "loop",    "package",
-      "namespace", "return", "var",   "void",   "while",   "request",   "context", "model"};
+      "true",      "false",  "null",     "in",   "as",     "break",   "const",   "continue",
+      "else",      "for",    "function", "if",   "import", "let",     "loop",    "package",
+      "namespace", "return", "var",      "void", "while",  "request", "context", "model"};
   if (n == 0 || n > MAX_NAME) return 0;
   for (size_t i = 0; i < n; i++) {
     char ch = s[i];
@@ -260,9 +267,12 @@ static int32_t use_action(cc *c, const ynode *n, const char *key) {
     const char *hint = diag_suggest(name, n->len, names, k);
     bool allowed, review;
     action_defaults(name, &allowed, &review);
-    warn_at(c, n, key, "action '%s' is not declared in 'actions'; it gets the default meaning (%s)%s%s%s",
-            name, allowed ? "allowed" : review ? "not allowed, needs review" : "not allowed",
-            hint ? " — did you mean '" : "", hint ? hint : "", hint ? "'?" : "");
+    const char *meaning = allowed  ? "allowed"
+                          : review ? "not allowed, needs review"
+                                   : "not allowed";
+    warn_at(c, n, key,
+            "action '%s' is not declared in 'actions'%s%s%s; it gets the default meaning (%s)",
+            name, hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "", meaning);
   }
   return add_action(c, name, n);
 }
@@ -355,6 +365,167 @@ static void bare_message(const char *m, char *out, size_t cap) {
   out[n] = 0;
 }
 
+/* ---- constants, inlined ----
+ *
+ * expr_compile has no way to bind names to values at compile time, so a
+ * constant would be a variable looked up on every evaluation, and `x in
+ * scanners` a linear scan. Instead the policy compiler writes each constant
+ * the expression reads (a free identifier, as the AST says: not a field name,
+ * not a comprehension variable) as a CEL literal in its place, and compiles
+ * that text: the expression compiler then folds it, and a list on the right
+ * of `in` becomes its prebuilt hash set. Constants shadow context fields, so
+ * the two readings agree. Errors are still reported against the text as
+ * written (it is compiled first); when the inlined text does not compile
+ * (too long, say), the program keeps reading constants through the
+ * activation, as the engine's lookup also provides them. */
+
+static void put_cel_string(json_buf *b, const char *s, size_t n) {
+  json_buf_putc(b, '"');
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    char esc[8];
+    if (ch == '"' || ch == '\\') {
+      json_buf_putc(b, '\\');
+      json_buf_putc(b, (char)ch);
+    } else if (ch < 0x20 || ch == 0x7f) {
+      snprintf(esc, sizeof esc, "\\x%02x", ch);
+      json_buf_put(b, esc, 4);
+    } else {
+      json_buf_putc(b, (char)ch); /* UTF-8 passes through */
+    }
+  }
+  json_buf_putc(b, '"');
+}
+
+/* A CEL literal for v; -1 when v has none (NaN, infinities). */
+static int put_cel_literal(json_buf *b, const value *v) {
+  char tmp[64];
+  switch (v->kind) {
+    case V_NULL:
+      json_buf_put(b, "null", 4);
+      return 0;
+    case V_BOOL:
+      json_buf_put(b, v->b ? "true" : "false", v->b ? 4 : 5);
+      return 0;
+    case V_INT:
+      snprintf(tmp, sizeof tmp, "%lld", (long long)v->i);
+      json_buf_put(b, tmp, strlen(tmp));
+      return 0;
+    case V_UINT:
+      snprintf(tmp, sizeof tmp, "%lluu", (unsigned long long)v->u);
+      json_buf_put(b, tmp, strlen(tmp));
+      return 0;
+    case V_DOUBLE: {
+      if (v->d != v->d || v->d - v->d != 0) return -1;
+      size_t at = b->len;
+      json_write_double(b, v->d);
+      if (b->oom) return -1;
+      int frac = 0;
+      for (size_t i = at; i < b->len; i++)
+        if (b->data[i] == '.' || b->data[i] == 'e' || b->data[i] == 'E') frac = 1;
+      if (!frac) json_buf_put(b, ".0", 2); /* `1` would be an int */
+      return 0;
+    }
+    case V_STRING:
+      put_cel_string(b, v->s, v->n);
+      return 0;
+    case V_LIST:
+      json_buf_putc(b, '[');
+      for (uint32_t i = 0; i < v->n; i++) {
+        if (i) json_buf_put(b, ", ", 2);
+        if (put_cel_literal(b, &v->items[i])) return -1;
+      }
+      json_buf_putc(b, ']');
+      return 0;
+    case V_MAP:
+      json_buf_putc(b, '{');
+      for (uint32_t i = 0; i < v->n; i++) {
+        if (i) json_buf_put(b, ", ", 2);
+        if (put_cel_literal(b, &v->entries[i].key)) return -1;
+        json_buf_put(b, ": ", 2);
+        if (put_cel_literal(b, &v->entries[i].val)) return -1;
+      }
+      json_buf_putc(b, '}');
+      return 0;
+    default:
+      return -1;
+  }
+}
+
+typedef struct inl {
+  const strategy *s;
+  const char *src;
+  size_t len;
+  const ast *ids[256];
+  uint32_t n;
+  int overflow;
+} inl;
+
+static void on_const_ident(void *user, const ast *id) {
+  inl *x = user;
+  if (!value_map_get(&x->s->constants, id->name, id->name_len)) return;
+  if (x->n == 256) {
+    x->overflow = 1;
+    return;
+  }
+  x->ids[x->n++] = id;
+}
+
+/* The program with the constants it reads inlined, or NULL (keep p). */
+static expr_program *inline_constants(cc *c, const ynode *n, const ast *tree) {
+  if (!c->s->constants.n) return NULL;
+  inl x;
+  x.s = c->s;
+  x.src = n->text;
+  x.len = n->len;
+  x.n = 0;
+  x.overflow = 0;
+  ast_free_idents(tree, on_const_ident, &x);
+  if (!x.n || x.overflow) return NULL;
+  /* in source order (the walk is in tree order) */
+  for (uint32_t i = 1; i < x.n; i++) {
+    const ast *t = x.ids[i];
+    uint32_t j = i;
+    while (j > 0 && x.ids[j - 1]->pos > t->pos) {
+      x.ids[j] = x.ids[j - 1];
+      j--;
+    }
+    x.ids[j] = t;
+  }
+  json_buf b;
+  json_buf_init(&b, NULL);
+  size_t at = 0;
+  for (uint32_t i = 0; i < x.n; i++) {
+    const ast *id = x.ids[i];
+    /* the identifier as written: from its node's start (a leading '.' is
+     * part of it) to the end of its name */
+    size_t from = id->pos, name_at = from;
+    if (name_at < n->len && n->text[name_at] == '.') {
+      name_at++;
+      while (name_at < n->len && strchr(" \t\r\n", n->text[name_at])) name_at++;
+    }
+    if (from < at || name_at + id->name_len > n->len ||
+        memcmp(n->text + name_at, id->name, id->name_len) != 0) {
+      json_buf_free(&b);
+      return NULL;
+    }
+    json_buf_put(&b, n->text + at, id->pos - at);
+    json_buf_putc(&b, '(');
+    if (put_cel_literal(&b, value_map_get(&c->s->constants, id->name, id->name_len))) {
+      json_buf_free(&b);
+      return NULL;
+    }
+    json_buf_putc(&b, ')');
+    at = name_at + id->name_len;
+  }
+  json_buf_put(&b, n->text + at, n->len - at);
+  expr_program *p = NULL;
+  expr_error e;
+  if (b.oom || expr_compile(b.data, b.len, NULL, &p, &e)) p = NULL;
+  json_buf_free(&b);
+  return p;
+}
+
 /* Compiles the scalar n as an expression; on success also parses it into
  * the scratch arena (*tree). Returns the program or NULL (reported). */
 static expr_program *compile_expr(cc *c, const ynode *n, const char *key, const ast **tree) {
@@ -391,6 +562,11 @@ static expr_program *compile_expr(cc *c, const ynode *n, const char *key, const 
     return NULL;
   }
   *tree = t;
+  expr_program *q = inline_constants(c, n, t);
+  if (q) {
+    expr_free(p);
+    p = q;
+  }
   return p;
 }
 
@@ -529,7 +705,8 @@ static void let_visit(cc *c, const strategy *s, let_info *info, uint32_t i, uint
       uint32_t from = depth;
       while (from > 0 && stack[from] != j) from--;
       for (uint32_t k = from; k <= depth && used < sizeof chain; k++)
-        used += (size_t)snprintf(chain + used, sizeof chain - used, "%s -> ", s->lets[stack[k]].name);
+        used +=
+            (size_t)snprintf(chain + used, sizeof chain - used, "%s -> ", s->lets[stack[k]].name);
       if (used < sizeof chain) snprintf(chain + used, sizeof chain - used, "%s", s->lets[j].name);
       char path[MAX_NAME + 8];
       snprintf(path, sizeof path, "let.%s", s->lets[j].name);
@@ -768,7 +945,8 @@ static void parse_tests(cc *c, const ynode *n) {
         } else {
           const char *hint = y->kind == Y_SCALAR ? diag_suggest(y->text, y->len, sources, 4) : NULL;
           err_at(c, y, el, "expected rule, model, default or error, got '%s'%s%s%s",
-                 y->kind == Y_SCALAR ? y->text : "?", hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
+                 y->kind == Y_SCALAR ? y->text : "?", hint ? " (did you mean '" : "",
+                 hint ? hint : "", hint ? "'?)" : "");
         }
       }
       if ((y = get(x, "rule"))) {
@@ -793,9 +971,8 @@ static void parse_tests(cc *c, const ynode *n) {
   s->ntests = n->n;
 }
 
-size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char *src,
-                        size_t len, const ynode *root, strategy *s, strategy_marks *m,
-                        policy_diags *d) {
+size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char *src, size_t len,
+                        const ynode *root, strategy *s, strategy_marks *m, policy_diags *d) {
   cc c;
   memset(&c, 0, sizeof c);
   c.mem = mem;
@@ -822,9 +999,9 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
            kind_name(root));
     return d->errors - c.errors0;
   }
-  static const char *const keys[] = {"strategy", "description",     "decision_points", "actions",
-                                     "constants", "let",            "rules",           "default",
-                                     "on_error", "on_no_candidate", "fallback",        "tests"};
+  static const char *const keys[] = {
+      "strategy", "description", "decision_points", "actions",         "constants", "let",
+      "rules",    "default",     "on_error",        "on_no_candidate", "fallback",  "tests"};
   check_keys(&c, root, "", keys, sizeof keys / sizeof keys[0]);
 
   const ynode *x;
@@ -832,8 +1009,7 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
     s->name = want_name(&c, x, "strategy", "strategy name");
     m->name_line = x->line;
     m->name_col = x->col;
-  }
-  else
+  } else
     err_at(&c, root, "", "missing 'strategy' (the strategy's name)");
   if ((x = get(root, "description"))) s->description = want_text(&c, x, "description");
   if ((x = get(root, "decision_points"))) {

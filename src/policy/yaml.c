@@ -55,8 +55,8 @@ static size_t skip_indent(const char *src, size_t i, size_t end, size_t indent, 
   return i;
 }
 
-void yaml_scalar_place(const ynode *n, const char *src, size_t len, size_t off, int *line,
-                       int *col, size_t *byte_pos) {
+void yaml_scalar_place(const ynode *n, const char *src, size_t len, size_t off, int *line, int *col,
+                       size_t *byte_pos) {
   size_t i = n->pos, end = n->end > len ? len : n->end;
   int block = n->style == YS_LITERAL || n->style == YS_FOLDED;
   size_t indent = 0;
@@ -282,9 +282,11 @@ typedef struct builder {
   int failed; /* stop building: the tree is broken */
   int bad;    /* a value problem was reported: finish, then fail */
   size_t expanded;
+  size_t last_end; /* where the previous event ended (empty scalars have no mark) */
 } builder;
 
-static void berr(builder *b, size_t pos, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void berr(builder *b, size_t pos, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void berr(builder *b, size_t pos, const char *fmt, ...) {
   char msg[512];
   va_list ap;
@@ -298,7 +300,8 @@ static void berr(builder *b, size_t pos, const char *fmt, ...) {
 
 /* A problem with a value: reported, and the tree is still built so that
  * later problems are found too. */
-static void bsoft(builder *b, size_t pos, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void bsoft(builder *b, size_t pos, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void bsoft(builder *b, size_t pos, const char *fmt, ...) {
   char msg[512];
   va_list ap;
@@ -374,13 +377,15 @@ static int tag_check(builder *b, struct fy_token *tag, ynode *y, ytag *out) {
   ytag tg = t ? tag_of(t, n) : T_NONE;
   if (tg == T_NONE) {
     bsoft(b, y->pos, "unsupported YAML tag '%.*s' (only !!str, !!int, !!float, !!bool, !!null)",
-         (int)(t ? n : 0), t ? t : "");
+          (int)(t ? n : 0), t ? t : "");
     return -1;
   }
   if ((tg == T_MAP && y->kind != Y_MAP) || (tg == T_SEQ && y->kind != Y_SEQ) ||
       (y->kind != Y_SCALAR && tg != T_MAP && tg != T_SEQ && tg != T_BANG)) {
     bsoft(b, y->pos, "YAML tag '%.*s' does not fit this %s", (int)n, t,
-         y->kind == Y_MAP ? "mapping" : y->kind == Y_SEQ ? "sequence" : "scalar");
+          y->kind == Y_MAP   ? "mapping"
+          : y->kind == Y_SEQ ? "sequence"
+                             : "scalar");
     return -1;
   }
   *out = tg;
@@ -414,6 +419,18 @@ static int on_event(builder *b, struct fy_event *e) {
       }
       return 0;
     case FYET_SCALAR: {
+      struct fy_mark guess;
+      if (!m) {
+        /* An empty scalar (`if:` with nothing after it) has no mark: place it
+         * just after what came before, past the ':' and spaces. */
+        size_t p = b->last_end;
+        if (src_at(b, p) == ':') p++;
+        while (src_at(b, p) == ' ') p++;
+        guess.input_pos = p;
+        guess.line = line_of(b->src, p) - 1;
+        guess.column = 0;
+        m = me = &guess;
+      }
       ynode *y = new_node(b, Y_SCALAR, m);
       if (!y) return -1;
       size_t n;
@@ -427,11 +444,20 @@ static int on_event(builder *b, struct fy_event *e) {
       y->len = (uint32_t)n;
       y->end = me && me->input_pos <= b->len ? me->input_pos : y->pos;
       switch (fy_token_scalar_style(e->scalar.value)) {
-        case FYSS_SINGLE_QUOTED: y->style = YS_SINGLE; break;
-        case FYSS_DOUBLE_QUOTED: y->style = YS_DOUBLE; break;
-        case FYSS_LITERAL: y->style = YS_LITERAL; break;
-        case FYSS_FOLDED: y->style = YS_FOLDED; break;
-        default: y->style = YS_PLAIN;
+        case FYSS_SINGLE_QUOTED:
+          y->style = YS_SINGLE;
+          break;
+        case FYSS_DOUBLE_QUOTED:
+          y->style = YS_DOUBLE;
+          break;
+        case FYSS_LITERAL:
+          y->style = YS_LITERAL;
+          break;
+        case FYSS_FOLDED:
+          y->style = YS_FOLDED;
+          break;
+        default:
+          y->style = YS_PLAIN;
       }
       if (y->style == YS_LITERAL || y->style == YS_FOLDED) {
         /* the mark is at the start of the first content line: name the
@@ -453,6 +479,7 @@ static int on_event(builder *b, struct fy_event *e) {
       size_t n;
       const char *t = fy_token_get_text(e->alias.anchor, &n);
       size_t pos = m ? m->input_pos : 0;
+      if (pos > 0 && src_at(b, pos - 1) == '*') pos--; /* the mark is past the '*' */
       for (size_t i = b->nanchors; t && i-- > 0;) {
         anchor *an = &b->anchors[i];
         if (an->len != n || memcmp(an->name, t, n) != 0) continue;
@@ -475,10 +502,11 @@ static int on_event(builder *b, struct fy_event *e) {
       int is_map = e->type == FYET_MAPPING_START;
       ynode *y = new_node(b, is_map ? Y_MAP : Y_SEQ, m);
       if (!y) return -1;
-      struct fy_token *st = is_map ? e->mapping_start.mapping_start : e->sequence_start.sequence_start;
+      struct fy_token *st =
+          is_map ? e->mapping_start.mapping_start : e->sequence_start.sequence_start;
       enum fy_token_type tt = st ? fy_token_get_type(st) : FYTT_NONE;
-      y->style = (tt == FYTT_FLOW_MAPPING_START || tt == FYTT_FLOW_SEQUENCE_START) ? YS_FLOW
-                                                                                   : YS_BLOCK;
+      y->style =
+          (tt == FYTT_FLOW_MAPPING_START || tt == FYTT_FLOW_SEQUENCE_START) ? YS_FLOW : YS_BLOCK;
       ytag tg;
       struct fy_token *tag = is_map ? e->mapping_start.tag : e->sequence_start.tag;
       tag_check(b, tag, y, &tg); /* a bad tag is reported; the node is still built */
@@ -529,7 +557,8 @@ static int on_event(builder *b, struct fy_event *e) {
       if (f->has_anchor) b->anchors[f->anc_index].done = 1;
       return add_kid(b, y);
     }
-    default: return 0;
+    default:
+      return 0;
   }
 }
 
@@ -569,6 +598,8 @@ int yaml_load(arena *a, const char *file, const char *src, size_t len, ynode **r
     struct fy_event *e;
     while ((e = fy_parser_parse(p))) {
       int r = b.failed ? 0 : on_event(&b, e);
+      const struct fy_mark *end = fy_event_end_mark(e);
+      if (end && end->input_pos <= len) b.last_end = end->input_pos;
       fy_parser_event_free(p, e);
       if (r) {
         if (!b.failed) oom = 1;
@@ -582,8 +613,8 @@ int yaml_load(arena *a, const char *file, const char *src, size_t len, ynode **r
   while ((de = fy_diag_errors_iterate(diag, &it))) {
     if (de->type < FYET_ERROR) continue;
     syntax = 1;
-    diag_add(d, DIAG_ERROR, file, de->line > 0 ? de->line : 1, de->column > 0 ? de->column : 1,
-             "", "YAML syntax: %s", de->msg ? de->msg : "error");
+    diag_add(d, DIAG_ERROR, file, de->line > 0 ? de->line : 1, de->column > 0 ? de->column : 1, "",
+             "YAML syntax: %s", de->msg ? de->msg : "error");
   }
   if (p && !syntax && fy_parser_get_stream_error(p)) {
     syntax = 1;
@@ -594,10 +625,12 @@ int yaml_load(arena *a, const char *file, const char *src, size_t len, ynode **r
   free(b.anchors);
   if (p) fy_parser_destroy(p);
   fy_diag_destroy(diag);
-  if (oom && !syntax && !b.failed) diag_add(d, DIAG_ERROR, file, 0, 0, "", "out of memory reading YAML");
+  if (oom && !syntax && !b.failed)
+    diag_add(d, DIAG_ERROR, file, 0, 0, "", "out of memory reading YAML");
   if (syntax || b.failed || b.bad || oom) return -1;
   if (!b.root) {
-    diag_add(d, DIAG_ERROR, file, 1, 1, "", "the file holds no YAML document (expected a strategy)");
+    diag_add(d, DIAG_ERROR, file, 1, 1, "",
+             "the file holds no YAML document (expected a strategy)");
     return -1;
   }
   *root = b.root;

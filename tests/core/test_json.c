@@ -300,12 +300,26 @@ static void test_duplicates(void) {
   /* Members stay in document order. */
   CHECK(parse("{\"z\":1,\"a\":2,\"m\":3}", &v) == 0 && v.entries[0].key.s[0] == 'z' &&
         v.entries[2].key.s[0] == 'm');
+
+  /* Last-wins mode: the later value replaces the earlier one in its place. */
+  json_opts lw = {.duplicates = JSON_DUP_LAST_WINS};
+  CHECK(parse_opts("{\"a\":1,\"b\":2,\"a\":3,\"a\":4}", &lw, &v) == 0 && v.n == 2);
+  const value *a = get(&v, "a");
+  CHECK(a && a->kind == V_INT && a->i == 4);
+  CHECK(v.entries[0].key.s[0] == 'a' && v.entries[1].key.s[0] == 'b');
+  CHECK(parse_opts("{\"a\":1,\"\\u0061\":[2]}", &lw, &v) == 0 && v.n == 1 &&
+        v.entries[0].val.kind == V_LIST);
+  /* ... and on the hash-table path: 2000 keys, k1234 repeated last. */
+  CHECK(parse_opts(big, &lw, &v) == 0 && v.n == 2000);
+  const value *k1234 = get(&v, "k1234");
+  CHECK(k1234 && k1234->kind == V_INT && k1234->i == 0);
+  CHECK(v.entries[1234].key.n == 5 && memcmp(v.entries[1234].key.s, "k1234", 5) == 0);
   arena_reset(&A);
 }
 
 static void test_lenient(void) {
   value v;
-  json_opts len = {0, 0, 1};
+  json_opts len = {.lenient = 1};
   CHECK(parse_opts("[NaN, Infinity, -Infinity, 1]", &len, &v) == 0 && v.n == 4);
   CHECK(isnan(v.items[0].d) && v.items[1].d == INFINITY && v.items[2].d == -INFINITY);
   CHECK_STR(write_text(&v, 1), "[NaN,Infinity,-Infinity,1]");
@@ -345,12 +359,12 @@ static void test_limits(void) {
   deep[100000] = '\0';
   CHECK(parse(deep, &v) != 0 && E.offset == 512);
   /* Objects count too, and the limit is a setting. */
-  json_opts o = {3, 0, 0};
+  json_opts o = {.max_depth = 3};
   CHECK(parse_opts("{\"a\":{\"b\":[1]}}", &o, &v) == 0);
   CHECK(parse_opts("{\"a\":{\"b\":[[1]]}}", &o, &v) != 0);
   CHECK_STR(E.path, "$.a.b[0]");
   /* Size. */
-  json_opts s = {0, 10, 0};
+  json_opts s = {.max_size = 10};
   CHECK(parse_opts("[1,2,3,45]", &s, &v) == 0);
   CHECK(parse_opts("[1,2,3,456]", &s, &v) != 0 && E.offset == 10 &&
         strstr(E.message, "size limit of 10 bytes"));

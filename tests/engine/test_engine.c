@@ -48,12 +48,14 @@ static const char *render(int flags) {
 
 /* A context that no rule of `gate` matches (every field the rules read is
  * present). */
-#define PLAIN \
-  "\"path\":\"/\",\"headers\":{\"user-agent\":\"curl\"},\"body_size\":1,\"env\":{\"country\":\"US\"}"
+#define PLAIN    \
+  "\"path\":\"/" \
+  "\",\"headers\":{\"user-agent\":\"curl\"},\"body_size\":1,\"env\":{\"country\":\"US\"}"
 
 static void rule_decides(vd_engine *e) {
-  if (!decide_ok(e, "{\"action\":\"gate\",\"context\":{\"path\":\"/\",\"headers\":{\"user-agent\":"
-                    "\"SQLMap/1.7\"},\"body_size\":1,\"env\":{\"country\":\"US\"}}}"))
+  if (!decide_ok(e,
+                 "{\"action\":\"gate\",\"context\":{\"path\":\"/\",\"headers\":{\"user-agent\":"
+                 "\"SQLMap/1.7\"},\"body_size\":1,\"env\":{\"country\":\"US\"}}}"))
     return;
   CHECK_STR(vd_decision_action(D), "block");
   CHECK(vd_decision_allowed(D) == 0);
@@ -67,16 +69,18 @@ static void rule_decides(vd_engine *e) {
   CHECK(vd_decision_latency_us(D) > 0.0);
 
   /* review: ask_mfa is declared {allowed: false, review: true} */
-  if (decide_ok(e, "{\"action\":\"http_request\",\"context\":{\"path\":\"/admin/users\","
-                   "\"headers\":{\"user-agent\":\"curl\"},\"body_size\":1,\"env\":{}}}")) {
+  if (decide_ok(e,
+                "{\"action\":\"http_request\",\"context\":{\"path\":\"/admin/users\","
+                "\"headers\":{\"user-agent\":\"curl\"},\"body_size\":1,\"env\":{}}}")) {
     CHECK_STR(vd_decision_action(D), "ask_mfa");
     CHECK(vd_decision_review(D) == 1);
     CHECK(vd_decision_allowed(D) == 0);
     CHECK_STR(vd_decision_rule(D), "admin");
   }
   /* a declared action with an unusual name, allowed */
-  if (decide_ok(e, "{\"action\":\"gate\",\"context\":{\"path\":\"/\",\"headers\":{\"user-agent\":"
-                   "\"curl\"},\"body_size\":1,\"env\":{\"country\":\"FR\"}}}")) {
+  if (decide_ok(e,
+                "{\"action\":\"gate\",\"context\":{\"path\":\"/\",\"headers\":{\"user-agent\":"
+                "\"curl\"},\"body_size\":1,\"env\":{\"country\":\"FR\"}}}")) {
     CHECK_STR(vd_decision_action(D), "route_eu");
     CHECK(vd_decision_allowed(D) == 1);
     CHECK(vd_decision_reason(D) == NULL);
@@ -105,8 +109,9 @@ static void errors_take_on_error(vd_engine *e) {
               "%s", vd_decision_reason(D));
   }
   /* A condition that yields an int is an error too. */
-  if (decide_ok(e, "{\"action\":\"gate\",\"context\":{\"path\":\"/api/x\",\"headers\":{\"user-"
-                   "agent\":\"curl\"},\"body_size\":5,\"env\":{\"country\":\"US\"}}}")) {
+  if (decide_ok(e,
+                "{\"action\":\"gate\",\"context\":{\"path\":\"/api/x\",\"headers\":{\"user-"
+                "agent\":\"curl\"},\"body_size\":5,\"env\":{\"country\":\"US\"}}}")) {
     CHECK_STR(vd_decision_source(D), "error");
     CHECK_STR(vd_decision_rule(D), "not-bool");
     CHECK_MSG(contains(vd_decision_reason(D), "not a bool"), "%s", vd_decision_reason(D));
@@ -117,19 +122,22 @@ static void candidates_pass_rules_over(vd_engine *e) {
   vd_decision_set_trace(D, 1);
   /* A scanner, but `block` is not a candidate: `scanners` is passed over
    * without being evaluated (so the `ua` let is never computed). */
-  if (decide_ok(e, "{\"action\":\"gate\",\"candidates\":[\"allow\",\"ask_mfa\"],\"context\":{"
-                   "\"path\":\"/api/v1\",\"headers\":{\"user-agent\":\"sqlmap\"},\"body_size\":"
-                   "99999,\"env\":{\"country\":\"CN\"}}}")) {
+  if (decide_ok(e,
+                "{\"action\":\"gate\",\"candidates\":[\"allow\",\"ask_mfa\"],\"context\":{"
+                "\"path\":\"/api/v1\",\"headers\":{\"user-agent\":\"sqlmap\"},\"body_size\":"
+                "99999,\"env\":{\"country\":\"CN\"}}}")) {
     CHECK_STR(vd_decision_action(D), "allow");
     CHECK_STR(vd_decision_rule(D), "api-cn");
     const char *j = render(VD_JSON_TRACE);
     /* `admin` (path.startsWith("/admin")) may be left out by the index;
      * the others cannot be. */
-    CHECK_MSG(contains(j, "\"rules\":[{\"rule\":\"probe\",\"result\":\"skipped-not-candidate\"},"
-                          "{\"rule\":\"scanners\",\"result\":\"skipped-not-candidate\"},"),
+    CHECK_MSG(contains(j,
+                       "\"rules\":[{\"rule\":\"probe\",\"result\":\"skipped-not-candidate\"},"
+                       "{\"rule\":\"scanners\",\"result\":\"skipped-not-candidate\"},"),
               "%s", j);
-    CHECK_MSG(contains(j, "{\"rule\":\"body-too-big\",\"result\":\"skipped-not-candidate\"},"
-                          "{\"rule\":\"api-cn\",\"result\":\"true\"}],\"matched\":\"api-cn\""),
+    CHECK_MSG(contains(j,
+                       "{\"rule\":\"body-too-big\",\"result\":\"skipped-not-candidate\"},"
+                       "{\"rule\":\"api-cn\",\"result\":\"true\"}],\"matched\":\"api-cn\""),
               "%s", j);
     CHECK(!contains(j, "\"rule\":\"admin\",\"result\":\"true\""));
     CHECK_MSG(contains(j, "\"lets\":[\"is_api\"]"), "%s", j);
@@ -140,8 +148,9 @@ static void candidates_pass_rules_over(vd_engine *e) {
 static void no_candidate_modes(vd_engine *gate, vd_engine *modes) {
   vd_error err;
   /* first: the default `allow` is not a candidate -> the first candidate */
-  if (decide_ok(gate, "{\"action\":\"gate\",\"candidates\":[\"route_eu\",\"ask_mfa\"],"
-                      "\"context\":{" PLAIN "}}")) {
+  if (decide_ok(gate,
+                "{\"action\":\"gate\",\"candidates\":[\"route_eu\",\"ask_mfa\"],"
+                "\"context\":{" PLAIN "}}")) {
     CHECK_STR(vd_decision_action(D), "route_eu");
     CHECK(vd_decision_allowed(D) == 1);
     CHECK_STR(vd_decision_source(D), "default");
@@ -149,8 +158,8 @@ static void no_candidate_modes(vd_engine *gate, vd_engine *modes) {
               vd_decision_reason(D));
   }
   /* first, with a candidate the strategy never declared: default meanings */
-  if (decide_ok(gate, "{\"action\":\"gate\",\"candidates\":[\"deny_all\"],\"context\":{" PLAIN
-                      "}}")) {
+  if (decide_ok(gate,
+                "{\"action\":\"gate\",\"candidates\":[\"deny_all\"],\"context\":{" PLAIN "}}")) {
     CHECK_STR(vd_decision_action(D), "deny_all");
     CHECK(vd_decision_allowed(D) == 0);
   }
@@ -169,24 +178,29 @@ static void no_candidate_modes(vd_engine *gate, vd_engine *modes) {
   if (decide_ok(modes, "{\"action\":\"nc_error\",\"candidates\":[]}"))
     CHECK_STR(vd_decision_action(D), "deny");
   /* a named action */
-  if (decide_ok(modes, "{\"action\":\"nc_action\",\"candidates\":[\"ask\",\"allow\"],"
-                       "\"context\":{\"flag\":false}}")) {
+  if (decide_ok(modes,
+                "{\"action\":\"nc_action\",\"candidates\":[\"ask\",\"allow\"],"
+                "\"context\":{\"flag\":false}}")) {
     CHECK_STR(vd_decision_action(D), "ask");
     CHECK(vd_decision_review(D) == 1);
     CHECK(vd_decision_allowed(D) == 0);
   }
-  rc = decide(modes, "{\"action\":\"nc_action\",\"candidates\":[\"allow\"],\"context\":"
-                     "{\"flag\":false}}", &err);
+  rc = decide(modes,
+              "{\"action\":\"nc_action\",\"candidates\":[\"allow\"],\"context\":"
+              "{\"flag\":false}}",
+              &err);
   CHECK(rc == VD_ENOCANDIDATE);
   CHECK_MSG(contains(err.message, "'ask'"), "%s", err.message);
   /* the rule's own action is a candidate: no mode involved */
-  if (decide_ok(modes, "{\"action\":\"nc_action\",\"candidates\":[\"allow\"],\"context\":"
-                       "{\"flag\":true}}"))
+  if (decide_ok(modes,
+                "{\"action\":\"nc_action\",\"candidates\":[\"allow\"],\"context\":"
+                "{\"flag\":true}}"))
     CHECK_STR(vd_decision_action(D), "allow");
   /* an error whose on_error action is not a candidate: first candidate,
    * still marked as an error */
-  if (decide_ok(modes, "{\"action\":\"nc_first\",\"candidates\":[\"allow\"],\"context\":{\"x\":"
-                       "1}}")) {
+  if (decide_ok(modes,
+                "{\"action\":\"nc_first\",\"candidates\":[\"allow\"],\"context\":{\"x\":"
+                "1}}")) {
     CHECK_STR(vd_decision_action(D), "allow");
     CHECK_STR(vd_decision_source(D), "error");
     CHECK(vd_decision_confidence(D) == 0.0);
@@ -208,14 +222,16 @@ static void lets_once_and_lazily(vd_engine *e) {
   vd_decision_set_trace(D, 1);
   /* `ua` is read twice by `scanners`, `is_api` by `api-cn` and `not-bool`;
    * `never_read` (1 / 0) is read by no rule. */
-  if (decide_ok(e, "{\"action\":\"gate\",\"context\":{\"path\":\"/api/x\",\"headers\":{\"user-"
-                   "agent\":\"curl\"},\"body_size\":5,\"env\":{\"country\":\"US\"}}}")) {
+  if (decide_ok(e,
+                "{\"action\":\"gate\",\"context\":{\"path\":\"/api/x\",\"headers\":{\"user-"
+                "agent\":\"curl\"},\"body_size\":5,\"env\":{\"country\":\"US\"}}}")) {
     const char *j = render(VD_JSON_TRACE);
     CHECK_MSG(contains(j, "\"lets\":[\"ua\",\"is_api\"]"), "%s", j);
     CHECK(!contains(j, "never_read"));
   }
   /* When the first rule decides, no let is computed at all. */
-  if (decide_ok(e, "{\"action\":\"gate\",\"candidates\":[\"route_eu\"],\"context\":{\"probe\":1}}")) {
+  if (decide_ok(e,
+                "{\"action\":\"gate\",\"candidates\":[\"route_eu\"],\"context\":{\"probe\":1}}")) {
     CHECK_STR(vd_decision_rule(D), "probe");
     CHECK_MSG(contains(render(VD_JSON_TRACE), "\"lets\":[]"), "%s", render(VD_JSON_TRACE));
   }
@@ -224,15 +240,18 @@ static void lets_once_and_lazily(vd_engine *e) {
 
 static void constants_and_request(vd_engine *e) {
   /* max_body (a constant) */
-  if (decide_ok(e, "{\"action\":\"gate\",\"context\":{\"path\":\"/\",\"headers\":{\"user-agent\":"
-                   "\"curl\"},\"body_size\":1001,\"env\":{}}}"))
+  if (decide_ok(e,
+                "{\"action\":\"gate\",\"context\":{\"path\":\"/\",\"headers\":{\"user-agent\":"
+                "\"curl\"},\"body_size\":1001,\"env\":{}}}"))
     CHECK_STR(vd_decision_rule(D), "body-too-big");
-  if (decide_ok(e, "{\"action\":\"gate\",\"context\":{\"path\":\"/\",\"headers\":{\"user-agent\":"
-                   "\"curl\"},\"body_size\":1000,\"env\":{\"country\":\"US\"}}}"))
+  if (decide_ok(e,
+                "{\"action\":\"gate\",\"context\":{\"path\":\"/\",\"headers\":{\"user-agent\":"
+                "\"curl\"},\"body_size\":1000,\"env\":{\"country\":\"US\"}}}"))
     CHECK_STR(vd_decision_source(D), "default");
   /* scanners (a constant list) */
-  if (decide_ok(e, "{\"action\":\"gate\",\"context\":{\"path\":\"/\",\"headers\":{\"user-agent\":"
-                   "\"Nikto\"},\"body_size\":1,\"env\":{}}}"))
+  if (decide_ok(e,
+                "{\"action\":\"gate\",\"context\":{\"path\":\"/\",\"headers\":{\"user-agent\":"
+                "\"Nikto\"},\"body_size\":1,\"env\":{}}}"))
     CHECK_STR(vd_decision_rule(D), "scanners");
   /* request.key against a constant list */
   if (decide_ok(e, "{\"action\":\"gate\",\"key\":\"vip-2\",\"context\":{" PLAIN "}}"))
@@ -240,24 +259,28 @@ static void constants_and_request(vd_engine *e) {
   if (decide_ok(e, "{\"action\":\"gate\",\"key\":\"vip-3\",\"context\":{" PLAIN "}}"))
     CHECK_STR(vd_decision_source(D), "default");
   /* request.action and request.candidates: `probe` fires only at "gate" */
-  if (decide_ok(e, "{\"action\":\"gate\",\"candidates\":[\"allow\",\"route_eu\"],\"context\":{"
-                   "\"probe\":true," PLAIN "}}"))
+  if (decide_ok(e,
+                "{\"action\":\"gate\",\"candidates\":[\"allow\",\"route_eu\"],\"context\":{"
+                "\"probe\":true," PLAIN "}}"))
     CHECK_STR(vd_decision_rule(D), "probe");
-  if (decide_ok(e, "{\"action\":\"http_request\",\"candidates\":[\"allow\",\"route_eu\"],"
-                   "\"context\":{\"probe\":true," PLAIN "}}"))
+  if (decide_ok(e,
+                "{\"action\":\"http_request\",\"candidates\":[\"allow\",\"route_eu\"],"
+                "\"context\":{\"probe\":true," PLAIN "}}"))
     CHECK_STR(vd_decision_source(D), "default");
 }
 
 static void model_rules_take_on_error(vd_engine *e) {
   vd_error err;
   /* The design's request_gate text, unchanged. */
-  if (decide_ok(e, "{\"action\":\"request_gate\",\"context\":{\"env\":{\"country\":\"CN\"},"
-                   "\"path\":\"/api/v1/users\"}}")) {
+  if (decide_ok(e,
+                "{\"action\":\"request_gate\",\"context\":{\"env\":{\"country\":\"CN\"},"
+                "\"path\":\"/api/v1/users\"}}")) {
     CHECK_STR(vd_decision_action(D), "allow");
     CHECK_STR(vd_decision_rule(D), "rule-1");
   }
-  if (decide_ok(e, "{\"action\":\"request_gate\",\"context\":{\"env\":{\"country\":\"US\"},"
-                   "\"path\":\"/api/v1/users\"}}")) {
+  if (decide_ok(e,
+                "{\"action\":\"request_gate\",\"context\":{\"env\":{\"country\":\"US\"},"
+                "\"path\":\"/api/v1/users\"}}")) {
     CHECK_STR(vd_decision_action(D), "ask_mfa");
     CHECK_STR(vd_decision_source(D), "error");
     CHECK_STR(vd_decision_rule(D), "rule-2");
@@ -265,12 +288,16 @@ static void model_rules_take_on_error(vd_engine *e) {
               vd_decision_reason(D));
   }
   /* ask_mfa passed over: no rule, no default, the fallback model is missing */
-  int rc = decide(e, "{\"action\":\"request_gate\",\"candidates\":[\"allow\",\"ask_mfa\"],"
-                     "\"context\":{\"env\":{\"country\":\"US\"},\"path\":\"/\"}}", &err);
+  int rc = decide(e,
+                  "{\"action\":\"request_gate\",\"candidates\":[\"allow\",\"ask_mfa\"],"
+                  "\"context\":{\"env\":{\"country\":\"US\"},\"path\":\"/\"}}",
+                  &err);
   CHECK(rc == 0);
   CHECK_STR(vd_decision_rule(D), "rule-2");
-  rc = decide(e, "{\"action\":\"request_gate\",\"candidates\":[\"allow\"],"
-                 "\"context\":{\"env\":{\"country\":\"US\"},\"path\":\"/\"}}", &err);
+  rc = decide(e,
+              "{\"action\":\"request_gate\",\"candidates\":[\"allow\"],"
+              "\"context\":{\"env\":{\"country\":\"US\"},\"path\":\"/\"}}",
+              &err);
   CHECK(rc == VD_ENOCANDIDATE);
 }
 
@@ -287,15 +314,17 @@ static void cost_limit_stops_evaluation(vd_engine *e) {
     CHECK_MSG(contains(vd_decision_reason(D), "cost limit"), "%s", vd_decision_reason(D));
   }
   /* 20 items: 400 steps, well within the limit */
-  if (decide_ok(e, "{\"action\":\"cost\",\"context\":{\"items\":[1,2,3,4,5,6,7,8,9,10,11,12,13,"
-                   "14,15,16,17,18,19,20]}}"))
+  if (decide_ok(e,
+                "{\"action\":\"cost\",\"context\":{\"items\":[1,2,3,4,5,6,7,8,9,10,11,12,13,"
+                "14,15,16,17,18,19,20]}}"))
     CHECK_STR(vd_decision_source(D), "rule");
   free(req);
 }
 
 static void json_shape(vd_engine *e) {
-  if (!decide_ok(e, "{\"action\":\"gate\",\"context\":{\"path\":\"/\",\"headers\":{\"user-agent\":"
-                    "\"sqlmap\"},\"body_size\":1,\"env\":{}}}"))
+  if (!decide_ok(e,
+                 "{\"action\":\"gate\",\"context\":{\"path\":\"/\",\"headers\":{\"user-agent\":"
+                 "\"sqlmap\"},\"body_size\":1,\"env\":{}}}"))
     return;
   const char *j = render(0);
   const char *want =

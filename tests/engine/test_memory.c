@@ -10,8 +10,9 @@
 #include "test.h"
 #include "verdict.h"
 
-#define PLAIN \
-  "\"path\":\"/\",\"headers\":{\"user-agent\":\"curl\"},\"body_size\":1,\"env\":{\"country\":\"US\"}"
+#define PLAIN    \
+  "\"path\":\"/" \
+  "\",\"headers\":{\"user-agent\":\"curl\"},\"body_size\":1,\"env\":{\"country\":\"US\"}"
 
 static const char *const requests[] = {
     /* rule */
@@ -84,14 +85,16 @@ int main(void) {
   (void)heap;
   (void)heap_after;
 #endif
-  printf("arena chunks malloc'd: %zu (flat over 10,000 decisions); heap %zu -> %zu\n", chunks,
-         heap, heap_after);
+  printf("arena chunks malloc'd: %zu (flat over 10,000 decisions); heap %zu -> %zu\n", chunks, heap,
+         heap_after);
 
   /* A bigger request makes the arena grow (a few chunks, doubling), then it
    * is flat again. */
   char big[20000];
-  size_t n = (size_t)snprintf(big, sizeof big, "{\"action\":\"gate\",\"context\":{" PLAIN ",\"pad\":[");
-  for (int i = 0; i < 1500; i++) n += (size_t)snprintf(big + n, sizeof big - n, "%s%d", i ? "," : "", i);
+  size_t n =
+      (size_t)snprintf(big, sizeof big, "{\"action\":\"gate\",\"context\":{" PLAIN ",\"pad\":[");
+  for (int i = 0; i < 1500; i++)
+    n += (size_t)snprintf(big + n, sizeof big - n, "%s%d", i ? "," : "", i);
   snprintf(big + n, sizeof big - n, "]}}");
   for (int i = 0; i < 50; i++) CHECK(vd_decide_json(e, big, -1, d, &err) == 0);
   CHECK(decision_arena_mallocs(d) > chunks);

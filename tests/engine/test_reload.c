@@ -172,13 +172,13 @@ static void reload_under_load(vd_engine *e) {
     saw_allow |= w[i].saw_allow;
     saw_deny |= w[i].saw_deny;
   }
-  CHECK_MSG(mismatched == 0 && failed == 0, "%ld mismatched, %ld failed of %ld", mismatched,
-            failed, decided);
+  CHECK_MSG(mismatched == 0 && failed == 0, "%ld mismatched, %ld failed of %ld", mismatched, failed,
+            decided);
   CHECK(reloads_ok == 40 && reloads_refused == 20);
   CHECK(saw_allow && saw_deny);
   CHECK(decided > 100);
-  printf("reload under load: %ld decisions on %d threads across %d reloads (%d refused)\n",
-         decided, NWORKERS, NRELOADS, reloads_refused);
+  printf("reload under load: %ld decisions on %d threads across %d reloads (%d refused)\n", decided,
+         NWORKERS, NRELOADS, reloads_refused);
 }
 
 static void open_refuses_broken(void) {

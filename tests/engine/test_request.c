@@ -20,8 +20,9 @@ static void refused(vd_engine *e, const char *json, int code, const char *path, 
   CHECK_MSG(rc == code && err.code == code, "%s: got %d (%s), want %d", json, rc, err.message,
             code);
   if (path) CHECK_MSG(strcmp(err.path, path) == 0, "%s: path %s, want %s", json, err.path, path);
-  if (says) CHECK_MSG(contains(err.message, says), "%s: message \"%s\" lacks \"%s\"", json,
-                      err.message, says);
+  if (says)
+    CHECK_MSG(contains(err.message, says), "%s: message \"%s\" lacks \"%s\"", json, err.message,
+              says);
   /* A refused request leaves no decision behind. */
   CHECK(vd_decision_action(D) == NULL && vd_decision_source(D) == NULL);
   const char *s;
@@ -41,10 +42,10 @@ static void wrong_shapes(vd_engine *e) {
   refused(e, "{\"action\":\"gate\",\"context\":\"x=1\"}", VD_EREQUEST, "$.context", "a string");
   refused(e, "{\"action\":\"gate\",\"candidates\":\"allow\"}", VD_EREQUEST, "$.candidates",
           "array of action names");
-  refused(e, "{\"action\":\"gate\",\"candidates\":[\"allow\",3]}", VD_EREQUEST,
-          "$.candidates[1]", "$.candidates[1] must be a string");
-  refused(e, "{\"action\":\"gate\",\"candidates\":[[\"allow\"]]}", VD_EREQUEST,
-          "$.candidates[0]", "an array");
+  refused(e, "{\"action\":\"gate\",\"candidates\":[\"allow\",3]}", VD_EREQUEST, "$.candidates[1]",
+          "$.candidates[1] must be a string");
+  refused(e, "{\"action\":\"gate\",\"candidates\":[[\"allow\"]]}", VD_EREQUEST, "$.candidates[0]",
+          "an array");
   refused(e, "{\"action\":\"gate\",\"key\":7}", VD_EREQUEST, "$.key", "$.key must be a string");
   refused(e, "{\"action\":\"gate\",\"contxt\":{}}", VD_EREQUEST, "$.contxt",
           "unknown request key $.contxt");
@@ -83,8 +84,9 @@ static void limits(void) {
   vd_error err;
   CHECK(vd_engine_open("tests/engine/bundles/gate", &o, &e, &err) == 0);
   if (!e) return;
-  refused(e, "{\"action\":\"gate\",\"context\":{\"padding\":\"....................................."
-             "..........\"}}",
+  refused(e,
+          "{\"action\":\"gate\",\"context\":{\"padding\":\"....................................."
+          "..........\"}}",
           VD_ELIMIT, "$", "the limit is 64");
   vd_engine_close(e);
 
@@ -94,7 +96,8 @@ static void limits(void) {
   if (!e) return;
   char big[4096];
   size_t n = (size_t)snprintf(big, sizeof big, "{\"action\":\"gate\",\"context\":{\"s\":[");
-  for (int i = 0; i < 300; i++) n += (size_t)snprintf(big + n, sizeof big - n, "%s\"x\"", i ? "," : "");
+  for (int i = 0; i < 300; i++)
+    n += (size_t)snprintf(big + n, sizeof big - n, "%s\"x\"", i ? "," : "");
   snprintf(big + n, sizeof big - n, "]}}");
   int rc = vd_decide_json(e, big, -1, D, &err);
   CHECK_MSG(rc == VD_ENOMEM, "rc %d %s", rc, err.message);
@@ -151,7 +154,8 @@ static void bad_c_requests(vd_engine *e) {
  * valid request: each is decided or refused, never a crash (ASan watches). */
 static void mangled(vd_engine *e) {
   const char *good =
-      "{\"action\":\"gate\",\"candidates\":[\"allow\",\"block\"],\"key\":\"k\",\"context\":{\"path\":"
+      "{\"action\":\"gate\",\"candidates\":[\"allow\",\"block\"],\"key\":\"k\",\"context\":{"
+      "\"path\":"
       "\"/api/v1\",\"headers\":{\"user-agent\":\"sqlmap\"},\"body_size\":12,\"env\":{\"country\":"
       "\"CN\"}}}";
   size_t n = strlen(good);

@@ -46,27 +46,27 @@ static inline policy_bundle *load_text(const char *text, policy_diags *d) {
 
 /* Checks that text fails to load with the diagnostic `want` among its
  * diagnostics. */
-#define CHECK_ERROR(text, want)                                          \
-  do {                                                                   \
-    policy_diags d_;                                                     \
-    policy_bundle *b_ = load_text(text, &d_);                            \
-    CHECK(b_ == NULL);                                                   \
-    CHECK_MSG(has_diag(&d_, want), "missing diagnostic: %s", want);      \
-    if (!has_diag(&d_, want)) dump_diags(&d_);                           \
-    policy_bundle_free(b_);                                              \
-    policy_diags_free(&d_);                                              \
+#define CHECK_ERROR(text, want)                                     \
+  do {                                                              \
+    policy_diags d_;                                                \
+    policy_bundle *b_ = load_text(text, &d_);                       \
+    CHECK(b_ == NULL);                                              \
+    CHECK_MSG(has_diag(&d_, want), "missing diagnostic: %s", want); \
+    if (!has_diag(&d_, want)) dump_diags(&d_);                      \
+    policy_bundle_free(b_);                                         \
+    policy_diags_free(&d_);                                         \
   } while (0)
 
 /* Checks that text loads, with the warning `want`. */
-#define CHECK_WARNING(text, want)                                        \
-  do {                                                                   \
-    policy_diags d_;                                                     \
-    policy_bundle *b_ = load_text(text, &d_);                            \
-    CHECK(b_ != NULL);                                                   \
-    CHECK_MSG(has_diag(&d_, want), "missing diagnostic: %s", want);      \
-    if (!b_ || !has_diag(&d_, want)) dump_diags(&d_);                    \
-    policy_bundle_free(b_);                                              \
-    policy_diags_free(&d_);                                              \
+#define CHECK_WARNING(text, want)                                   \
+  do {                                                              \
+    policy_diags d_;                                                \
+    policy_bundle *b_ = load_text(text, &d_);                       \
+    CHECK(b_ != NULL);                                              \
+    CHECK_MSG(has_diag(&d_, want), "missing diagnostic: %s", want); \
+    if (!b_ || !has_diag(&d_, want)) dump_diags(&d_);               \
+    policy_bundle_free(b_);                                         \
+    policy_diags_free(&d_);                                         \
   } while (0)
 
 #endif

@@ -25,7 +25,7 @@ static void test_keys(void) {
   CHECK_ERROR(HEAD "actions:\n  allow: {alowed: true}\n",
               "t.yaml:4:11: actions.allow: unknown key 'alowed' (did you mean 'allowed'?)");
   CHECK_ERROR("strategy: s\ndefault: {action: allow, reson: x}\n",
-              "t.yaml:2:27: default: unknown key 'reson' (did you mean 'reason'?)");
+              "t.yaml:2:26: default: unknown key 'reson' (did you mean 'reason'?)");
   CHECK_ERROR(HEAD "tests:\n  - expect: {actoin: allow}\n",
               "t.yaml:4:14: tests[0].expect: unknown key 'actoin' (did you mean 'action'?)");
   CHECK_ERROR(HEAD "tests:\n  - contxt: {}\n    expect: allow\n",
@@ -40,7 +40,8 @@ static void test_required(void) {
   CHECK_ERROR("strategy: s\n",
               "t.yaml:1:1: missing 'default' (the decision when no rule matches; it may be left "
               "out only when a 'fallback' model decides)");
-  CHECK_ERROR(HEAD "rules:\n  - action: allow\n", "t.yaml:4:5: rules[0]: missing 'if' (the rule's condition)");
+  CHECK_ERROR(HEAD "rules:\n  - action: allow\n",
+              "t.yaml:4:5: rules[0]: missing 'if' (the rule's condition)");
   CHECK_ERROR(HEAD "rules:\n  - if: 'true'\n",
               "t.yaml:4:5: rules[0]: missing 'action' (what the rule answers when its condition "
               "holds)");
@@ -58,7 +59,8 @@ static void test_types(void) {
               "t.yaml:4:5: rules[0]: expected a mapping (key: value lines), got a string");
   CHECK_ERROR(HEAD "constants: [1, 2]\n",
               "t.yaml:3:12: constants: expected a mapping (key: value lines), got a list");
-  CHECK_ERROR(HEAD "description: {a: 1}\n", "t.yaml:3:14: description: expected text, got a mapping");
+  CHECK_ERROR(HEAD "description: {a: 1}\n",
+              "t.yaml:3:14: description: expected text, got a mapping");
   CHECK_ERROR("strategy: 12\ndefault: allow\n",
               "t.yaml:1:11: strategy: expected strategy name (a string), got an integer");
   CHECK_ERROR("strategy: a b\ndefault: allow\n",
@@ -70,7 +72,7 @@ static void test_types(void) {
   CHECK_ERROR(HEAD "actions: {allow: {review: maybe}}\n",
               "t.yaml:3:27: actions.allow.review: expected true or false, got a string");
   CHECK_ERROR(HEAD "rules:\n  - if: x\n    action: \"allow all\"\n",
-              "t.yaml:5:13: rules[0].action: 'allow all' is not a valid action name: use letters, "
+              "t.yaml:5:14: rules[0].action: 'allow all' is not a valid action name: use letters, "
               "digits, '_', '-' and '.' (at most 128)");
   CHECK_ERROR("strategy: s\ndefault: [allow]\n",
               "t.yaml:2:10: default: expected an action name or {action: NAME, reason: TEXT}, got "
@@ -85,7 +87,8 @@ static void test_types(void) {
               "t.yaml:3:18: decision_points: needs at least one decision point (or leave it out)");
   CHECK_ERROR(HEAD "decision_points: [a, b, a]\n",
               "t.yaml:3:25: decision_points[2]: decision point 'a' is listed twice");
-  CHECK_ERROR(HEAD "decision_points: a\n", "t.yaml:3:18: decision_points: expected a list, got a string");
+  CHECK_ERROR(HEAD "decision_points: a\n",
+              "t.yaml:3:18: decision_points: expected a list, got a string");
   /* fallback */
   CHECK_ERROR(HEAD "fallback: {model: m, timeout_ms: 0}\n",
               "t.yaml:3:34: fallback.timeout_ms: 0 is out of range: use 1 to 10000 (milliseconds)");
@@ -96,28 +99,30 @@ static void test_types(void) {
               "t.yaml:3:34: fallback.timeout_ms: expected a whole number of milliseconds, got a "
               "number");
   CHECK_ERROR(HEAD "fallback: {model: 'a model'}\n",
-              "t.yaml:3:19: fallback.model: 'a model' is not a valid model name: use letters, "
+              "t.yaml:3:20: fallback.model: 'a model' is not a valid model name: use letters, "
               "digits, '_', '-' and '.' (at most 128)");
   CHECK_ERROR(HEAD "fallback: on\n",
               "t.yaml:3:11: fallback: expected a mapping (key: value lines), got a string");
   /* tests */
   CHECK_ERROR(HEAD "tests:\n  - context: [1]\n    expect: allow\n",
-              "t.yaml:4:16: tests[0].context: expected a mapping (key: value lines), got a list");
+              "t.yaml:4:14: tests[0].context: expected a mapping (key: value lines), got a list");
   CHECK_ERROR(HEAD "tests:\n  - candidates: [allow, 3]\n    expect: allow\n",
-              "t.yaml:4:26: tests[0].candidates[1]: expected an action name (a string), got an "
+              "t.yaml:4:25: tests[0].candidates[1]: expected an action name (a string), got an "
               "integer");
   CHECK_ERROR(HEAD "tests:\n  - expect: {source: rul}\n",
               "t.yaml:4:22: tests[0].expect.source: expected rule, model, default or error, got "
               "'rul' (did you mean 'rule'?)");
   CHECK_ERROR(HEAD "tests:\n  - expect: {allowed: 1}\n",
               "t.yaml:4:23: tests[0].expect.allowed: expected true or false, got an integer");
-  CHECK_ERROR(HEAD "tests:\n  - expect: {}\n", "t.yaml:4:13: tests[0].expect: says nothing to check");
+  CHECK_ERROR(HEAD "tests:\n  - expect: {}\n",
+              "t.yaml:4:13: tests[0].expect: says nothing to check");
   CHECK_ERROR(HEAD "tests:\n  - {name: a, expect: allow}\n  - {name: a, expect: allow}\n",
               "t.yaml:5:5: tests[1].name: duplicate test name 'a' (tests[0] has it too)");
 }
 
 static void test_names(void) {
-  CHECK_ERROR(HEAD "rules:\n  - {name: r, if: x, action: allow}\n  - {name: r, if: y, action: allow}\n",
+  CHECK_ERROR(HEAD
+              "rules:\n  - {name: r, if: x, action: allow}\n  - {name: r, if: y, action: allow}\n",
               "t.yaml:5:12: rules[1].name: duplicate rule name 'r' (rules[0] has it too)");
   /* a default name counts too */
   CHECK_ERROR(HEAD "rules:\n  - {name: rule-2, if: x, action: allow}\n  - {if: y, action: allow}\n",
@@ -155,7 +160,7 @@ static void test_expression_places(void) {
               "t.yaml:4:15: rules[0].if: unexpected token ')'");
   /* an escape before the error does not shift it */
   CHECK_ERROR(HEAD "rules:\n  - if: \"a == 'x\\\"y' )\"\n    action: allow\n",
-              "t.yaml:4:23: rules[0].if: unexpected token ')'");
+              "t.yaml:4:22: rules[0].if: unexpected token ')'");
   /* literal block: the line inside the block, and its column */
   CHECK_ERROR(HEAD "rules:\n  - if: |\n      a == 1 &&\n        b == )\n    action: allow\n",
               "t.yaml:6:14: rules[0].if: unexpected token ')'");
@@ -172,7 +177,8 @@ static void test_expression_places(void) {
               "t.yaml:4:8: rules[0].if: expected an expression, got nothing (null)");
   /* the caret excerpt quotes the file's line */
   policy_diags d;
-  policy_bundle *b = load_text(HEAD "rules:\n  - if: path.startsWith(\"/api\" ))\n    action: allow\n", &d);
+  policy_bundle *b =
+      load_text(HEAD "rules:\n  - if: path.startsWith(\"/api\" ))\n    action: allow\n", &d);
   CHECK(b == NULL);
   int found = 0;
   for (size_t i = 0; i < d.n; i++) {
@@ -190,18 +196,21 @@ static void test_expression_places(void) {
 }
 
 static void test_yaml_syntax(void) {
-  CHECK_ERROR("strategy: [a, b\n", "t.yaml:2:1: YAML syntax: flow sequence without a closing bracket");
+  CHECK_ERROR("strategy: [a, b\n",
+              "t.yaml:2:1: YAML syntax: flow sequence without a closing bracket");
   CHECK_ERROR("strategy: s\n---\nstrategy: t\n",
               "t.yaml:2:1: a strategy file holds one YAML document; this is a second");
   CHECK_ERROR("", "t.yaml:1:1: the file holds no YAML document (expected a strategy)");
-  CHECK_ERROR("# just a comment\n", "t.yaml:1:1: the file holds no YAML document (expected a strategy)");
+  CHECK_ERROR("# just a comment\n",
+              "t.yaml:1:1: the file holds no YAML document (expected a strategy)");
   CHECK_ERROR("- a\n- b\n",
               "t.yaml:1:1: a strategy file holds a mapping (strategy:, rules:, ...), not a list");
-  CHECK_ERROR("strategy: !foo s\ndefault: allow\n",
-              "t.yaml:1:16: unsupported YAML tag '!foo' (only !!str, !!int, !!float, !!bool, !!null)");
+  CHECK_ERROR(
+      "strategy: !foo s\ndefault: allow\n",
+      "t.yaml:1:16: unsupported YAML tag '!foo' (only !!str, !!int, !!float, !!bool, !!null)");
   CHECK_ERROR(HEAD "constants: {x: 99999999999999999999}\n",
               "t.yaml:3:16: integer out of range (64 bits): '99999999999999999999'");
-  CHECK_ERROR(HEAD "constants: {x: !!int abc}\n", "t.yaml:3:16: !!int needs an integer: 'abc'");
+  CHECK_ERROR(HEAD "constants: {x: !!int abc}\n", "t.yaml:3:22: !!int needs an integer: 'abc'");
   CHECK_ERROR(HEAD "constants: {x: *nowhere}\n", "t.yaml:3:16: unknown alias '*nowhere'");
   CHECK_ERROR(HEAD "constants: {? [a]: 1}\n",
               "t.yaml:3:15: mapping keys must be plain names, not collections");
@@ -214,8 +223,16 @@ static void test_yaml_syntax(void) {
   policy_diags_free(&d);
   /* syntax errors never reach stderr: checked by the CLI tests; here, no crash
    * on assorted garbage */
-  const char *junk[] = {"{", "]", "a: b: c", "\t- x", "a:\n  - b\n c: d", "'unterminated",
-                        "&a [*a]", "? ? ?", "\xff\xfe", "a: |\n x\n  y\n z"};
+  const char *junk[] = {"{",
+                        "]",
+                        "a: b: c",
+                        "\t- x",
+                        "a:\n  - b\n c: d",
+                        "'unterminated",
+                        "&a [*a]",
+                        "? ? ?",
+                        "\xff\xfe",
+                        "a: |\n x\n  y\n z"};
   for (size_t i = 0; i < sizeof junk / sizeof *junk; i++) {
     b = load_text(junk[i], &d);
     CHECK(b == NULL && d.errors > 0);
@@ -230,9 +247,10 @@ static void test_bundle_level(void) {
   policy_load_opts opts = {.store_dir = ""};
   CHECK(policy_bundle_load("tests/policy/fixtures/dup_names", &opts, &b, &d) == -1);
   CHECK(b == NULL);
-  CHECK(has_diag(&d,
-                 "tests/policy/fixtures/dup_names/b.yaml:1:11: strategy: strategy 'same' is also "
-                 "defined in tests/policy/fixtures/dup_names/a.yaml: names are unique in a bundle"));
+  CHECK(
+      has_diag(&d,
+               "tests/policy/fixtures/dup_names/b.yaml:1:11: strategy: strategy 'same' is also "
+               "defined in tests/policy/fixtures/dup_names/a.yaml: names are unique in a bundle"));
   policy_diags_free(&d);
   CHECK(policy_bundle_load("tests/policy/fixtures/dup_points", &opts, &b, &d) == -1);
   CHECK(has_diag(&d,
@@ -244,9 +262,10 @@ static void test_bundle_level(void) {
   CHECK(has_diag(&d, "tests/policy/fixtures/empty: no strategy files (*.yaml) in this folder"));
   policy_diags_free(&d);
   CHECK(policy_bundle_load("tests/policy/fixtures/no-such-folder", &opts, &b, &d) == -1);
-  CHECK(has_diag(&d,
-                 "tests/policy/fixtures/no-such-folder: cannot open the bundle folder: No such file "
-                 "or directory"));
+  CHECK(
+      has_diag(&d,
+               "tests/policy/fixtures/no-such-folder: cannot open the bundle folder: No such file "
+               "or directory"));
   policy_diags_free(&d);
   /* warnings as errors */
   opts.warnings_as_errors = 1;
@@ -257,22 +276,24 @@ static void test_bundle_level(void) {
 
 static void test_warnings(void) {
   /* an earlier `true` wins always */
-  CHECK_WARNING(HEAD "rules:\n  - if: 'true'\n    action: block\n  - if: x == 1\n    action: block\n",
+  CHECK_WARNING(HEAD
+                "rules:\n  - if: 'true'\n    action: block\n  - if: x == 1\n    action: block\n",
                 "t.yaml:6:9: warning: rules[1]: rule 'rule-2' can never match: rule 'rule-1' "
                 "(rules[0], line 4) always matches first");
   /* a subset of parts, written differently, with a different action */
   CHECK_WARNING(HEAD
                 "rules:\n"
                 "  - {name: a, if: 'x == 1 && y.startsWith(\"p\")', action: block}\n"
-                "  - {name: b, if: 'z && y.startsWith(\\'p\\') && (x==1)', action: allow}\n",
-                "t.yaml:5:19: warning: rules[1]: rule 'b' can never match: rule 'a' (rules[0], "
+                "  - {name: b, if: \"z && y.startsWith('p') && (x==1)\", action: allow}\n",
+                "t.yaml:5:20: warning: rules[1]: rule 'b' can never match: rule 'a' (rules[0], "
                 "line 4) matches whenever it does, and comes first (unless a request's candidates "
                 "leave out 'block', which passes rule 'a' over)");
   /* not a subset: no warning */
   {
     policy_diags d;
-    policy_bundle *b =
-        load_text(HEAD "rules:\n  - {if: 'x == 1 && y', action: block}\n  - {if: x == 1, action: block}\n", &d);
+    policy_bundle *b = load_text(
+        HEAD "rules:\n  - {if: 'x == 1 && y', action: block}\n  - {if: x == 1, action: block}\n",
+        &d);
     CHECK(b != NULL && d.warnings == 0);
     policy_bundle_free(b);
     policy_diags_free(&d);
@@ -281,15 +302,15 @@ static void test_warnings(void) {
                 "t.yaml:4:18: warning: rules[0].if: no library defines a function 'frob': "
                 "evaluating this expression fails (on_error)");
   CHECK_WARNING(HEAD "let:\n  f: x.frob()\n",
-                "t.yaml:4:6: warning: let.f: no library defines a function 'frob': evaluating "
+                "t.yaml:4:8: warning: let.f: no library defines a function 'frob': evaluating "
                 "this expression fails (on_error)");
   /* confidence() is only excused next to model */
   CHECK_WARNING(HEAD "rules:\n  - if: confidence(x) < 1\n    action: block\n",
                 "t.yaml:4:9: warning: rules[0].if: no library defines a function 'confidence': "
                 "evaluating this expression fails (on_error)");
   CHECK_WARNING("strategy: s\nactions: {allow: true, block: false}\ndefault: alow\n",
-                "t.yaml:3:10: warning: default: action 'alow' is not declared in 'actions'; it "
-                "gets the default meaning (allowed) — did you mean 'allow'?");
+                "t.yaml:3:10: warning: default: action 'alow' is not declared in 'actions' (did "
+                "you mean 'allow'?); it gets the default meaning (allowed)");
   CHECK_WARNING(HEAD "constants: {path: /x}\ntests:\n  - context: {path: /y}\n    expect: allow\n",
                 "t.yaml:5:5: warning: tests[0]: the context field 'path' is hidden by the constant "
                 "of the same name: rules see the constant");

@@ -30,9 +30,10 @@ static uint32_t rnd(uint32_t n) {
 /* ---- a strategy as YAML text ---- */
 
 static const char *const PATHS[] = {"a", "b.c", "request.action", "d", "e.f", "path", "context.a"};
-static const char *const CONSTS[] = {"0", "1", "2", "1.0", "2.5", "\"x\"", "\"y\"",
-                                     "\"\"", "true", "null", "3u", "-1"};
-static const char *const PREFIXES[] = {"\"\"", "\"/a\"", "\"/a/b\"", "\"/b\"", "\"/a/bc\"", "\"x\""};
+static const char *const CONSTS[] = {"0",     "1",    "2",    "1.0",  "2.5", "\"x\"",
+                                     "\"y\"", "\"\"", "true", "null", "3u",  "-1"};
+static const char *const PREFIXES[] = {"\"\"",   "\"/a\"",    "\"/a/b\"",
+                                       "\"/b\"", "\"/a/bc\"", "\"x\""};
 
 static void add(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void add(char *buf, size_t cap, const char *fmt, ...) {
@@ -48,19 +49,37 @@ static void part(char *buf, size_t cap) {
   const char *c = CONSTS[rnd(sizeof CONSTS / sizeof *CONSTS)];
   switch (rnd(12)) {
     case 0:
-    case 1: add(buf, cap, "%s == %s", p, c); break;
-    case 2: add(buf, cap, "%s == %s", c, p); break;
+    case 1:
+      add(buf, cap, "%s == %s", p, c);
+      break;
+    case 2:
+      add(buf, cap, "%s == %s", c, p);
+      break;
     case 3:
       add(buf, cap, "%s in [%s, %s, %s]", p, c, CONSTS[rnd(12)], CONSTS[rnd(12)]);
       break;
-    case 4: add(buf, cap, "%s in %s", p, rnd(2) ? "names" : "nums"); break;
+    case 4:
+      add(buf, cap, "%s in %s", p, rnd(2) ? "names" : "nums");
+      break;
     case 5:
-    case 6: add(buf, cap, "%s.startsWith(%s)", p, PREFIXES[rnd(6)]); break;
-    case 7: add(buf, cap, "%s != %s", p, c); break;
-    case 8: add(buf, cap, "(%s == %s || %s == %s)", p, c, p, CONSTS[rnd(12)]); break;
-    case 9: add(buf, cap, "%s", rnd(2) ? "has(context.a)" : "is_x"); break;
-    case 10: add(buf, cap, "%s == one", p); break;
-    default: add(buf, cap, "%s > 0", p); break; /* may fail: a type error */
+    case 6:
+      add(buf, cap, "%s.startsWith(%s)", p, PREFIXES[rnd(6)]);
+      break;
+    case 7:
+      add(buf, cap, "%s != %s", p, c);
+      break;
+    case 8:
+      add(buf, cap, "(%s == %s || %s == %s)", p, c, p, CONSTS[rnd(12)]);
+      break;
+    case 9:
+      add(buf, cap, "%s", rnd(2) ? "has(context.a)" : "is_x");
+      break;
+    case 10:
+      add(buf, cap, "%s == one", p);
+      break;
+    default:
+      add(buf, cap, "%s > 0", p);
+      break; /* may fail: a type error */
   }
 }
 
@@ -101,16 +120,26 @@ typedef struct act_ctx {
 
 static value rand_scalar(void) {
   switch (rnd(11)) {
-    case 0: return value_int(rnd(4));
-    case 1: return value_double(rnd(2) ? 1.0 : 2.5);
-    case 2: return value_uint(rnd(4));
-    case 3: return value_str("x", 1);
-    case 4: return value_str("y", 1);
-    case 5: return value_str("", 0);
-    case 6: return value_bool(rnd(2));
-    case 7: return value_null();
-    case 8: return value_double(NAN);
-    case 9: return value_int(-1);
+    case 0:
+      return value_int(rnd(4));
+    case 1:
+      return value_double(rnd(2) ? 1.0 : 2.5);
+    case 2:
+      return value_uint(rnd(4));
+    case 3:
+      return value_str("x", 1);
+    case 4:
+      return value_str("y", 1);
+    case 5:
+      return value_str("", 0);
+    case 6:
+      return value_bool(rnd(2));
+    case 7:
+      return value_null();
+    case 8:
+      return value_double(NAN);
+    case 9:
+      return value_int(-1);
     default: {
       static const char *const paths[] = {"/a", "/a/b", "/a/bc/d", "/b", "/", "x", "/a/b/c"};
       const char *p = paths[rnd(7)];
@@ -132,10 +161,16 @@ static value gen_context(arena *a) {
 #define PUT(k, v) (e[n].key = value_str(k, (uint32_t)strlen(k)), e[n].val = (v), n++)
   if (rnd(5)) PUT("a", rand_scalar());
   switch (rnd(5)) {
-    case 0: break;                                     /* missing */
-    case 1: PUT("b", rand_scalar()); break;            /* not a map */
-    case 2: PUT("b", value_map(NULL, 0)); break;       /* map without c */
-    default: PUT("b", rand_map1(a, "c", rand_scalar()));
+    case 0:
+      break; /* missing */
+    case 1:
+      PUT("b", rand_scalar());
+      break; /* not a map */
+    case 2:
+      PUT("b", value_map(NULL, 0));
+      break; /* map without c */
+    default:
+      PUT("b", rand_map1(a, "c", rand_scalar()));
   }
   if (rnd(4) == 0) PUT("b.c", rand_scalar()); /* a dotted key wins over b's field */
   if (rnd(2)) PUT("d", rand_scalar());
@@ -268,11 +303,11 @@ static void test_known_candidates(void) {
       "constants: {scanners: [sqlmap, nikto]}\n"
       "let: {ua: agent}\n"
       "rules:\n"
-      "  - if: path == '/login'\n"            /* 0 */
+      "  - if: path == '/login'\n" /* 0 */
       "    action: block\n"
-      "  - if: path.startsWith('/api')\n"     /* 1 */
+      "  - if: path.startsWith('/api')\n" /* 1 */
       "    action: block\n"
-      "  - if: ua in scanners\n"              /* 2: a let: not indexed */
+      "  - if: ua in scanners\n" /* 2: a let: not indexed */
       "    action: block\n"
       "  - if: agent in scanners && path == '/x'\n" /* 3: filed on path (more rules) */
       "    action: block\n"
@@ -280,9 +315,9 @@ static void test_known_candidates(void) {
       "    action: block\n"
       "  - if: path in ['/a', '/b', '/login']\n" /* 5 */
       "    action: block\n"
-      "  - if: agent == 'curl'\n"             /* 6: its own path */
+      "  - if: agent == 'curl'\n" /* 6: its own path */
       "    action: block\n"
-      "  - if: size(path) > 100\n"            /* 7: not indexable */
+      "  - if: size(path) > 100\n" /* 7: not indexable */
       "    action: block\n";
   policy_diags d;
   policy_bundle *b = load_text(text, &d);
@@ -306,8 +341,8 @@ static void test_known_candidates(void) {
       {"{\"path\": \"/api/v1/users\", \"agent\": \"curl\"}", "1 2 4 6 7"},
       {"{\"path\": \"/api\", \"agent\": 1}", "1 2 7"},
       {"{\"path\": \"/x\", \"agent\": \"nikto\"}", "2 3 7"},
-      {"{\"path\": 42, \"agent\": \"a\"}", "1 2 4 7"},       /* not a string: prefix rules stay */
-      {"{\"agent\": \"curl\"}", "0 1 2 3 4 5 6 7"},           /* no path: every path rule stays */
+      {"{\"path\": 42, \"agent\": \"a\"}", "1 2 4 7"}, /* not a string: prefix rules stay */
+      {"{\"agent\": \"curl\"}", "0 1 2 3 4 5 6 7"},    /* no path: every path rule stays */
       {"{\"path\": \"/b\"}", "2 5 6 7"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

@@ -108,7 +108,8 @@ static void test_good_bundle(void) {
     CHECK(g->constants.kind == V_MAP && g->constants.n == 3);
     const value *sc = value_map_get(&g->constants, "scanners", 8);
     CHECK(sc && sc->kind == V_LIST && sc->n == 4);
-    if (sc && sc->n == 4) CHECK(sc->items[3].kind == V_STRING && !memcmp(sc->items[3].s, "zgrab", 5));
+    if (sc && sc->n == 4)
+      CHECK(sc->items[3].kind == V_STRING && !memcmp(sc->items[3].s, "zgrab", 5));
     const value *mb = value_map_get(&g->constants, "max_body", 8);
     CHECK(mb && mb->kind == V_INT && mb->i == 1048576);
     CHECK(g->nlets == 2);
@@ -235,7 +236,7 @@ static void test_design_text(void) {
     CHECK_STR(s->decision_points[0], "request_gate");
     CHECK(s->default_outcome.action == -1); /* no default: the fallback decides */
     CHECK(s->nactions == 2);
-    CHECK(s->on_error.action == 1);         /* the first not-allowed action */
+    CHECK(s->on_error.action == 1); /* the first not-allowed action */
     CHECK(!s->rules[0].reads_model && s->rules[1].reads_model);
     CHECK_STR(s->fallback_model, "clef-default-v3");
     CHECK(s->fallback_timeout_ms == 15);
@@ -334,7 +335,82 @@ static void test_scalar_types(void) {
   policy_diags_free(&d);
 }
 
+/* Only the context: no constants, no lets. */
+static int context_only(void *user, const char *name, size_t len, value *out) {
+  const value *f = value_map_get(user, name, len);
+  if (!f) return -1;
+  *out = *f;
+  return 0;
+}
+
+static int eval_context_only(const strategy *s, uint32_t i, const char *json) {
+  arena a;
+  arena_init(&a, NULL, 0, 0);
+  value ctx;
+  json_error je;
+  int r = -2;
+  if (json_parse(&a, json, strlen(json), NULL, &ctx, &je) == 0) {
+    expr_activation act = {context_only, &ctx};
+    eval_ctx ec = {0};
+    ec.arena = &a;
+    value v = expr_eval(s->rules[i].cond, &act, &ec);
+    r = v.kind == V_BOOL ? v.b : -1;
+  }
+  arena_free(&a);
+  return r;
+}
+
+/* Constants are compiled into the programs: a rule reading them evaluates
+ * with an activation that knows only the context, and every kind of value
+ * survives the trip (quotes, backslashes, control characters, UTF-8, uint,
+ * doubles that look like integers, null, nested maps). A comprehension
+ * variable or a field named like a constant is left alone. */
+static void test_constants_compiled_in(void) {
+  const char *text =
+      "strategy: s\n"
+      "default: allow\n"
+      "constants:\n"
+      "  scanners: [sqlmap, nikto]\n"
+      "  limit: -5\n"
+      "  big: 18446744073709551615\n"
+      "  one: 1.0\n"
+      "  odd: \"a\\\"b\\\\c\\n\\u00e9\"\n"
+      "  nothing: null\n"
+      "  m: {k: [1, {z: true}]}\n"
+      "  nan: .nan\n"
+      "rules:\n"
+      "  - if: agent in scanners && n > limit && type(one) == double && one == 1\n"
+      "    action: block\n"
+      "  - if: s == odd && nothing == null && m.k[1].z && big == 18446744073709551615u\n"
+      "    action: block\n"
+      "  - if: '[1, 2].exists(limit, limit == 2) && x.limit == 3 && has(m.k) && .limit == -5'\n"
+      "    action: block\n"
+      "  - if: nan != nan\n"
+      "    action: block\n";
+  policy_diags d;
+  policy_bundle *b = load_text(text, &d);
+  CHECK(b != NULL);
+  if (!b) {
+    dump_diags(&d);
+    policy_diags_free(&d);
+    return;
+  }
+  const strategy *s = &b->strategies[0];
+  CHECK(eval_context_only(s, 0, "{\"agent\": \"nikto\", \"n\": 0}") == 1);
+  CHECK(eval_context_only(s, 0, "{\"agent\": \"curl\", \"n\": 0}") == 0);
+  CHECK(eval_context_only(s, 0, "{\"agent\": \"nikto\", \"n\": -6}") == 0);
+  CHECK(eval_context_only(s, 1, "{\"s\": \"a\\\"b\\\\c\\n\u00e9\"}") == 1);
+  CHECK(eval_context_only(s, 1, "{\"s\": \"ab\"}") == 0);
+  CHECK(eval_context_only(s, 2, "{\"x\": {\"limit\": 3}}") == 1);
+  /* NaN has no literal: that constant is still read through the activation */
+  CHECK(eval_context_only(s, 3, "{}") == -1);
+  CHECK(eval_rule(s, 3, "{}") == 1);
+  policy_bundle_free(b);
+  policy_diags_free(&d);
+}
+
 int main(void) {
+  TEST_RUN(test_constants_compiled_in);
   TEST_RUN(test_good_bundle);
   TEST_RUN(test_design_text);
   TEST_RUN(test_model_through_let);

@@ -1,0 +1,338 @@
+/* cmd_snapshots.c — `verdict snapshots`: look into a decision-snapshot
+ * directory and keep it trimmed.
+ *
+ *   list    one line per snapshot (id, time, decision point, action, source)
+ *   show    one snapshot's JSON, found by id through the sparse index
+ *   export  the snapshots' JSON as JSON Lines, for analysis elsewhere
+ *   gc      retention and sampling (snapshot_gc), safe beside a live writer
+ *
+ * Filters match the record headers, so no JSON is parsed to select. This is
+ * a thin shell over src/snapshot/snapshot.h; docs/snapshots.md has the rest. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "core/arena.h"
+#include "core/json.h"
+#include "core/timefmt.h"
+#include "snapshot/snapshot.h"
+
+const char cmd_snapshots_help[] =
+    "usage: verdict snapshots list   [--snapshots DIR] [filters] [--limit N]\n"
+    "       verdict snapshots show   [--snapshots DIR] [--compact] ID\n"
+    "       verdict snapshots export [--snapshots DIR] [filters] [--limit N]\n"
+    "       verdict snapshots gc     [--snapshots DIR] [--keep-days N] [--sample F]\n"
+    "                                [--min-confidence C] [--dry-run]\n"
+    "\n"
+    "Reads the decision snapshots recorded in DIR (a segment log; see\n"
+    "docs/snapshots.md). DIR comes from --snapshots, else $VERDICT_SNAPSHOTS.\n"
+    "\n"
+    "  list    one line per snapshot: id, time (UTC), decision point, action, source\n"
+    "  show    the snapshot with this id, as indented JSON (--compact: one line)\n"
+    "  export  the snapshots as JSON Lines: one snapshot's JSON a line\n"
+    "  gc      keeps every snapshot newer than --keep-days (default 7); of older\n"
+    "          ones only those that matter: not allowed, marked for review, decided\n"
+    "          by a model or an error, confidence below --min-confidence (default\n"
+    "          0.8), or in the sample: a fraction --sample (default 0.01) chosen by\n"
+    "          a hash of the id, so every run keeps the same ones. Safe while a\n"
+    "          writer is appending (its active segment is skipped). --dry-run\n"
+    "          counts without changing anything.\n"
+    "\n"
+    "filters (list, export; all must match):\n"
+    "      --since TIME            at or after TIME: RFC 3339 (2026-01-31T12:00:00Z)\n"
+    "                              or a time ago (90s, 15m, 1h, 1h30m, 7d)\n"
+    "      --until TIME            before TIME (same forms)\n"
+    "      --point NAME            decision point\n"
+    "      --action NAME           chosen action\n"
+    "      --source SOURCE         rule, model, default or error\n"
+    "      --policy-version HEX    policy version (a prefix is enough)\n"
+    "      --limit N               stop after N snapshots\n"
+    "\n"
+    "Exit status: 0 done; 1 the directory or a snapshot could not be read, or no\n"
+    "snapshot has that id; 2 bad usage.\n"
+    "\n"
+    "examples:\n"
+    "  verdict snapshots list --snapshots /var/lib/verdict/snapshots --since 1h\n"
+    "  verdict snapshots show 0193c0de-7a1b-7c3d-8e4f-0123456789ab\n"
+    "  verdict snapshots export --point payment --source model > model-decisions.jsonl\n"
+    "  verdict snapshots gc --keep-days 30 --sample 0.05 --dry-run\n";
+
+static int usage_error(const char *msg, const char *arg) {
+  fprintf(stderr, "verdict snapshots: %s%s%s\n", msg, arg ? " " : "", arg ? arg : "");
+  fprintf(stderr, "try 'verdict snapshots --help'\n");
+  return 2;
+}
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* RFC 3339, or a duration before now ("15m", "1h30m", "7d"). 0, or -1. */
+static int parse_when(const char *s, int64_t now, int64_t *out) {
+  size_t n = strlen(s);
+  int64_t sec;
+  int32_t nanos;
+  if (timefmt_parse_rfc3339(s, n, &sec, &nanos) == 0) {
+    *out = sec * 1000000000 + nanos;
+    return 0;
+  }
+  if (n >= 2 && s[n - 1] == 'd') { /* days: not a Go duration unit, but the natural one here */
+    char *end;
+    errno = 0;
+    double days = strtod(s, &end);
+    if (errno || end != s + n - 1 || !(days >= 0) || days > 36500) return -1;
+    *out = now - (int64_t)(days * 86400e9);
+    return 0;
+  }
+  if (timefmt_parse_duration(s, n, &sec, &nanos) == 0 && sec >= 0 && nanos >= 0 &&
+      sec < 3153600000LL) {
+    *out = now - (sec * 1000000000 + nanos);
+    return 0;
+  }
+  return -1;
+}
+
+/* Indents compact JSON text (2 spaces). The text is assumed valid. */
+static void print_pretty(FILE *out, const char *s, size_t n) {
+  int depth = 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (c == '"') {
+      size_t j = i + 1;
+      while (j < n && s[j] != '"') j += s[j] == '\\' ? 2 : 1;
+      if (j > n) j = n - 1;
+      fwrite(s + i, 1, j - i + 1, out);
+      i = j;
+    } else if (c == '{' || c == '[') {
+      size_t j = i + 1;
+      while (j < n && (s[j] == ' ' || s[j] == '\n' || s[j] == '\t' || s[j] == '\r')) j++;
+      if (j < n && (s[j] == '}' || s[j] == ']')) {
+        fputc(c, out);
+        fputc(s[j], out);
+        i = j;
+        continue;
+      }
+      fputc(c, out);
+      fprintf(out, "\n%*s", 2 * ++depth, "");
+    } else if (c == '}' || c == ']') {
+      fprintf(out, "\n%*s%c", 2 * (depth > 0 ? --depth : 0), "", c);
+    } else if (c == ',') {
+      fprintf(out, ",\n%*s", 2 * depth, "");
+    } else if (c == ':') {
+      fputs(": ", out);
+    } else if (c != ' ' && c != '\n' && c != '\t' && c != '\r') {
+      fputc(c, out);
+    }
+  }
+  fputc('\n', out);
+}
+
+/* One line of JSON: newlines outside strings are whitespace, and JSON
+ * strings cannot hold raw ones, so replacing them keeps the meaning. */
+static void print_line(FILE *out, const char *s, size_t n) {
+  size_t start = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] == '\n' || s[i] == '\r') {
+      fwrite(s + start, 1, i - start, out);
+      fputc(' ', out);
+      start = i + 1;
+    }
+  }
+  fwrite(s + start, 1, n - start, out);
+  fputc('\n', out);
+}
+
+static int is_json(const char *s, size_t n) {
+  arena a;
+  char buf[4096];
+  arena_init(&a, buf, sizeof buf, 0);
+  value v;
+  int ok = json_parse(&a, s, n, NULL, &v, NULL) == 0;
+  arena_free(&a);
+  return ok;
+}
+
+static void print_list_line(const snapshot_rec *r) {
+  char id[SNAPSHOT_ID_TEXT], when[48];
+  int64_t sec = r->time_ns / 1000000000, ns = r->time_ns % 1000000000;
+  if (ns < 0) {
+    sec--;
+    ns += 1000000000;
+  }
+  timefmt_format_rfc3339(sec, (int32_t)ns, when);
+  const char *src = snapshot_source_name(r->source);
+  printf("%s  %s  %.*s  %.*s  %s\n", snapshot_id_format(r->id, id), when, (int)r->point_len,
+         r->point, (int)r->action_len, r->action, src ? src : "?");
+}
+
+static int run_gc(const char *dir, const snapshot_gc_opts *o) {
+  snapshot_gc_stats st;
+  char err[SNAPSHOT_ERRLEN];
+  if (snapshot_gc(dir, o, &st, err, sizeof err) < 0) {
+    fprintf(stderr, "verdict snapshots gc: %s\n", err);
+    return 1;
+  }
+  printf("%s%llu segments (%llu held by a writer, skipped): %llu rewritten, %llu deleted\n",
+         o->dry_run ? "dry run: " : "", (unsigned long long)st.segments,
+         (unsigned long long)st.segments_locked, (unsigned long long)st.segments_rewritten,
+         (unsigned long long)st.segments_deleted);
+  printf("%srecords %s: %llu kept, %llu removed; bytes %llu -> %llu\n",
+         o->dry_run ? "dry run: " : "", "in the segments read",
+         (unsigned long long)st.records_kept, (unsigned long long)st.records_removed,
+         (unsigned long long)st.bytes_before, (unsigned long long)st.bytes_after);
+  return 0;
+}
+
+int cmd_snapshots(int argc, char **argv) {
+  if (argc < 2) return usage_error("give a subcommand: list, show, export or gc", NULL);
+  const char *sub = argv[1];
+  int is_list = strcmp(sub, "list") == 0, is_show = strcmp(sub, "show") == 0,
+      is_export = strcmp(sub, "export") == 0, is_gc = strcmp(sub, "gc") == 0;
+  if (!is_list && !is_show && !is_export && !is_gc)
+    return usage_error("unknown subcommand", sub);
+
+  const char *dir = getenv("VERDICT_SNAPSHOTS"), *id_text = NULL;
+  snapshot_filter f;
+  snapshot_filter_init(&f);
+  snapshot_gc_opts g;
+  snapshot_gc_opts_init(&g);
+  int compact = 0;
+  long long limit = -1; /* none */
+  int64_t now = now_ns();
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    if (a[0] != '-' || strcmp(a, "-") == 0) {
+      if (!is_show || id_text) return usage_error("unexpected argument", a);
+      id_text = a;
+      continue;
+    }
+    if (strcmp(a, "--compact") == 0 && is_show) {
+      compact = 1;
+      continue;
+    }
+    if (strcmp(a, "--pretty") == 0 && is_show) {
+      compact = 0;
+      continue;
+    }
+    if (strcmp(a, "--dry-run") == 0 && is_gc) {
+      g.dry_run = 1;
+      continue;
+    }
+    const char *opt = a, *val = NULL;
+    const char *eq = strchr(a, '=');
+    char name[64];
+    if (eq && a[1] == '-' && (size_t)(eq - a) < sizeof name) {
+      memcpy(name, a, (size_t)(eq - a));
+      name[eq - a] = '\0';
+      opt = name;
+      val = eq + 1;
+    } else {
+      if (i + 1 >= argc) return usage_error("missing value after", a);
+      val = argv[++i];
+    }
+    int filt = is_list || is_export;
+    if (strcmp(opt, "--snapshots") == 0 || strcmp(opt, "-s") == 0) {
+      dir = val;
+    } else if (filt && (strcmp(opt, "--since") == 0 || strcmp(opt, "--until") == 0)) {
+      int64_t t;
+      if (parse_when(val, now, &t) < 0)
+        return usage_error("expected RFC 3339 or a time ago like 1h or 7d, got", val);
+      if (strcmp(opt, "--since") == 0)
+        f.since_ns = t ? t : 1;
+      else
+        f.until_ns = t ? t : 1;
+    } else if (filt && strcmp(opt, "--point") == 0) {
+      f.point = val;
+    } else if (filt && strcmp(opt, "--action") == 0) {
+      f.action = val;
+    } else if (filt && strcmp(opt, "--policy-version") == 0) {
+      f.policy_version = val;
+    } else if (filt && strcmp(opt, "--source") == 0) {
+      f.source = snapshot_source_parse(val, strlen(val));
+      if (f.source < 0) return usage_error("--source is rule, model, default or error, not", val);
+    } else if (filt && strcmp(opt, "--limit") == 0) {
+      char *end;
+      errno = 0;
+      limit = strtoll(val, &end, 10);
+      if (errno || *end || !*val || limit < 0)
+        return usage_error("--limit wants a count, got", val);
+    } else if (is_gc && (strcmp(opt, "--keep-days") == 0 || strcmp(opt, "--sample") == 0 ||
+                         strcmp(opt, "--min-confidence") == 0)) {
+      char *end;
+      errno = 0;
+      double d = strtod(val, &end);
+      if (errno || *end || !*val || !(d >= 0)) return usage_error("expected a number >= 0, got", val);
+      if (strcmp(opt, "--keep-days") == 0)
+        g.keep_days = d;
+      else if (strcmp(opt, "--sample") == 0) {
+        if (d > 1) return usage_error("--sample is a fraction in [0, 1], got", val);
+        g.sample = d;
+      } else
+        g.min_confidence = d;
+    } else {
+      return usage_error("unknown option", a);
+    }
+  }
+  if (!dir || !*dir) return usage_error("no snapshot directory: give --snapshots DIR", NULL);
+  if (f.since_ns && f.until_ns && f.until_ns <= f.since_ns)
+    return usage_error("--until must be later than --since", NULL);
+
+  if (is_gc) return run_gc(dir, &g);
+
+  uint8_t id[16];
+  if (is_show) {
+    if (!id_text) return usage_error("show wants a snapshot id", NULL);
+    if (snapshot_id_parse(id_text, strlen(id_text), id) < 0)
+      return usage_error("not a snapshot id (8-4-4-4-12 hex digits):", id_text);
+  }
+  snapshot_reader *r;
+  char err[SNAPSHOT_ERRLEN];
+  if (snapshot_reader_open(dir, &f, &r, err, sizeof err) < 0) {
+    fprintf(stderr, "verdict snapshots: %s\n", err);
+    return 1;
+  }
+  int rc = 0;
+  snapshot_rec rec;
+  if (is_show) {
+    int k = snapshot_reader_find(r, id, &rec);
+    if (k < 0) {
+      fprintf(stderr, "verdict snapshots: %s\n", snapshot_reader_error(r));
+      rc = 1;
+    } else if (k == 0) {
+      fprintf(stderr, "verdict snapshots: no snapshot %s in %s\n", id_text, dir);
+      rc = 1;
+    } else if (compact || !is_json(rec.payload, rec.payload_len)) {
+      print_line(stdout, rec.payload, rec.payload_len);
+    } else {
+      print_pretty(stdout, rec.payload, rec.payload_len);
+    }
+  } else {
+    long long n = 0;
+    int k = 0;
+    while ((limit < 0 || n < limit) && (k = snapshot_reader_next(r, &rec)) == 1) {
+      if (is_list)
+        print_list_line(&rec);
+      else
+        print_line(stdout, rec.payload, rec.payload_len);
+      n++;
+    }
+    if (k < 0) {
+      fprintf(stderr, "verdict snapshots: %s\n", snapshot_reader_error(r));
+      rc = 1;
+    }
+  }
+  if (snapshot_reader_skipped_bytes(r))
+    fprintf(stderr, "verdict snapshots: warning: %llu damaged bytes in %s were skipped\n",
+            (unsigned long long)snapshot_reader_skipped_bytes(r), dir);
+  snapshot_reader_close(r);
+  if (fflush(stdout) != 0 && rc == 0) {
+    fprintf(stderr, "verdict snapshots: writing output: %s\n", strerror(errno));
+    rc = 1;
+  }
+  return rc;
+}

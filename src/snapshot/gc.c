@@ -1,0 +1,300 @@
+/* gc.c — retention and sampling: thin out snapshots older than keep_days to
+ * the ones that matter, without ever racing a writer.
+ *
+ * Per segment: take its lock without waiting (a writer holds its active
+ * segment locked for as long as it appends to it, so a segment gc can lock is
+ * sealed and stays unchanged while gc holds it), check the lock is on the file
+ * the name still points to, then decide every record from its header alone.
+ * A segment that loses nothing is left as it is (the index's time range
+ * usually settles that without reading the segment). Otherwise the records
+ * kept are copied, frame for frame and byte for byte, into `<name>.gctmp`,
+ * which is fsynced and renamed over the segment; the new index follows. A
+ * reader that had the old file open keeps reading the old file; nothing ever
+ * sees half a rewrite. A segment left with no records is deleted.
+ *
+ * The sample is deterministic: a record is in it when the hash of its id
+ * falls below the fraction, so running gc twice keeps the same records and
+ * two nodes agree. Only one gc runs at a time per directory (gc.lock). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "snapshot/internal.h"
+
+#define NS_PER_DAY 86400000000000.0
+
+void snapshot_gc_opts_init(snapshot_gc_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->keep_days = 7;
+  o->sample = 0.01;
+  o->min_confidence = 0.8;
+}
+
+double snapshot_sample_point(const uint8_t id[16]) {
+  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
+  for (int i = 0; i < 16; i++) {
+    h ^= id[i];
+    h *= 0x100000001b3ull;
+  }
+  h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull; /* splitmix64's finish */
+  h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+  h ^= h >> 31;
+  return (double)(h >> 11) / 9007199254740992.0; /* top 53 bits / 2^53 */
+}
+
+int snapshot_gc_keeps(const snapshot_gc_opts *o, const snapshot_rec *rec) {
+  if (!rec->allowed || rec->review) return 1;
+  if (rec->source == SNAPSHOT_SRC_MODEL || rec->source == SNAPSHOT_SRC_ERROR) return 1;
+  if (!(rec->confidence >= o->min_confidence)) return 1; /* NaN counts as low */
+  return snapshot_sample_point(rec->id) < o->sample;
+}
+
+static int64_t clock_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void remove_gc_temps(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    size_t n = strlen(e->d_name);
+    if (n > 6 && strcmp(e->d_name + n - 6, ".gctmp") == 0) {
+      char path[4096];
+      if (seg_path(path, sizeof path, dir, e->d_name, 0) == 0) unlink(path);
+    }
+  }
+  closedir(d);
+}
+
+typedef struct gc_run {
+  const char *dir;
+  const snapshot_gc_opts *o;
+  int64_t cutoff;
+  snapshot_gc_stats *st;
+  char *err;
+  size_t errlen;
+} gc_run;
+
+static int keep(const gc_run *g, const snapshot_rec *rec) {
+  return rec->time_ns >= g->cutoff || snapshot_gc_keeps(g->o, rec);
+}
+
+/* Copies the kept frames of the segment open at fd into a new file and
+ * renames it over path. 0, or SNAPSHOT_EIO with the message. */
+static int rewrite(gc_run *g, int fd, const char *name, const char *path, const seg_header *h,
+                   uint64_t size, uint64_t *new_size) {
+  char tmp[4200], ipath[4096];
+  snprintf(tmp, sizeof tmp, "%s.gctmp", path);
+  seg_path(ipath, sizeof ipath, g->dir, name, 1);
+  int out = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) {
+    snprintf(g->err, g->errlen, "create %s: %s", tmp, strerror(errno));
+    return SNAPSHOT_EIO;
+  }
+  uint8_t hb[SEG_HEADER_MAX];
+  seg_index x;
+  seg_index_init(&x);
+  frame_scan s;
+  int rc = SNAPSHOT_EIO;
+  const char *what = "write";
+  if (frame_scan_init(&s, fd, h->header_len, size) < 0) {
+    close(out);
+    unlink(tmp);
+    snprintf(g->err, g->errlen, "gc %s: out of memory", path);
+    return SNAPSHOT_ENOMEM;
+  }
+  /* The header is kept byte for byte: same creation time, node, CRC. */
+  uint64_t off = h->header_len;
+  if (read_full(fd, hb, h->header_len, 0) < 0 || write_full(out, hb, h->header_len, 0) < 0)
+    goto done;
+  const uint8_t *body;
+  uint32_t len;
+  int k;
+  while ((k = frame_scan_next(&s, &body, &len)) == 1) {
+    snapshot_rec rec;
+    rec_body_decode(body, len, &rec);
+    if (!keep(g, &rec)) continue;
+    if (write_full(out, body - FRAME_HEADER, FRAME_HEADER + (size_t)len, off) < 0) goto done;
+    if (seg_index_add(&x, off, body, rec.time_ns) < 0) {
+      errno = ENOMEM;
+      goto done;
+    }
+    off += FRAME_HEADER + len;
+  }
+  if (k < 0) {
+    errno = s.err;
+    what = "read";
+    goto done;
+  }
+  what = "fsync";
+  if (fsync(out) < 0) goto done;
+  what = "rename";
+  if (rename(tmp, path) < 0) goto done;
+  x.seg_size = off;
+  x.seg_crc = h->crc;
+  if (seg_index_write(ipath, &x) < 0) unlink(ipath); /* a stale one would be ignored anyway */
+  dir_sync(g->dir);
+  *new_size = off;
+  rc = 0;
+done:
+  if (rc < 0) {
+    snprintf(g->err, g->errlen, "gc %s %s: %s", what, tmp, strerror(errno));
+    unlink(tmp);
+  }
+  frame_scan_free(&s);
+  seg_index_free(&x);
+  close(out);
+  return rc;
+}
+
+static int gc_segment(gc_run *g, const seg_entry *e) {
+  char path[4096], ipath[4096];
+  if (seg_path(path, sizeof path, g->dir, e->name, 0) < 0 ||
+      seg_path(ipath, sizeof ipath, g->dir, e->name, 1) < 0)
+    return 0;
+  g->st->segments++;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0; /* gone meanwhile */
+  struct stat a, b;
+  if (flock(fd, (g->o->dry_run ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
+    g->st->segments_locked++;
+    close(fd);
+    return 0;
+  }
+  if (fstat(fd, &a) < 0 || stat(path, &b) < 0 || a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
+    close(fd);
+    return 0;
+  }
+  uint64_t size = (uint64_t)a.st_size;
+  uint8_t hb[SEG_HEADER_MAX];
+  seg_header h;
+  size_t hn = size < SEG_HEADER_MAX ? (size_t)size : SEG_HEADER_MAX;
+  if (hn == 0 || read_full(fd, hb, hn, 0) < 0 || seg_header_decode(hb, hn, &h) != 0) {
+    close(fd); /* being created, or not ours: leave it alone */
+    return 0;
+  }
+  seg_index x;
+  seg_index_init(&x);
+  int indexed = seg_index_read(ipath, size, h.crc, &x) == 0;
+  int64_t min_time = x.min_time;
+  uint64_t nrec = x.records;
+  seg_index_free(&x);
+  if (indexed && (nrec == 0 || min_time >= g->cutoff)) { /* nothing old here */
+    close(fd);
+    return 0;
+  }
+  frame_scan s;
+  if (frame_scan_init(&s, fd, h.header_len, size) < 0) {
+    close(fd);
+    snprintf(g->err, g->errlen, "gc %s: out of memory", path);
+    return SNAPSHOT_ENOMEM;
+  }
+  uint64_t kept = 0, removed = 0;
+  const uint8_t *body;
+  uint32_t len;
+  int k;
+  while ((k = frame_scan_next(&s, &body, &len)) == 1) {
+    snapshot_rec rec;
+    rec_body_decode(body, len, &rec);
+    if (keep(g, &rec))
+      kept++;
+    else
+      removed++;
+  }
+  int serr = s.err;
+  frame_scan_free(&s);
+  if (k < 0) {
+    close(fd);
+    snprintf(g->err, g->errlen, "gc read %s: %s", path, strerror(serr));
+    return SNAPSHOT_EIO;
+  }
+  g->st->records_kept += kept;
+  g->st->records_removed += removed;
+  g->st->bytes_before += size;
+  int rc = 0;
+  uint64_t new_size = size;
+  if (removed == 0 || g->o->dry_run) {
+    if (removed && !kept) g->st->segments_deleted++;
+    else if (removed) g->st->segments_rewritten++;
+    if (removed && g->o->dry_run) {
+      /* a dry run reports the size the rewrite would have: estimate from
+       * the share of records kept */
+      new_size = kept ? h.header_len + (size - h.header_len) * kept / (kept + removed) : 0;
+    }
+  } else if (kept == 0) {
+    if (unlink(path) < 0) {
+      snprintf(g->err, g->errlen, "gc remove %s: %s", path, strerror(errno));
+      rc = SNAPSHOT_EIO;
+    } else {
+      unlink(ipath);
+      dir_sync(g->dir);
+      g->st->segments_deleted++;
+      new_size = 0;
+    }
+  } else {
+    rc = rewrite(g, fd, e->name, path, &h, size, &new_size);
+    if (rc == 0) g->st->segments_rewritten++;
+  }
+  g->st->bytes_after += new_size;
+  close(fd);
+  return rc;
+}
+
+int snapshot_gc(const char *dir, const snapshot_gc_opts *opts, snapshot_gc_stats *stats,
+                char *err, size_t errlen) {
+  char scratch[SNAPSHOT_ERRLEN];
+  if (!err) {
+    err = scratch;
+    errlen = sizeof scratch;
+  }
+  snapshot_gc_stats local;
+  if (!stats) stats = &local;
+  memset(stats, 0, sizeof *stats);
+  snapshot_gc_opts o;
+  if (opts)
+    o = *opts;
+  else
+    snapshot_gc_opts_init(&o);
+  if (!(o.keep_days >= 0) || !(o.sample >= 0 && o.sample <= 1)) {
+    snprintf(err, errlen, "gc: keep_days must be >= 0 and sample within [0, 1]");
+    return SNAPSHOT_EINVAL;
+  }
+  int64_t now = o.now_ns ? o.now_ns : clock_ns();
+  gc_run g = {dir, &o, now - (int64_t)(o.keep_days * NS_PER_DAY), stats, err, errlen};
+
+  char lpath[4096];
+  snprintf(lpath, sizeof lpath, "%s/gc.lock", dir);
+  int lfd = open(lpath, (o.dry_run ? O_RDONLY : O_RDWR | O_CREAT) | O_CLOEXEC, 0644);
+  if (lfd < 0 && !(o.dry_run && errno == ENOENT)) {
+    snprintf(err, errlen, "open %s: %s", lpath, strerror(errno));
+    return SNAPSHOT_EIO;
+  }
+  if (lfd >= 0 && !o.dry_run && flock(lfd, LOCK_EX | LOCK_NB) < 0) {
+    snprintf(err, errlen, "gc of %s: another gc is running", dir);
+    close(lfd);
+    return SNAPSHOT_EBUSY;
+  }
+  if (!o.dry_run) remove_gc_temps(dir);
+  seg_entry *segs;
+  size_t n;
+  int rc = 0;
+  if (seg_list(dir, &segs, &n) < 0) {
+    snprintf(err, errlen, "list %s: %s", dir, strerror(errno));
+    rc = SNAPSHOT_EIO;
+  } else {
+    for (size_t i = 0; i < n && rc == 0; i++) rc = gc_segment(&g, &segs[i]);
+    free(segs);
+  }
+  if (lfd >= 0) close(lfd);
+  return rc;
+}

@@ -1,0 +1,246 @@
+/* index.c — the sparse index of a segment: one entry per 1024 records with
+ * the offset of the block and the id and time range inside it.
+ *
+ * Why sparse and why ranges: a full index would cost as much to write as the
+ * ids themselves; one entry per block is 64 bytes per ~1 MiB of snapshots and
+ * narrows a lookup to one block of reading. Ranges rather than "the first id
+ * of the block" because records are in append order, which is id order only
+ * up to threads racing between taking an id and appending it: a block's
+ * [min, max] is right whatever the order inside it.
+ *
+ * The .idx file is written when a segment is sealed (rotation, close), by gc
+ * after a rewrite, and by a reader that had to rebuild it for a sealed
+ * segment. It names the size and header CRC of the segment it describes, so a
+ * segment that changed afterwards (reopened for appending, cut on recovery)
+ * is never read through a stale index; a missing or stale index is rebuilt
+ * by scanning. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "snapshot/internal.h"
+
+#define IDX_MAGIC "VDSIDX"
+#define IDX_VERSION 1
+#define IDX_HEADER 88
+#define IDX_ENTRY 64
+
+void seg_index_init(seg_index *x) { memset(x, 0, sizeof *x); }
+
+void seg_index_reset(seg_index *x) {
+  idx_block *b = x->blocks;
+  size_t cap = x->cap;
+  memset(x, 0, sizeof *x);
+  x->blocks = b;
+  x->cap = cap;
+}
+
+void seg_index_free(seg_index *x) {
+  free(x->blocks);
+  memset(x, 0, sizeof *x);
+}
+
+static void range_add(uint8_t min_id[16], uint8_t max_id[16], int64_t *min_t, int64_t *max_t,
+                      int first, const uint8_t id[16], int64_t t) {
+  if (first || memcmp(id, min_id, 16) < 0) memcpy(min_id, id, 16);
+  if (first || memcmp(id, max_id, 16) > 0) memcpy(max_id, id, 16);
+  if (first || t < *min_t) *min_t = t;
+  if (first || t > *max_t) *max_t = t;
+}
+
+int seg_index_add(seg_index *x, uint64_t off, const uint8_t id[16], int64_t time_ns) {
+  if (x->n == 0 || x->blocks[x->n - 1].count == INDEX_BLOCK) {
+    if (x->n == x->cap) {
+      size_t cap = x->cap ? x->cap * 2 : 16;
+      idx_block *nb = realloc(x->blocks, cap * sizeof *nb);
+      if (!nb) return -1;
+      x->blocks = nb;
+      x->cap = cap;
+    }
+    memset(&x->blocks[x->n], 0, sizeof x->blocks[0]);
+    x->blocks[x->n++].off = off;
+  }
+  idx_block *b = &x->blocks[x->n - 1];
+  range_add(b->min_id, b->max_id, &b->min_time, &b->max_time, b->count == 0, id, time_ns);
+  range_add(x->min_id, x->max_id, &x->min_time, &x->max_time, x->records == 0, id, time_ns);
+  b->count++;
+  x->records++;
+  return 0;
+}
+
+int seg_index_write(const char *path, const seg_index *x) {
+  size_t size = IDX_HEADER + x->n * IDX_ENTRY + 4;
+  uint8_t *b = calloc(1, size);
+  if (!b) {
+    errno = ENOMEM;
+    return -1;
+  }
+  memcpy(b, IDX_MAGIC, 6);
+  put_le16(b + 6, IDX_VERSION);
+  put_le32(b + 8, INDEX_BLOCK);
+  put_le32(b + 12, (uint32_t)x->n);
+  put_le64(b + 16, x->seg_size);
+  put_le32(b + 24, x->seg_crc);
+  put_le64(b + 32, x->records);
+  memcpy(b + 40, x->min_id, 16);
+  memcpy(b + 56, x->max_id, 16);
+  put_le64(b + 72, (uint64_t)x->min_time);
+  put_le64(b + 80, (uint64_t)x->max_time);
+  for (size_t i = 0; i < x->n; i++) {
+    uint8_t *e = b + IDX_HEADER + i * IDX_ENTRY;
+    const idx_block *k = &x->blocks[i];
+    put_le64(e, k->off);
+    put_le32(e + 8, k->count);
+    memcpy(e + 16, k->min_id, 16);
+    memcpy(e + 32, k->max_id, 16);
+    put_le64(e + 48, (uint64_t)k->min_time);
+    put_le64(e + 56, (uint64_t)k->max_time);
+  }
+  put_le32(b + size - 4, snapshot_crc32c(0, b, size - 4));
+
+  char tmp[4096];
+  int w = snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  if (w < 0 || (size_t)w >= sizeof tmp) {
+    free(b);
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    free(b);
+    return -1;
+  }
+  int rc = write_full(fd, b, size, 0);
+  int saved = errno;
+  close(fd);
+  free(b);
+  if (rc == 0 && rename(tmp, path) == 0) return 0;
+  saved = errno ? errno : saved;
+  unlink(tmp);
+  errno = saved;
+  return -1;
+}
+
+int seg_index_read(const char *path, uint64_t seg_size, uint32_t seg_crc, seg_index *x) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st;
+  uint8_t *b = NULL;
+  int ok = 0;
+  if (fstat(fd, &st) == 0 && st.st_size >= IDX_HEADER + 4 && st.st_size < (1 << 28)) {
+    size_t size = (size_t)st.st_size;
+    b = malloc(size);
+    if (b && read_full(fd, b, size, 0) == 0 && memcmp(b, IDX_MAGIC, 6) == 0 &&
+        get_le16(b + 6) == IDX_VERSION && get_le32(b + 8) == INDEX_BLOCK &&
+        IDX_HEADER + (size_t)get_le32(b + 12) * IDX_ENTRY + 4 == size &&
+        get_le32(b + size - 4) == snapshot_crc32c(0, b, size - 4) &&
+        get_le64(b + 16) == seg_size && get_le32(b + 24) == seg_crc)
+      ok = 1;
+    if (ok) {
+      size_t n = get_le32(b + 12);
+      idx_block *blocks = n ? malloc(n * sizeof *blocks) : NULL;
+      if (n && !blocks) ok = 0;
+      if (ok) {
+        seg_index_free(x);
+        x->seg_size = seg_size;
+        x->seg_crc = seg_crc;
+        x->records = get_le64(b + 32);
+        memcpy(x->min_id, b + 40, 16);
+        memcpy(x->max_id, b + 56, 16);
+        x->min_time = (int64_t)get_le64(b + 72);
+        x->max_time = (int64_t)get_le64(b + 80);
+        for (size_t i = 0; i < n; i++) {
+          const uint8_t *e = b + IDX_HEADER + i * IDX_ENTRY;
+          idx_block *k = &blocks[i];
+          k->off = get_le64(e);
+          k->count = get_le32(e + 8);
+          memcpy(k->min_id, e + 16, 16);
+          memcpy(k->max_id, e + 32, 16);
+          k->min_time = (int64_t)get_le64(e + 48);
+          k->max_time = (int64_t)get_le64(e + 56);
+        }
+        x->blocks = blocks;
+        x->n = x->cap = n;
+      }
+    }
+  }
+  free(b);
+  close(fd);
+  return ok ? 0 : -1;
+}
+
+int seg_open_indexed(const char *dir, const char *name, int write_back, seg_header *hdr,
+                     seg_index *x, uint64_t *size, char *err, size_t errlen) {
+  char path[4096], ipath[4096];
+  if (seg_path(path, sizeof path, dir, name, 0) < 0 || seg_path(ipath, sizeof ipath, dir, name, 1) < 0) {
+    if (err) snprintf(err, errlen, "%s/%s: path too long", dir, name);
+    return -1;
+  }
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (err) snprintf(err, errlen, "open %s: %s", path, strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  uint8_t hb[SEG_HEADER_MAX];
+  seg_header h;
+  if (fstat(fd, &st) < 0) {
+    if (err) snprintf(err, errlen, "stat %s: %s", path, strerror(errno));
+    close(fd);
+    return -1;
+  }
+  uint64_t fsize = (uint64_t)st.st_size;
+  size_t hn = fsize < SEG_HEADER_MAX ? (size_t)fsize : SEG_HEADER_MAX;
+  int hr = hn ? (read_full(fd, hb, hn, 0) == 0 ? seg_header_decode(hb, hn, &h) : -1) : 1;
+  if (hr != 0) {
+    if (hr > 0) {
+      close(fd);
+      return -2;
+    }
+    if (err) snprintf(err, errlen, "%s: not a snapshot segment (bad header)", path);
+    close(fd);
+    return -1;
+  }
+  if (hdr) *hdr = h;
+  *size = fsize;
+  if (seg_index_read(ipath, fsize, h.crc, x) == 0) return fd;
+
+  seg_index_reset(x);
+  frame_scan s;
+  if (frame_scan_init(&s, fd, h.header_len, fsize) < 0) {
+    if (err) snprintf(err, errlen, "%s: out of memory", path);
+    close(fd);
+    return -1;
+  }
+  const uint8_t *body;
+  uint32_t len;
+  int r;
+  while ((r = frame_scan_next(&s, &body, &len)) == 1) {
+    if (seg_index_add(x, s.frame_off, body, rec_body_time(body)) < 0) {
+      s.err = ENOMEM;
+      r = -1;
+      break;
+    }
+  }
+  if (r < 0) {
+    if (err) snprintf(err, errlen, "read %s: %s", path, strerror(s.err));
+    frame_scan_free(&s);
+    close(fd);
+    return -1;
+  }
+  x->seg_size = s.torn ? s.tail_off : fsize;
+  x->seg_crc = h.crc;
+  /* Save the rebuilt index only for a sealed segment: complete, and not held
+   * by a writer (an active segment keeps growing; its index comes at seal). */
+  if (write_back && !s.torn && flock(fd, LOCK_SH | LOCK_NB) == 0) {
+    seg_index_write(ipath, x); /* best effort: a read-only directory is fine */
+    flock(fd, LOCK_UN);
+  }
+  frame_scan_free(&s);
+  return fd;
+}

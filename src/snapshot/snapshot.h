@@ -1,0 +1,294 @@
+/* snapshot.h — the decision-snapshot log: ids, records, the segment-log
+ * writer, the reader and retention. This is the contract the engine (and the
+ * CLI, and replay) build on; docs/snapshots.md describes the on-disk format.
+ *
+ * What the log stores: one record per decision — a small fixed header the log
+ * itself needs (id, time, allowed/review/source, confidence, decision point,
+ * action, policy version) and an opaque payload: the snapshot as compact JSON
+ * text, written by the engine. The log never parses the payload; filters,
+ * lookup and retention work on the header alone.
+ *
+ * Shape of use (the engine):
+ *
+ *   snapshot_idgen gen;  snapshot_idgen_init(&gen);      // once per engine
+ *   snapshot_log *log;   char err[SNAPSHOT_ERRLEN];
+ *   snapshot_log_opts o; snapshot_log_opts_init(&o);
+ *   o.durability = SNAPSHOT_DURABLE_INTERVAL;
+ *   if (snapshot_log_open("/var/lib/verdict/snapshots", &o, &log, err, sizeof err) < 0) fail(err);
+ *   ...per decision, any thread:
+ *   snapshot_rec r = {0};
+ *   snapshot_id_new(&gen, r.id);             // goes into the JSON and the answer
+ *   r.time_ns = now; r.allowed = 1; r.source = SNAPSHOT_SRC_RULE; r.confidence = 1;
+ *   r.point = "tool_call"; r.point_len = 9; ...; r.payload = json; r.payload_len = n;
+ *   uint64_t ticket;
+ *   if (snapshot_log_append(log, &r, &ticket) == 0 && durability_always)
+ *     snapshot_log_wait_durable(log, ticket);  // answer only once on disk
+ *   ...
+ *   snapshot_log_close(log);                 // drains, fsyncs, seals
+ *
+ * Threads: snapshot_id_new and snapshot_log_append may be called from any
+ * number of threads at once; they take no lock, make no syscall and do not
+ * allocate (an append copies the record into a preallocated ring). One writer
+ * thread per log drains the ring into the current segment. A reader may run
+ * in any process while a writer appends; gc may run while a writer appends.
+ * One writer per directory: a second snapshot_log_open on the same directory
+ * fails with SNAPSHOT_EBUSY.
+ *
+ * Errors: every call returns 0 (or a count/flag documented with it) or a
+ * negative SNAPSHOT_E* code; calls that take err/errlen put a sentence there
+ * that names the file and the reason. */
+#ifndef VD_SNAPSHOT_SNAPSHOT_H
+#define VD_SNAPSHOT_SNAPSHOT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SNAPSHOT_OK 0
+#define SNAPSHOT_EINVAL (-1)   /* a bad argument (string too long, bad option) */
+#define SNAPSHOT_ENOMEM (-2)   /* out of memory */
+#define SNAPSHOT_EIO (-3)      /* a file could not be read, written or synced */
+#define SNAPSHOT_EFULL (-4)    /* the queue was full and on_full is DROP: dropped, counted */
+#define SNAPSHOT_ECLOSED (-5)  /* the log is closing or closed */
+#define SNAPSHOT_EBUSY (-6)    /* another writer holds the directory */
+#define SNAPSHOT_ETOOBIG (-7)  /* a record larger than snapshot_log_max_record() */
+#define SNAPSHOT_ECORRUPT (-8) /* a file is not a snapshot segment/index, or is damaged */
+
+#define SNAPSHOT_ERRLEN 512           /* enough for any message these calls write */
+#define SNAPSHOT_MAX_STRING 65535     /* decision point, action, policy version: bytes */
+#define SNAPSHOT_MAX_PAYLOAD (16u << 20) /* hard cap on one payload, whatever the queue */
+
+const char *snapshot_strerror(int code);
+
+/* ---- ids: UUIDv7 (RFC 9562) ----
+ * 128 bits, big-endian: 48-bit unix time in ms | version 7 (4 bits) | 12-bit
+ * counter | variant 0b10 (2 bits) | 62 random bits. The counter makes ids from
+ * one generator strictly increasing (as 16-byte strings, so memcmp order is
+ * time order) even within one millisecond and across threads: it restarts at
+ * a random value below 2048 each new millisecond and, if 4096 ids are taken in
+ * one millisecond, carries into the time field (the id then runs a little ahead
+ * of the clock, as RFC 9562 allows). Random bits come from a generator seeded
+ * once from getrandom(): no syscall per id. */
+typedef struct snapshot_idgen {
+  _Atomic uint64_t state; /* ms << 12 | counter of the last id */
+  _Atomic uint64_t rng;   /* splitmix64 counter */
+} snapshot_idgen;
+
+#define SNAPSHOT_ID_TEXT 37 /* 36 characters + NUL */
+
+/* Seeds the generator (getrandom; falls back to time and address bits). */
+void snapshot_idgen_init(snapshot_idgen *g);
+/* A new id at the current time, greater than every id g made before. */
+void snapshot_id_new(snapshot_idgen *g, uint8_t out[16]);
+/* The same at a given unix time in ms (tests, tools that rebuild old logs):
+ * still greater than every id g made before (max of the two times). */
+void snapshot_id_new_at(snapshot_idgen *g, uint64_t unix_ms, uint8_t out[16]);
+/* "0193c0de-7a1b-7c3d-8e4f-0123456789ab" (lowercase) into out[37]; returns out. */
+char *snapshot_id_format(const uint8_t id[16], char out[SNAPSHOT_ID_TEXT]);
+/* Parses the 36-character form (either case). 0, or SNAPSHOT_EINVAL. */
+int snapshot_id_parse(const char *s, size_t len, uint8_t out[16]);
+/* The unix ms time an id carries. */
+uint64_t snapshot_id_time_ms(const uint8_t id[16]);
+
+/* ---- records ---- */
+typedef enum snapshot_source {
+  SNAPSHOT_SRC_RULE = 0,
+  SNAPSHOT_SRC_MODEL = 1,
+  SNAPSHOT_SRC_DEFAULT = 2,
+  SNAPSHOT_SRC_ERROR = 3,
+} snapshot_source;
+
+/* "rule", "model", "default", "error"; NULL for anything else. */
+const char *snapshot_source_name(int source);
+/* The inverse; -1 when unknown. */
+int snapshot_source_parse(const char *s, size_t len);
+
+/* One record. For an append, the strings are read (copied) during the call
+ * and need not be NUL-terminated. From a reader they point into the reader's
+ * buffer, stay valid until its next call, and are NOT NUL-terminated. */
+typedef struct snapshot_rec {
+  uint8_t id[16];
+  int64_t time_ns;      /* unix ns of the decision; 0 on append: the id's time */
+  uint8_t allowed;      /* 0/1 */
+  uint8_t review;       /* 0/1 */
+  uint8_t source;       /* snapshot_source */
+  float confidence;     /* [0, 1] by convention; stored as given */
+  const char *point;    /* decision point, <= SNAPSHOT_MAX_STRING bytes */
+  size_t point_len;
+  const char *action;   /* chosen action ("" when none) */
+  size_t action_len;
+  const char *policy_version; /* hex content hash (or "") */
+  size_t policy_version_len;
+  const char *payload;  /* the snapshot, compact JSON */
+  size_t payload_len;
+} snapshot_rec;
+
+/* ---- the writer ---- */
+typedef enum snapshot_durability {
+  SNAPSHOT_DURABLE_NONE = 0,     /* write(); the OS flushes when it likes */
+  SNAPSHOT_DURABLE_INTERVAL = 1, /* fsync at most every interval_ms (the default) */
+  SNAPSHOT_DURABLE_ALWAYS = 2,   /* fsync each batch; wait_durable waits for it */
+} snapshot_durability;
+
+typedef enum snapshot_on_full {
+  SNAPSHOT_FULL_BLOCK = 0, /* the producer waits for room: never drops (default) */
+  SNAPSHOT_FULL_DROP = 1,  /* the record is refused with SNAPSHOT_EFULL and counted */
+} snapshot_on_full;
+
+typedef struct snapshot_log_opts {
+  snapshot_durability durability; /* default INTERVAL */
+  uint32_t interval_ms;           /* INTERVAL: default 100 */
+  uint32_t queue_records;         /* records waiting at most: default 65536 */
+  size_t queue_bytes;             /* ring bytes: default 32 MiB (rounded up to a power of 2) */
+  snapshot_on_full on_full;       /* default BLOCK */
+  uint64_t segment_bytes;         /* rotate past this size: default 64 MiB */
+  const char *node;               /* node name in segment headers: default the host name */
+  uint32_t close_timeout_ms;      /* close gives up on a failing disk after this: default 10000 */
+} snapshot_log_opts;
+
+typedef struct snapshot_log snapshot_log;
+
+void snapshot_log_opts_init(snapshot_log_opts *o);
+
+/* Opens (creating if needed) the log in dir, takes the directory's writer
+ * lock, recovers the newest segment(s) — a torn or corrupt tail is cut back to
+ * the last valid record and reported in the status — and starts the writer
+ * thread. opts may be NULL (defaults). On failure returns SNAPSHOT_E* with a
+ * message in err (err may be NULL). */
+int snapshot_log_open(const char *dir, const snapshot_log_opts *opts, snapshot_log **out,
+                      char *err, size_t errlen);
+
+/* Queues a copy of rec. On success returns 0 and sets *ticket (may be NULL)
+ * to a number for snapshot_log_wait_durable; tickets grow with append order.
+ * Errors: SNAPSHOT_EFULL (DROP and no room; counted in `dropped`),
+ * SNAPSHOT_ETOOBIG / SNAPSHOT_EINVAL (the record, not the log, is bad; counted
+ * in `rejected`), SNAPSHOT_ECLOSED. With BLOCK a full queue makes the call
+ * wait (spin, then yield, then short sleeps) until the writer makes room. */
+int snapshot_log_append(snapshot_log *log, const snapshot_rec *rec, uint64_t *ticket);
+
+/* Waits until the record with this ticket is durable: fsynced under INTERVAL
+ * and ALWAYS (ALWAYS syncs at once, one fsync for every record in the batch;
+ * INTERVAL waits for the next periodic sync), written to the OS under NONE.
+ * Returns 0, or SNAPSHOT_ECLOSED when the log closed without making it
+ * durable (a disk that kept failing until the close timeout). */
+int snapshot_log_wait_durable(snapshot_log *log, uint64_t ticket);
+
+/* The largest record (body bytes: header fields + payload) append accepts. */
+size_t snapshot_log_max_record(const snapshot_log *log);
+
+/* Counters, readable at any time from any thread. */
+typedef struct snapshot_log_status {
+  uint64_t appended;        /* records accepted by append */
+  uint64_t dropped;         /* refused because the queue was full (DROP) */
+  uint64_t rejected;        /* refused as invalid or too big */
+  uint64_t written;         /* records written to segment files */
+  uint64_t bytes;           /* frame bytes written */
+  uint64_t fsyncs;          /* successful fsyncs of segment files */
+  uint64_t write_errors;    /* failed write/fsync/create attempts (each retried) */
+  uint64_t queue_depth;     /* records in the queue now */
+  uint64_t segments;        /* segments created by this writer */
+  uint64_t durable_ticket;  /* every ticket <= this is durable */
+  uint64_t written_ticket;  /* every ticket <= this is written */
+  /* recovery at open */
+  uint64_t recovered_segments;  /* segments scanned */
+  uint64_t cut_bytes;           /* torn/corrupt tail bytes cut */
+  uint64_t cut_records;         /* frames (whole or torn) in the cut tails */
+  uint64_t damaged_regions;     /* bad spans in the middle of a segment, kept, skipped on read */
+  int last_errno;               /* errno of the last write error, 0 if none */
+  char last_error[SNAPSHOT_ERRLEN]; /* "write /dir/seg-...log: No space left on device" */
+} snapshot_log_status;
+
+void snapshot_log_status_get(snapshot_log *log, snapshot_log_status *st);
+
+/* Stops taking records, drains the queue into the segment, fsyncs (unless
+ * NONE), writes the sparse index of the current segment, stops the writer
+ * and frees everything. Call once no other thread appends any more. Returns
+ * 0, or SNAPSHOT_EIO when records could not be written before the close
+ * timeout (they are lost; the count is in the final status, passed back in st
+ * if st is not NULL). */
+int snapshot_log_close(snapshot_log *log, snapshot_log_status *st);
+
+/* ---- the reader ----
+ * Iterates the records of a directory: segments in order of their first id,
+ * records in append order within a segment. That is time order for records
+ * of one writer, up to the moments between taking an id and appending it
+ * (threads racing by microseconds), and a late record crossing a segment
+ * boundary. Safe against a writer appending at the same time: it reads only
+ * complete, CRC-valid records, and picks up segments created after it
+ * opened. */
+typedef struct snapshot_filter {
+  int64_t since_ns;           /* time >= since (0: no bound) */
+  int64_t until_ns;           /* time < until (0: no bound) */
+  const char *point;          /* NUL-terminated; NULL: any */
+  const char *action;         /* NULL: any */
+  const char *policy_version; /* NULL: any; a prefix matches ("3f2a" matches "3f2a9c...") */
+  int source;                 /* snapshot_source, or -1: any */
+} snapshot_filter;
+
+typedef struct snapshot_reader snapshot_reader;
+
+/* Sets every field to "any". */
+void snapshot_filter_init(snapshot_filter *f);
+
+/* filter may be NULL. The filter's strings must outlive the reader. Fails
+ * with SNAPSHOT_EIO when dir cannot be read. */
+int snapshot_reader_open(const char *dir, const snapshot_filter *filter, snapshot_reader **out,
+                         char *err, size_t errlen);
+/* 1: *rec holds the next matching record (valid until the next call); 0: no
+ * more; < 0: an error (message from snapshot_reader_error). */
+int snapshot_reader_next(snapshot_reader *r, snapshot_rec *rec);
+/* Finds one record by id without scanning everything: the id's time picks the
+ * segment, the segment's sparse index (.idx, rebuilt in memory if missing or
+ * stale) the block of 1024 records to read. Ignores the filter. 1 found, 0
+ * not found, < 0 error. Does not move the iteration of _next. */
+int snapshot_reader_find(snapshot_reader *r, const uint8_t id[16], snapshot_rec *rec);
+const char *snapshot_reader_error(const snapshot_reader *r);
+/* Damaged spans skipped so far (bytes), for a "some data was unreadable" note. */
+uint64_t snapshot_reader_skipped_bytes(const snapshot_reader *r);
+void snapshot_reader_close(snapshot_reader *r);
+
+/* ---- retention and sampling ----
+ * Records newer than keep_days are all kept. In older records only those that
+ * matter stay: not allowed, marked for review, decided by a model or by an
+ * error, confidence below min_confidence, or in the sample — a fraction chosen
+ * by a hash of the id, so that every run keeps the same ones. Each segment
+ * that loses records is rewritten to a temporary file and renamed over the
+ * old one (readers holding the old file keep reading it); a segment with
+ * nothing left is deleted. Segments a writer holds (its active segment,
+ * flock'd) are skipped, so gc is safe against a running writer. */
+typedef struct snapshot_gc_opts {
+  double keep_days;      /* default 7 */
+  double sample;         /* fraction of unremarkable old records kept: default 0.01 */
+  double min_confidence; /* below this an old record is kept: default 0.8 */
+  int dry_run;           /* count, change nothing */
+  int64_t now_ns;        /* 0: the clock (tests pass a fixed time) */
+} snapshot_gc_opts;
+
+typedef struct snapshot_gc_stats {
+  uint64_t segments;         /* segment files looked at */
+  uint64_t segments_locked;  /* skipped: held by a writer */
+  uint64_t segments_rewritten;
+  uint64_t segments_deleted; /* nothing left in them */
+  uint64_t records_kept;     /* in the segments gc read */
+  uint64_t records_removed;
+  uint64_t bytes_before;     /* of the segments gc read */
+  uint64_t bytes_after;
+} snapshot_gc_stats;
+
+void snapshot_gc_opts_init(snapshot_gc_opts *o);
+/* Whether gc keeps an old record with this header under o (exposed for the
+ * CLI and tests): 1 keep, 0 remove. */
+int snapshot_gc_keeps(const snapshot_gc_opts *o, const snapshot_rec *rec);
+/* opts may be NULL. Fills *stats (may be NULL). 0, or SNAPSHOT_E* + err. */
+int snapshot_gc(const char *dir, const snapshot_gc_opts *opts, snapshot_gc_stats *stats,
+                char *err, size_t errlen);
+
+/* ---- checksums ----
+ * CRC32C (Castagnoli), as iSCSI and ext4 use it. crc is the CRC of the bytes
+ * before (0 to start), so calls chain: crc32c(crc32c(0, a, n), b, m) is the
+ * CRC of a then b. SSE4.2 instruction when the CPU has it, tables otherwise. */
+uint32_t snapshot_crc32c(uint32_t crc, const void *data, size_t len);
+/* The table version alone (tests compare the two). */
+uint32_t snapshot_crc32c_sw(uint32_t crc, const void *data, size_t len);
+
+#endif

@@ -1,0 +1,821 @@
+/* writer.c — the snapshot log writer: open with recovery, the lock-free
+ * append, and the writer thread that turns the queue into segment files.
+ *
+ * The hot path (snapshot_log_append) encodes the record straight into the
+ * ring (ring.c) and returns: no lock, no syscall, no malloc. Everything slow
+ * happens on one writer thread per log:
+ *
+ *   gather  committed ring entries -> frames (length, CRC32C, body) appended
+ *           to `pend`, a buffer that mirrors the end of the current segment
+ *           not yet known to be durable; the ring space is released at once.
+ *   write   pend's unwritten part with pwrite at the segment's end.
+ *   sync    fsync per the durability setting: ALWAYS after every write (one
+ *           fsync for the whole group gathered meanwhile: group commit),
+ *           INTERVAL when interval_ms has passed (or pend is big, or the
+ *           segment rotates), NONE never. After a sync `pend` empties and the
+ *           durable ticket advances; waiters are woken.
+ *   rotate  when a record belongs to a later UTC day or would push the
+ *           segment past segment_bytes: sync, write the .idx, close, and the
+ *           next record creates the next segment.
+ *
+ * Failures never corrupt what is on disk and never lose what is queued. A
+ * failed write (ENOSPC, EIO, EFBIG) is cut back with ftruncate to the last
+ * complete frame and retried from memory with backoff; a failed fsync cuts
+ * back to the last good sync and rewrites everything since from `pend`
+ * (after a failed fsync the page cache cannot be trusted, so retrying the
+ * fsync alone would claim durability for data that may be gone). Errors are
+ * counted and the last one is kept, with its errno text, for
+ * snapshot_log_status_get. While the disk fails, the queue fills; BLOCK then
+ * slows producers down, DROP refuses and counts.
+ *
+ * Files and locks: `writer.lock` in the directory is flock'd for the life of
+ * the log (one writer per directory); the active segment is flock'd too, which
+ * is how gc and readers know to leave it alone. A new segment is written under
+ * a temporary name (*.new), locked, then linked to its final name, so no one
+ * ever sees an unlocked segment without a header.
+ *
+ * Recovery (at open, before the thread starts): every segment without a
+ * valid index is scanned; a torn or corrupt tail is cut back to the last valid
+ * frame, damaged spans in the middle are counted and left for readers to
+ * skip. The newest segment, if sound and not full, is reopened for appending
+ * (so short-lived processes do not leave a trail of tiny segments). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "snapshot/internal.h"
+
+#define PEND_CAP ((size_t)8 << 20)   /* INTERVAL syncs early past this much unsynced data */
+#define GATHER_MAX ((size_t)4 << 20) /* bytes one round takes from the ring */
+#define BACKOFF_MIN_MS 10
+#define BACKOFF_MAX_MS 1000
+
+struct snapshot_log {
+  char *dir;
+  snapshot_log_opts opts;
+  char node[SEG_NODE_MAX + 1];
+  ring q;
+  size_t max_record;
+  int lock_fd; /* writer.lock */
+  pthread_t thread;
+
+  /* shared with producers and waiters */
+  _Atomic int closing;
+  _Atomic int sleeping; /* the writer is in a long sleep: an append must wake it */
+  _Atomic int dead;     /* the writer thread has finished */
+  _Atomic int waiters;  /* threads in wait_durable */
+  _Atomic uint64_t appended, dropped, rejected;
+  _Atomic uint64_t written, bytes, fsyncs, write_errors, segments;
+  _Atomic uint64_t durable_pos, written_pos;
+  pthread_mutex_t mu;
+  pthread_cond_t wake_cv;    /* the writer sleeps here */
+  pthread_cond_t durable_cv; /* waiters sleep here */
+  int last_errno;            /* under mu */
+  char last_error[SNAPSHOT_ERRLEN];
+
+  /* recovery results: written before the thread starts, read-only after */
+  uint64_t rec_segments, cut_bytes, cut_records, damaged_regions;
+
+  /* the writer thread's own */
+  int fd; /* current segment, -1 when none */
+  char seg_name[SEG_NAME_MAX];
+  uint32_t seg_day;
+  seg_header hdr;
+  seg_index idx;
+  uint64_t seg_base; /* file offset where pend starts (all before is synced/written) */
+  uint8_t *pend;
+  size_t pend_len, pend_cap, pend_written;
+  uint64_t pend_pos;  /* ring position after the last record in pend */
+  uint64_t pend_recs, pend_unwritten_recs;
+  uint64_t rpos;      /* the consumer's ring position */
+  uint64_t last_sync_ms;
+  uint32_t backoff_ms;
+  uint64_t retry_at_ms;
+  uint64_t lost; /* records given up on at close */
+};
+
+static uint64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static int64_t real_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void snapshot_log_opts_init(snapshot_log_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->durability = SNAPSHOT_DURABLE_INTERVAL;
+  o->interval_ms = 100;
+  o->queue_records = 65536;
+  o->queue_bytes = (size_t)32 << 20;
+  o->on_full = SNAPSHOT_FULL_BLOCK;
+  o->segment_bytes = (uint64_t)64 << 20;
+  o->node = NULL;
+  o->close_timeout_ms = 10000;
+}
+
+static void set_error(snapshot_log *L, int err, const char *what, const char *name) {
+  atomic_fetch_add_explicit(&L->write_errors, 1, memory_order_relaxed);
+  pthread_mutex_lock(&L->mu);
+  L->last_errno = err;
+  snprintf(L->last_error, sizeof L->last_error, "%s %s/%s: %s", what, L->dir, name,
+           strerror(err));
+  pthread_mutex_unlock(&L->mu);
+}
+
+/* ---- open and recovery ---- */
+
+static int mkdir_p(const char *dir) {
+  char path[4096];
+  size_t n = strlen(dir);
+  if (n == 0 || n >= sizeof path) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  memcpy(path, dir, n + 1);
+  for (size_t i = 1; i <= n; i++) {
+    if (path[i] != '/' && path[i] != '\0') continue;
+    char c = path[i];
+    path[i] = '\0';
+    if (mkdir(path, 0755) < 0 && errno != EEXIST) return -1;
+    path[i] = c;
+  }
+  struct stat st;
+  if (stat(dir, &st) < 0) return -1;
+  if (!S_ISDIR(st.st_mode)) {
+    errno = ENOTDIR;
+    return -1;
+  }
+  return 0;
+}
+
+/* Opens dir/name for writing and takes its lock; -1 when someone else holds
+ * it (gc mid-rewrite) or the path no longer names the file we locked. */
+static int open_locked(const char *path) {
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat a, b;
+  if (flock(fd, LOCK_EX | LOCK_NB) < 0 || fstat(fd, &a) < 0 || stat(path, &b) < 0 ||
+      a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* Scans one segment, cuts a torn tail, counts damage. Keeps it open as the
+ * current segment when keep is set and it may be appended to; else seals it
+ * (writes its index) and closes it. */
+static int recover_segment(snapshot_log *L, const seg_entry *e, int keep, char *err,
+                           size_t errlen) {
+  char path[4096], ipath[4096];
+  if (seg_path(path, sizeof path, L->dir, e->name, 0) < 0 ||
+      seg_path(ipath, sizeof ipath, L->dir, e->name, 1) < 0) {
+    snprintf(err, errlen, "%s/%s: path too long", L->dir, e->name);
+    return SNAPSHOT_EINVAL;
+  }
+  int fd = open_locked(path);
+  if (fd < 0) return 0; /* gc holds it: it is sealed, not ours to recover */
+  struct stat st;
+  if (fstat(fd, &st) < 0) {
+    snprintf(err, errlen, "stat %s: %s", path, strerror(errno));
+    close(fd);
+    return SNAPSHOT_EIO;
+  }
+  uint64_t size = (uint64_t)st.st_size;
+  uint8_t hb[SEG_HEADER_MAX];
+  size_t hn = size < SEG_HEADER_MAX ? (size_t)size : SEG_HEADER_MAX;
+  seg_header h;
+  int hr = hn ? (read_full(fd, hb, hn, 0) == 0 ? seg_header_decode(hb, hn, &h) : -1) : 1;
+  if (hr > 0) {
+    /* Created but its header never completed: it holds no record. Segments
+     * are linked under their name only after the header is written, so this
+     * is damage from outside; count it and remove the husk. */
+    L->rec_segments++;
+    L->cut_bytes += size;
+    unlink(path);
+    unlink(ipath);
+    close(fd);
+    return 0;
+  }
+  if (hr < 0) {
+    /* Not a segment we can read: keep it for a person to look at, out of the
+     * way of readers and of the name space. */
+    char bad[4200];
+    snprintf(bad, sizeof bad, "%s.corrupt", path);
+    rename(path, bad);
+    L->damaged_regions++;
+    close(fd);
+    return 0;
+  }
+  seg_index x;
+  seg_index_init(&x);
+  int indexed = seg_index_read(ipath, size, h.crc, &x) == 0;
+  int damaged = 0;
+  if (!indexed) {
+    L->rec_segments++;
+    frame_scan s;
+    if (frame_scan_init(&s, fd, h.header_len, size) < 0) {
+      snprintf(err, errlen, "%s: out of memory", path);
+      close(fd);
+      return SNAPSHOT_ENOMEM;
+    }
+    const uint8_t *body;
+    uint32_t len;
+    int r;
+    while ((r = frame_scan_next(&s, &body, &len)) == 1)
+      if (seg_index_add(&x, s.frame_off, body, rec_body_time(body)) < 0) {
+        s.err = ENOMEM;
+        r = -1;
+        break;
+      }
+    if (r < 0) {
+      snprintf(err, errlen, "read %s: %s", path, strerror(s.err));
+      frame_scan_free(&s);
+      seg_index_free(&x);
+      close(fd);
+      return SNAPSHOT_EIO;
+    }
+    L->damaged_regions += s.damaged_regions;
+    damaged = s.damaged_regions > 0;
+    if (s.torn) {
+      L->cut_records += frame_count_tail(fd, s.tail_off, size);
+      L->cut_bytes += size - s.tail_off;
+      if (ftruncate(fd, (off_t)s.tail_off) < 0 || fsync(fd) < 0) {
+        snprintf(err, errlen, "cut torn tail of %s: %s", path, strerror(errno));
+        frame_scan_free(&s);
+        seg_index_free(&x);
+        close(fd);
+        return SNAPSHOT_EIO;
+      }
+      size = s.tail_off;
+    }
+    frame_scan_free(&s);
+    x.seg_size = size;
+    x.seg_crc = h.crc;
+  }
+  if (keep && !damaged && size < L->opts.segment_bytes) {
+    unlink(ipath); /* it grows again: the index comes back at seal */
+    L->fd = fd;
+    snprintf(L->seg_name, sizeof L->seg_name, "%s", e->name);
+    L->seg_day = h.day;
+    L->hdr = h;
+    seg_index_free(&L->idx);
+    L->idx = x;
+    L->seg_base = size;
+    return 0;
+  }
+  if (!indexed) seg_index_write(ipath, &x); /* best effort: rebuilt by readers if missing */
+  seg_index_free(&x);
+  close(fd);
+  return 0;
+}
+
+static int recover(snapshot_log *L, char *err, size_t errlen) {
+  seg_entry *segs;
+  size_t n;
+  if (seg_list(L->dir, &segs, &n) < 0) {
+    snprintf(err, errlen, "list %s: %s", L->dir, strerror(errno));
+    return SNAPSHOT_EIO;
+  }
+  int rc = 0;
+  for (size_t i = 0; i < n && rc == 0; i++) rc = recover_segment(L, &segs[i], i + 1 == n, err, errlen);
+  free(segs);
+  return rc;
+}
+
+static void remove_stale_temps(const char *dir) {
+  /* *.new: a segment whose creation a crash interrupted. Only a writer makes
+   * them, and we hold writer.lock. (gc cleans its own temporaries.) */
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    size_t n = strlen(e->d_name);
+    if (n > 8 && memcmp(e->d_name, "seg-", 4) == 0 && strcmp(e->d_name + n - 4, ".new") == 0) {
+      char path[4096];
+      if (seg_path(path, sizeof path, dir, e->d_name, 0) == 0) unlink(path);
+    }
+  }
+  closedir(d);
+}
+
+/* ---- the writer thread ---- */
+
+static void publish_durable(snapshot_log *L, uint64_t pos) {
+  atomic_store_explicit(&L->durable_pos, pos, memory_order_seq_cst);
+  if (atomic_load_explicit(&L->waiters, memory_order_seq_cst) > 0) {
+    pthread_mutex_lock(&L->mu);
+    pthread_cond_broadcast(&L->durable_cv);
+    pthread_mutex_unlock(&L->mu);
+  }
+}
+
+/* Creates the segment the record (id, day) starts. 0, or -1 (error recorded). */
+static int segment_create(snapshot_log *L, const uint8_t id[16], uint32_t day) {
+  char name[SEG_NAME_MAX], tmp[4096], path[4096];
+  seg_name_format(name, day, id, 0);
+  if (seg_path(tmp, sizeof tmp, L->dir, name, 0) < 0 || strlen(tmp) + 5 > sizeof tmp) {
+    set_error(L, ENAMETOOLONG, "create", name);
+    return -1;
+  }
+  strcat(tmp, ".new");
+  unlink(tmp);
+  int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    set_error(L, errno, "create", name);
+    return -1;
+  }
+  flock(fd, LOCK_EX | LOCK_NB); /* nobody else knows the name yet: cannot fail */
+  seg_header h;
+  memset(&h, 0, sizeof h);
+  h.created_ns = real_ns();
+  h.day = day;
+  memcpy(h.first_id, id, 16);
+  h.node_len = (uint16_t)strlen(L->node);
+  memcpy(h.node, L->node, h.node_len);
+  uint8_t hb[SEG_HEADER_MAX];
+  size_t hlen = seg_header_encode(&h, hb);
+  int sync = L->opts.durability != SNAPSHOT_DURABLE_NONE;
+  if (write_full(fd, hb, hlen, 0) < 0 || (sync && fsync(fd) < 0)) goto fail;
+  /* link, not rename: link refuses to replace an existing segment. */
+  for (int dup = 0;; dup++) {
+    seg_name_format(name, day, id, dup);
+    seg_path(path, sizeof path, L->dir, name, 0);
+    if (link(tmp, path) == 0) break;
+    if (errno != EEXIST || dup > 1000) goto fail;
+  }
+  unlink(tmp);
+  if (sync && dir_sync(L->dir) < 0) {
+    int e = errno;
+    unlink(path); /* not durable as a name: do not use it */
+    errno = e;
+    goto fail;
+  }
+  L->fd = fd;
+  snprintf(L->seg_name, sizeof L->seg_name, "%s", name);
+  L->seg_day = day;
+  L->hdr = h;
+  seg_index_reset(&L->idx);
+  L->seg_base = hlen;
+  atomic_fetch_add_explicit(&L->segments, 1, memory_order_relaxed);
+  return 0;
+fail:;
+  int e = errno;
+  close(fd);
+  unlink(tmp);
+  set_error(L, e, "create", name);
+  return -1;
+}
+
+/* Seals the current segment: index beside it, lock released. Its data is
+ * already as durable as the mode makes it (sync comes before a seal). */
+static void segment_seal(snapshot_log *L) {
+  if (L->fd < 0) return;
+  char ipath[4096];
+  L->idx.seg_size = L->seg_base + L->pend_len;
+  L->idx.seg_crc = L->hdr.crc;
+  if (seg_path(ipath, sizeof ipath, L->dir, L->seg_name, 1) == 0 && L->idx.records > 0)
+    seg_index_write(ipath, &L->idx); /* best effort: readers rebuild a missing index */
+  close(L->fd);
+  L->fd = -1;
+  seg_index_reset(&L->idx);
+}
+
+static int pend_reserve(snapshot_log *L, size_t more) {
+  if (L->pend_len + more <= L->pend_cap) return 0;
+  size_t cap = L->pend_cap ? L->pend_cap : 1 << 20;
+  while (cap < L->pend_len + more) cap *= 2;
+  uint8_t *nb = realloc(L->pend, cap);
+  if (!nb) return -1;
+  L->pend = nb;
+  L->pend_cap = cap;
+  return 0;
+}
+
+/* Moves committed records from the ring into pend (as frames) until the ring
+ * is empty, a round's limit is reached, or the next record must go to a new
+ * segment (*rotate). Returns the number of records taken. */
+static uint64_t gather(snapshot_log *L, int *rotate) {
+  uint64_t start = L->rpos, nrec = 0;
+  size_t taken = 0;
+  for (;;) {
+    const uint8_t *body;
+    uint32_t len;
+    uint64_t next;
+    int k = ring_peek(&L->q, L->rpos, &body, &len, &next);
+    if (k == 0) break;
+    if (k == 2) {
+      L->rpos = next;
+      continue;
+    }
+    if (taken >= GATHER_MAX) break;
+    if (L->opts.durability == SNAPSHOT_DURABLE_INTERVAL && L->pend_len >= PEND_CAP) break;
+    uint32_t day = day_of_time_ns(rec_body_time(body));
+    size_t frame = FRAME_HEADER + len;
+    if (L->fd >= 0) {
+      int full = L->idx.records > 0 && L->seg_base + L->pend_len + frame > L->opts.segment_bytes;
+      if (day > L->seg_day || full) {
+        *rotate = 1;
+        break;
+      }
+    } else if (segment_create(L, body, day) < 0) {
+      break;
+    }
+    if (pend_reserve(L, frame) < 0) {
+      set_error(L, ENOMEM, "buffer for", L->seg_name);
+      break;
+    }
+    uint8_t *f = L->pend + L->pend_len;
+    put_le32(f, len);
+    put_le32(f + 4, snapshot_crc32c(0, body, len));
+    memcpy(f + FRAME_HEADER, body, len);
+    if (seg_index_add(&L->idx, L->seg_base + L->pend_len, body, rec_body_time(body)) < 0) {
+      set_error(L, ENOMEM, "index of", L->seg_name);
+      break;
+    }
+    L->pend_len += frame;
+    L->pend_recs++;
+    L->pend_unwritten_recs++;
+    L->rpos = next;
+    L->pend_pos = next;
+    taken += frame;
+    nrec++;
+  }
+  if (L->rpos != start) ring_release(&L->q, L->rpos, nrec);
+  return nrec;
+}
+
+/* Writes pend's unwritten part. 0, or -1 after cutting the file back. */
+static int pend_write(snapshot_log *L) {
+  if (L->pend_written == L->pend_len) return 0;
+  uint64_t at = L->seg_base + L->pend_written;
+  if (write_full(L->fd, L->pend + L->pend_written, L->pend_len - L->pend_written, at) < 0) {
+    int e = errno;
+    set_error(L, e, "write", L->seg_name);
+    /* A partial write leaves part of a frame: cut back to the last complete
+     * one, which is where this write began. */
+    while (ftruncate(L->fd, (off_t)at) < 0 && errno == EINTR) {
+    }
+    return -1;
+  }
+  atomic_fetch_add_explicit(&L->written, L->pend_unwritten_recs, memory_order_relaxed);
+  atomic_fetch_add_explicit(&L->bytes, L->pend_len - L->pend_written, memory_order_relaxed);
+  L->pend_unwritten_recs = 0;
+  L->pend_written = L->pend_len;
+  atomic_store_explicit(&L->written_pos, L->pend_pos, memory_order_release);
+  if (L->opts.durability == SNAPSHOT_DURABLE_NONE) {
+    L->seg_base += L->pend_len;
+    L->pend_len = L->pend_written = 0;
+    L->pend_recs = 0;
+    publish_durable(L, L->pend_pos);
+  }
+  return 0;
+}
+
+/* fsyncs the segment. 0, or -1 after cutting back to the last good sync so
+ * that everything since is rewritten from pend. */
+static int pend_sync(snapshot_log *L) {
+  if (L->pend_len == 0) return 0;
+  if (fsync(L->fd) < 0) {
+    int e = errno;
+    set_error(L, e, "fsync", L->seg_name);
+    while (ftruncate(L->fd, (off_t)L->seg_base) < 0 && errno == EINTR) {
+    }
+    /* the records count as unwritten again */
+    atomic_fetch_sub_explicit(&L->written, L->pend_recs, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&L->bytes, L->pend_len, memory_order_relaxed);
+    L->pend_unwritten_recs = L->pend_recs;
+    L->pend_written = 0;
+    return -1;
+  }
+  atomic_fetch_add_explicit(&L->fsyncs, 1, memory_order_relaxed);
+  L->seg_base += L->pend_len;
+  L->pend_len = L->pend_written = 0;
+  L->pend_recs = 0;
+  L->last_sync_ms = mono_ms();
+  publish_durable(L, L->pend_pos);
+  return 0;
+}
+
+static int ring_has_work(snapshot_log *L) {
+  const uint8_t *b;
+  uint32_t len;
+  uint64_t next;
+  return ring_peek(&L->q, L->rpos, &b, &len, &next) != 0;
+}
+
+static void wait_ms(snapshot_log *L, uint64_t ms, int deep) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += (time_t)(ms / 1000);
+  ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&L->mu);
+  if (deep) atomic_store_explicit(&L->sleeping, 1, memory_order_seq_cst);
+  /* Checked under the lock and after raising the flag: a producer that
+   * committed before this check is seen here, one after it sees the flag. */
+  if (!ring_has_work(L) && !atomic_load(&L->closing))
+    pthread_cond_timedwait(&L->wake_cv, &L->mu, &ts);
+  atomic_store_explicit(&L->sleeping, 0, memory_order_relaxed);
+  pthread_mutex_unlock(&L->mu);
+}
+
+static void *writer_main(void *arg) {
+  snapshot_log *L = arg;
+  uint64_t last_work = mono_ms(), close_deadline = 0;
+  L->last_sync_ms = last_work;
+  for (;;) {
+    uint64_t now = mono_ms();
+    int closing = atomic_load(&L->closing);
+    if (closing && !close_deadline) close_deadline = now + L->opts.close_timeout_ms;
+    int rotate = 0, failed = 0;
+    uint64_t got = 0;
+    if (now >= L->retry_at_ms) {
+      got = gather(L, &rotate);
+      if (pend_write(L) < 0) failed = 1;
+      if (!failed && L->pend_len > 0) {
+        int due = L->opts.durability == SNAPSHOT_DURABLE_ALWAYS || rotate || closing ||
+                  L->pend_len >= PEND_CAP || now - L->last_sync_ms >= L->opts.interval_ms;
+        if (due && pend_sync(L) < 0) failed = 1;
+      }
+      if (!failed && rotate) segment_seal(L);
+      if (L->fd < 0 && L->pend_len == 0 && ring_has_work(L) && !rotate) failed = 1; /* create failed */
+      if (failed) {
+        L->backoff_ms = L->backoff_ms ? L->backoff_ms * 2 : BACKOFF_MIN_MS;
+        if (L->backoff_ms > BACKOFF_MAX_MS) L->backoff_ms = BACKOFF_MAX_MS;
+        L->retry_at_ms = now + L->backoff_ms;
+      } else {
+        L->backoff_ms = 0;
+      }
+    }
+    if (got || rotate) last_work = now;
+    if (closing) {
+      int drained = !ring_has_work(L) && L->rpos == atomic_load(&L->q.head) && L->pend_len == 0;
+      if (drained) break;
+      if (now >= close_deadline) break; /* the disk keeps failing: give up */
+    }
+    if (got || rotate) continue;
+    uint64_t wait;
+    int deep = 0;
+    if (L->retry_at_ms > now)
+      wait = L->retry_at_ms - now;
+    else if (now - last_work < 1000)
+      wait = 1;
+    else {
+      wait = 1000;
+      deep = 1;
+    }
+    if (L->pend_len > 0 && L->opts.durability == SNAPSHOT_DURABLE_INTERVAL) {
+      uint64_t due = L->last_sync_ms + L->opts.interval_ms;
+      uint64_t left = due > now ? due - now : 0;
+      if (left < wait) wait = left ? left : 1;
+    }
+    wait_ms(L, wait, deep);
+  }
+  /* Whatever could not be written is lost; say how much. */
+  L->lost = atomic_load(&L->q.count) + L->pend_recs;
+  if (L->pend_len == 0) segment_seal(L);
+  else if (L->fd >= 0) {
+    close(L->fd);
+    L->fd = -1;
+  }
+  atomic_store(&L->dead, 1);
+  pthread_mutex_lock(&L->mu);
+  pthread_cond_broadcast(&L->durable_cv);
+  pthread_mutex_unlock(&L->mu);
+  return NULL;
+}
+
+/* ---- the public calls ---- */
+
+static void log_free(snapshot_log *L) {
+  if (L->fd >= 0) close(L->fd);
+  if (L->lock_fd >= 0) close(L->lock_fd);
+  ring_free(&L->q);
+  seg_index_free(&L->idx);
+  free(L->pend);
+  free(L->dir);
+  pthread_mutex_destroy(&L->mu);
+  pthread_cond_destroy(&L->wake_cv);
+  pthread_cond_destroy(&L->durable_cv);
+  free(L);
+}
+
+int snapshot_log_open(const char *dir, const snapshot_log_opts *opts, snapshot_log **out,
+                      char *err, size_t errlen) {
+  char scratch[SNAPSHOT_ERRLEN];
+  if (!err) {
+    err = scratch;
+    errlen = sizeof scratch;
+  }
+  *out = NULL;
+  snapshot_log_opts o;
+  if (opts)
+    o = *opts;
+  else
+    snapshot_log_opts_init(&o);
+  if (!dir || !*dir) {
+    snprintf(err, errlen, "snapshot log: no directory given");
+    return SNAPSHOT_EINVAL;
+  }
+  if (o.durability > SNAPSHOT_DURABLE_ALWAYS || o.on_full > SNAPSHOT_FULL_DROP) {
+    snprintf(err, errlen, "snapshot log %s: unknown durability or on_full setting", dir);
+    return SNAPSHOT_EINVAL;
+  }
+  if (!o.interval_ms) o.interval_ms = 100;
+  if (!o.queue_records) o.queue_records = 65536;
+  if (!o.queue_bytes) o.queue_bytes = (size_t)32 << 20;
+  if (!o.segment_bytes) o.segment_bytes = (uint64_t)64 << 20;
+  if (!o.close_timeout_ms) o.close_timeout_ms = 10000;
+
+  snapshot_log *L = calloc(1, sizeof *L);
+  if (!L) {
+    snprintf(err, errlen, "snapshot log %s: out of memory", dir);
+    return SNAPSHOT_ENOMEM;
+  }
+  L->fd = -1;
+  L->lock_fd = -1;
+  pthread_mutex_init(&L->mu, NULL);
+  pthread_cond_init(&L->wake_cv, NULL);
+  pthread_cond_init(&L->durable_cv, NULL);
+  seg_index_init(&L->idx);
+  L->opts = o;
+  L->dir = strdup(dir);
+  if (o.node && *o.node)
+    snprintf(L->node, sizeof L->node, "%s", o.node);
+  else if (gethostname(L->node, sizeof L->node - 1) < 0 || !L->node[0])
+    snprintf(L->node, sizeof L->node, "unknown");
+  L->opts.node = L->node;
+  if (!L->dir || ring_init(&L->q, o.queue_bytes, o.queue_records) < 0) {
+    snprintf(err, errlen, "snapshot log %s: out of memory for a %zu-byte queue", dir, o.queue_bytes);
+    log_free(L);
+    return SNAPSHOT_ENOMEM;
+  }
+  L->max_record = ring_max_body(&L->q);
+  if (L->max_record > BODY_MAX) L->max_record = BODY_MAX;
+
+  if (mkdir_p(dir) < 0) {
+    snprintf(err, errlen, "snapshot directory %s: %s", dir, strerror(errno));
+    log_free(L);
+    return SNAPSHOT_EIO;
+  }
+  char lpath[4096];
+  snprintf(lpath, sizeof lpath, "%s/writer.lock", dir);
+  L->lock_fd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (L->lock_fd < 0) {
+    snprintf(err, errlen, "open %s: %s", lpath, strerror(errno));
+    log_free(L);
+    return SNAPSHOT_EIO;
+  }
+  if (flock(L->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+    char pid[32] = "";
+    ssize_t n = pread(L->lock_fd, pid, sizeof pid - 1, 0);
+    pid[n > 0 ? n : 0] = '\0';
+    pid[strcspn(pid, "\n")] = '\0';
+    snprintf(err, errlen,
+             "snapshot directory %s is in use by another writer%s%s%s (one writer per directory)",
+             dir, pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
+    log_free(L);
+    return SNAPSHOT_EBUSY;
+  }
+  char pidtext[32];
+  int pn = snprintf(pidtext, sizeof pidtext, "%ld\n", (long)getpid());
+  if (ftruncate(L->lock_fd, 0) == 0) write_full(L->lock_fd, pidtext, (size_t)pn, 0);
+
+  remove_stale_temps(dir);
+  int rc = recover(L, err, errlen);
+  if (rc < 0) {
+    log_free(L);
+    return rc;
+  }
+  if (pthread_create(&L->thread, NULL, writer_main, L) != 0) {
+    snprintf(err, errlen, "snapshot log %s: cannot start the writer thread", dir);
+    log_free(L);
+    return SNAPSHOT_ENOMEM;
+  }
+  *out = L;
+  return 0;
+}
+
+size_t snapshot_log_max_record(const snapshot_log *log) { return log->max_record; }
+
+static void wake_writer(snapshot_log *L) {
+  pthread_mutex_lock(&L->mu);
+  pthread_cond_signal(&L->wake_cv);
+  pthread_mutex_unlock(&L->mu);
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+int snapshot_log_append(snapshot_log *L, const snapshot_rec *rec, uint64_t *ticket) {
+  if (atomic_load_explicit(&L->closing, memory_order_relaxed)) return SNAPSHOT_ECLOSED;
+  size_t len = rec_body_size(rec);
+  if (len == 0 || rec->source > SNAPSHOT_SRC_ERROR) {
+    atomic_fetch_add_explicit(&L->rejected, 1, memory_order_relaxed);
+    return rec->payload_len > SNAPSHOT_MAX_PAYLOAD ? SNAPSHOT_ETOOBIG : SNAPSHOT_EINVAL;
+  }
+  if (len > L->max_record) {
+    atomic_fetch_add_explicit(&L->rejected, 1, memory_order_relaxed);
+    return SNAPSHOT_ETOOBIG;
+  }
+  uint8_t *body;
+  uint64_t t;
+  for (unsigned spins = 0; ring_reserve(&L->q, len, &body, &t) < 0; spins++) {
+    if (L->opts.on_full == SNAPSHOT_FULL_DROP) {
+      atomic_fetch_add_explicit(&L->dropped, 1, memory_order_relaxed);
+      return SNAPSHOT_EFULL;
+    }
+    if (atomic_load_explicit(&L->closing, memory_order_relaxed) || atomic_load(&L->dead))
+      return SNAPSHOT_ECLOSED;
+    /* Full: wait for the writer — spin briefly, then yield, then sleep. */
+    if (atomic_load_explicit(&L->sleeping, memory_order_relaxed)) wake_writer(L);
+    if (spins < 64)
+      cpu_relax();
+    else if (spins < 128)
+      sched_yield();
+    else {
+      struct timespec ts = {0, 50000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  rec_body_encode(rec, body);
+  ring_commit(&L->q, body, len);
+  atomic_fetch_add_explicit(&L->appended, 1, memory_order_relaxed);
+  if (atomic_load_explicit(&L->sleeping, memory_order_seq_cst)) wake_writer(L);
+  if (ticket) *ticket = t;
+  return 0;
+}
+
+int snapshot_log_wait_durable(snapshot_log *L, uint64_t ticket) {
+  if (atomic_load_explicit(&L->durable_pos, memory_order_acquire) >= ticket) return 0;
+  int rc = 0;
+  pthread_mutex_lock(&L->mu);
+  atomic_fetch_add_explicit(&L->waiters, 1, memory_order_seq_cst);
+  while (atomic_load_explicit(&L->durable_pos, memory_order_seq_cst) < ticket) {
+    if (atomic_load(&L->dead)) {
+      rc = SNAPSHOT_ECLOSED;
+      break;
+    }
+    pthread_cond_signal(&L->wake_cv); /* ALWAYS: sync now rather than at the next poll */
+    pthread_cond_wait(&L->durable_cv, &L->mu);
+  }
+  atomic_fetch_sub_explicit(&L->waiters, 1, memory_order_relaxed);
+  pthread_mutex_unlock(&L->mu);
+  return rc;
+}
+
+void snapshot_log_status_get(snapshot_log *L, snapshot_log_status *st) {
+  memset(st, 0, sizeof *st);
+  st->appended = atomic_load(&L->appended);
+  st->dropped = atomic_load(&L->dropped);
+  st->rejected = atomic_load(&L->rejected);
+  st->written = atomic_load(&L->written);
+  st->bytes = atomic_load(&L->bytes);
+  st->fsyncs = atomic_load(&L->fsyncs);
+  st->write_errors = atomic_load(&L->write_errors);
+  uint64_t depth = atomic_load(&L->q.count);
+  st->queue_depth = depth;
+  st->segments = atomic_load(&L->segments);
+  st->durable_ticket = atomic_load(&L->durable_pos);
+  st->written_ticket = atomic_load(&L->written_pos);
+  st->recovered_segments = L->rec_segments;
+  st->cut_bytes = L->cut_bytes;
+  st->cut_records = L->cut_records;
+  st->damaged_regions = L->damaged_regions;
+  pthread_mutex_lock(&L->mu);
+  st->last_errno = L->last_errno;
+  memcpy(st->last_error, L->last_error, sizeof st->last_error);
+  pthread_mutex_unlock(&L->mu);
+}
+
+int snapshot_log_close(snapshot_log *L, snapshot_log_status *st) {
+  if (!L) return 0;
+  atomic_store(&L->closing, 1);
+  wake_writer(L);
+  pthread_join(L->thread, NULL);
+  uint64_t lost = L->lost;
+  if (st) snapshot_log_status_get(L, st);
+  log_free(L);
+  return lost ? SNAPSHOT_EIO : 0;
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# examples.sh — the example bundle (examples/policies) loads cleanly and
+# passes its own inline tests through `verdict check` and `verdict test`, and
+# every request in examples/requests decides. Run from the repo root with the
+# build folder as $1.
+set -u
+BUILD=${1:?usage: examples.sh BUILD_DIR}
+V="$BUILD/verdict"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+
+if [ ! -d examples/policies ] || [ -z "$(ls examples/policies/*.yaml 2>/dev/null)" ]; then
+  echo "no example bundle yet"; echo "0 passed, 0 failed"; exit 0
+fi
+
+if "$V" check --strict examples/policies >"$T/out" 2>&1; then ok; else bad "verdict check --strict examples/policies"; cat "$T/out" >&2; fi
+if "$V" test examples/policies >"$T/out" 2>&1; then ok; else bad "verdict test examples/policies"; cat "$T/out" >&2; fi
+tail -1 "$T/out" | grep -Eq '^[1-9][0-9]* passed, 0 failed$' && ok || bad "verdict test's summary: $(tail -1 "$T/out")"
+
+# Requests named *refused* are meant to be refused (exit 1, a message on
+# stderr); every other one is decided.
+for r in examples/requests/*.json; do
+  [ -f "$r" ] || continue
+  "$V" decide --no-store --policy examples/policies "$r" >"$T/out" 2>"$T/err"
+  rc=$?
+  case "$r" in
+  *refused*)
+    [ "$rc" = 1 ] && [ -s "$T/err" ] && [ ! -s "$T/out" ] && ok || bad "$r: exit $rc, want a refusal" ;;
+  *)
+    [ "$rc" = 0 ] && ok || { bad "verdict decide $r: exit $rc"; cat "$T/err" >&2; }
+    grep -q '^{"action":' "$T/out" && ok || bad "$r: no decision printed" ;;
+  esac
+done
+if [ -e examples/policies/.verdict ]; then bad "the tests wrote a version store into examples/policies"; else ok; fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
