@@ -1,7 +1,8 @@
 # verdict — top-level wrapper around CMake/CTest.
 #
 #   make            install missing Debian packages, build build/verdict and the libraries
-#   make run        build, then evaluate the bundled example expressions
+#   make run        build, then decide the sample requests with the example policy bundle
+#   make examples   build, then evaluate the bundled example expressions
 #   make test       the whole suite through CTest, then again under ASan+UBSan
 #   make bench      build and run the benchmarks (figures, not tests)
 #   make cel-cases  regenerate tests/conformance/cel/cases.jsonl from npm @bufbuild/cel-spec
@@ -12,7 +13,7 @@ BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps build run test test-plain test-asan bench cel-cases json-cases format clean
+.PHONY: all deps build run examples test test-plain test-asan bench cel-cases json-cases format clean
 
 all: build
 
@@ -24,6 +25,9 @@ build: deps
 	@cmake --build $(BUILD) -j $(JOBS)
 
 run: build
+	@scripts/demo $(BUILD)/verdict
+
+examples: build
 	@scripts/run-examples $(BUILD)/verdict
 
 test: deps

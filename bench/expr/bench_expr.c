@@ -109,7 +109,9 @@ int main(int argc, char **argv) {
       "\"sqlmap\"])";
   expr_program *prog;
   expr_error err;
-  if (expr_compile(src, strlen(src), NULL, &prog, &err)) {
+  /* As the policy engine compiles conditions: variables have plain names. */
+  expr_opts opts = {.simple_names = 1};
+  if (expr_compile(src, strlen(src), &opts, &prog, &err)) {
     fprintf(stderr, "compile: %s\n", err.message);
     return 1;
   }

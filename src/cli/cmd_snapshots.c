@@ -181,10 +181,10 @@ static int run_gc(const char *dir, const snapshot_gc_opts *o) {
          o->dry_run ? "dry run: " : "", (unsigned long long)st.segments,
          (unsigned long long)st.segments_locked, (unsigned long long)st.segments_rewritten,
          (unsigned long long)st.segments_deleted);
-  printf("%srecords %s: %llu kept, %llu removed; bytes %llu -> %llu\n",
-         o->dry_run ? "dry run: " : "", "in the segments read",
-         (unsigned long long)st.records_kept, (unsigned long long)st.records_removed,
-         (unsigned long long)st.bytes_before, (unsigned long long)st.bytes_after);
+  printf("%srecords looked at: %llu kept, %llu removed; bytes %llu -> %llu\n",
+         o->dry_run ? "dry run: " : "", (unsigned long long)st.records_kept,
+         (unsigned long long)st.records_removed, (unsigned long long)st.bytes_before,
+         (unsigned long long)st.bytes_after);
   return 0;
 }
 
@@ -193,8 +193,7 @@ int cmd_snapshots(int argc, char **argv) {
   const char *sub = argv[1];
   int is_list = strcmp(sub, "list") == 0, is_show = strcmp(sub, "show") == 0,
       is_export = strcmp(sub, "export") == 0, is_gc = strcmp(sub, "gc") == 0;
-  if (!is_list && !is_show && !is_export && !is_gc)
-    return usage_error("unknown subcommand", sub);
+  if (!is_list && !is_show && !is_export && !is_gc) return usage_error("unknown subcommand", sub);
 
   const char *dir = getenv("VERDICT_SNAPSHOTS"), *id_text = NULL;
   snapshot_filter f;
@@ -222,6 +221,11 @@ int cmd_snapshots(int argc, char **argv) {
     if (strcmp(a, "--dry-run") == 0 && is_gc) {
       g.dry_run = 1;
       continue;
+    }
+    if (strcmp(a, "--compact") == 0 || strcmp(a, "--pretty") == 0 || strcmp(a, "--dry-run") == 0) {
+      fprintf(stderr, "verdict snapshots: unknown option for %s: %s\n", sub, a);
+      fprintf(stderr, "try 'verdict snapshots --help'\n");
+      return 2;
     }
     const char *opt = a, *val = NULL;
     const char *eq = strchr(a, '=');
@@ -266,7 +270,8 @@ int cmd_snapshots(int argc, char **argv) {
       char *end;
       errno = 0;
       double d = strtod(val, &end);
-      if (errno || *end || !*val || !(d >= 0)) return usage_error("expected a number >= 0, got", val);
+      if (errno || *end || !*val || !(d >= 0))
+        return usage_error("expected a number >= 0, got", val);
       if (strcmp(opt, "--keep-days") == 0)
         g.keep_days = d;
       else if (strcmp(opt, "--sample") == 0) {
@@ -275,7 +280,9 @@ int cmd_snapshots(int argc, char **argv) {
       } else
         g.min_confidence = d;
     } else {
-      return usage_error("unknown option", a);
+      fprintf(stderr, "verdict snapshots: unknown option for %s: %s\n", sub, opt);
+      fprintf(stderr, "try 'verdict snapshots --help'\n");
+      return 2;
     }
   }
   if (!dir || !*dir) return usage_error("no snapshot directory: give --snapshots DIR", NULL);

@@ -191,7 +191,7 @@ int cmd_test(int argc, char **argv) {
       decision_reset(d);
       vd_error err;
       engine_error_clear(&err);
-      int rc = decide_run(b, &req, &lim, d, &err);
+      int rc = decide_run(b, NULL, &req, &lim, d, &err);
       if (rc == 0 && matches(t, d)) {
         passed++;
         if (verbose) printf("ok   %s:%d: %s: %s\n", s->file, t->line, s->name, t->name);

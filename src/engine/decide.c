@@ -29,6 +29,7 @@ enum { LET_TODO = 0, LET_BUSY, LET_DONE };
 
 typedef struct dctx {
   const strategy *s;
+  const name_table *names; /* s's, or NULL: scan */
   const decide_request *req;
   vd_decision *d;
   eval_ctx ectx;
@@ -126,16 +127,24 @@ static int is_type_name(const char *s, size_t n) {
 static int lookup(void *user, const char *name, size_t len, value *out) {
   dctx *x = user;
   const strategy *s = x->s;
-  for (uint32_t i = 0; i < s->nlets; i++)
-    if (s->lets[i].name_len == len && memcmp(s->lets[i].name, name, len) == 0) {
-      *out = let_value(x, i);
+  if (x->names) {
+    const name_slot *n = name_table_find(x->names, name, len);
+    if (n) {
+      *out = n->let >= 0 ? let_value(x, (uint32_t)n->let) : *n->constant;
       return 0;
     }
-  if (s->constants.kind == V_MAP && s->constants.n) {
-    const value *c = value_map_get(&s->constants, name, len);
-    if (c) {
-      *out = *c;
-      return 0;
+  } else {
+    for (uint32_t i = 0; i < s->nlets; i++)
+      if (s->lets[i].name_len == len && memcmp(s->lets[i].name, name, len) == 0) {
+        *out = let_value(x, i);
+        return 0;
+      }
+    if (s->constants.kind == V_MAP && s->constants.n) {
+      const value *c = value_map_get(&s->constants, name, len);
+      if (c) {
+        *out = *c;
+        return 0;
+      }
     }
   }
   if (name_is(name, len, "context", 7)) {
@@ -255,12 +264,15 @@ static int no_candidate(dctx *x, const uint8_t *mask, int32_t chosen, vd_error *
                           s->name, was, d->source);
   }
   d->no_candidate = dup(d, msg);
-  d->reason = d->no_candidate;
+  /* Keep why the strategy answered what it did (an error's message, the
+   * default's reason) before what on_no_candidate made of it. */
+  d->reason = d->reason && d->no_candidate ? cat(&d->mem, d->reason, "; ", d->no_candidate, NULL, 0)
+                                           : d->no_candidate;
   return d->no_candidate ? 0 : nomem(err);
 }
 
-int decide_run(const policy_bundle *b, const decide_request *req, const decide_limits *lim,
-               vd_decision *d, vd_error *err) {
+int decide_run(const policy_bundle *b, const name_table *names, const decide_request *req,
+               const decide_limits *lim, vd_decision *d, vd_error *err) {
   const strategy *s = policy_bundle_find(b, req->action.s, req->action.n);
   if (!s) {
     char points[512];
@@ -274,6 +286,7 @@ int decide_run(const policy_bundle *b, const decide_request *req, const decide_l
   dctx x;
   memset(&x, 0, sizeof x);
   x.s = s;
+  x.names = names ? &names[s - b->strategies] : NULL;
   x.req = req;
   x.d = d;
   x.ectx.arena = &d->mem;

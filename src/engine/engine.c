@@ -1,7 +1,8 @@
 /* engine.c — vd_engine: the live policy bundle, swapped atomically on
  * reload, and the public decide calls.
  *
- * The bundle pointer is protected by RCU (liburcu, "bulletproof" flavour,
+ * The live bundle (with the engine's name tables for it, see names.c) sits
+ * behind one pointer protected by RCU (liburcu, "bulletproof" flavour,
  * which needs no per-thread registration, so any caller's thread may decide).
  * A decision reads the pointer inside rcu_read_lock/unlock and never waits;
  * a reload compiles the new bundle beside the old one, exchanges the pointer,
@@ -22,8 +23,15 @@
 
 #include "engine/engine.h"
 
+/* What a reload swaps: the bundle and what the engine derives from it. */
+typedef struct live {
+  policy_bundle *bundle;
+  name_table *names; /* one per strategy, in mem */
+  arena mem;
+} live;
+
 struct vd_engine {
-  policy_bundle *bundle; /* RCU-protected: read with rcu_dereference */
+  live *live; /* RCU-protected: read with rcu_dereference */
   char *dir;
   char *store_dir; /* NULL: the policy default */
   int warnings_as_errors;
@@ -82,17 +90,42 @@ static int load_failed(vd_error *err, const char *dir, const policy_diags *diags
   return VD_EPOLICY;
 }
 
-static int load(vd_engine *e, policy_bundle **out, vd_error *err) {
+static void live_free(live *l) {
+  if (!l) return;
+  policy_bundle_free(l->bundle);
+  arena_free(&l->mem);
+  free(l);
+}
+
+static int load(vd_engine *e, live **out, vd_error *err) {
   policy_load_opts lo = {.store_dir = e->store_dir, .warnings_as_errors = e->warnings_as_errors};
   policy_diags diags;
   memset(&diags, 0, sizeof diags);
-  int rc = policy_bundle_load(e->dir, &lo, out, &diags);
-  if (rc != 0 || !*out) {
+  policy_bundle *b = NULL;
+  *out = NULL;
+  int rc = policy_bundle_load(e->dir, &lo, &b, &diags);
+  if (rc != 0 || !b) {
     rc = load_failed(err, e->dir, &diags);
-    *out = NULL;
+    policy_diags_free(&diags);
+    policy_bundle_free(b);
+    return rc;
   }
   policy_diags_free(&diags);
-  return rc;
+  live *l = calloc(1, sizeof *l);
+  if (l) {
+    l->bundle = b;
+    arena_init(&l->mem, NULL, 0, 0);
+    l->names = name_tables_build(&l->mem, b);
+  }
+  if (!l || !l->names) {
+    if (l)
+      live_free(l);
+    else
+      policy_bundle_free(b);
+    return engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory loading %s", e->dir);
+  }
+  *out = l;
+  return 0;
 }
 
 int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out, vd_error *err) {
@@ -111,13 +144,13 @@ int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out,
   e->warnings_as_errors = opts ? opts->warnings_as_errors : 0;
   decide_limits_init(&e->lim, opts);
   pthread_mutex_init(&e->reload_lock, NULL);
-  policy_bundle *b;
-  int rc = load(e, &b, err);
+  live *l;
+  int rc = load(e, &l, err);
   if (rc) {
     vd_engine_close(e);
     return rc;
   }
-  e->bundle = b; /* not yet shared: no barrier needed */
+  e->live = l; /* not yet shared: no barrier needed */
   *out = e;
   return 0;
 }
@@ -126,12 +159,12 @@ int vd_engine_reload(vd_engine *e, vd_error *err) {
   engine_error_clear(err);
   if (!e) return engine_error(err, VD_EINVAL, 0, 0, NULL, "vd_engine_reload: engine is NULL");
   pthread_mutex_lock(&e->reload_lock);
-  policy_bundle *b;
-  int rc = load(e, &b, err);
+  live *l;
+  int rc = load(e, &l, err);
   if (rc == 0) {
-    policy_bundle *old = rcu_xchg_pointer(&e->bundle, b);
+    live *old = rcu_xchg_pointer(&e->live, l);
     synchronize_rcu(); /* every decision that could see `old` has finished */
-    policy_bundle_free(old);
+    live_free(old);
   }
   pthread_mutex_unlock(&e->reload_lock);
   return rc;
@@ -141,8 +174,8 @@ const char *vd_engine_policy_version(vd_engine *e, char buf[65]) {
   buf[0] = '\0';
   if (!e) return buf;
   rcu_read_lock();
-  const policy_bundle *b = rcu_dereference(e->bundle);
-  if (b) memcpy(buf, b->version, 65);
+  const live *l = rcu_dereference(e->live);
+  if (l) memcpy(buf, l->bundle->version, 65);
   rcu_read_unlock();
   buf[64] = '\0';
   return buf;
@@ -150,7 +183,7 @@ const char *vd_engine_policy_version(vd_engine *e, char buf[65]) {
 
 void vd_engine_close(vd_engine *e) {
   if (!e) return;
-  policy_bundle_free(e->bundle);
+  live_free(e->live);
   pthread_mutex_destroy(&e->reload_lock);
   free(e->dir);
   free(e->store_dir);
@@ -163,8 +196,8 @@ static int decide_parsed(vd_engine *e, const decide_request *req, vd_decision *d
                          vd_error *err) {
   uint64_t t1 = d->trace_on ? engine_now_ns() : t0;
   rcu_read_lock();
-  const policy_bundle *b = rcu_dereference(e->bundle);
-  int rc = decide_run(b, req, &e->lim, d, err);
+  const live *l = rcu_dereference(e->live);
+  int rc = decide_run(l->bundle, l->names, req, &e->lim, d, err);
   rcu_read_unlock();
   uint64_t t2 = engine_now_ns();
   if (d->trace_on) {

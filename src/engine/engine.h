@@ -5,6 +5,7 @@
  *   decide.c   a bundle + a request -> the outcome, written into vd_decision
  *   render.c   vd_decision -> decision JSON (into the decision's arena)
  *   decision.c vd_decision's lifecycle and accessors, vd_error helpers
+ *   names.c    a strategy's let and constant names in a hash table
  *   engine.c   vd_engine: the live bundle under RCU, reload, the public calls
  *
  * Everything a decision allocates comes from the decision's arena, which is
@@ -110,12 +111,33 @@ int request_parse_json(arena *a, const char *json, size_t len, const decide_limi
 int request_from_c(arena *a, const vd_request *r, const decide_limits *lim, decide_request *req,
                    vd_error *err);
 
+/* names.c: one strategy's lets and constants by name. */
+typedef struct name_slot {
+  const char *name; /* NULL: empty slot */
+  uint32_t len;
+  int32_t let;           /* index into strategy.lets, or -1 */
+  const value *constant; /* when let < 0 */
+} name_slot;
+
+typedef struct name_table {
+  name_slot *slots;
+  uint32_t mask;
+} name_table;
+
+int name_table_build(arena *a, const strategy *s, name_table *t);
+/* The slot for name, or NULL when the strategy binds no such name. */
+const name_slot *name_table_find(const name_table *t, const char *name, size_t len);
+/* One table per strategy of b, in b's order, allocated from a; NULL on OOM. */
+name_table *name_tables_build(arena *a, const policy_bundle *b);
+
 /* decide.c: runs the strategy serving req->action in b and writes the
- * outcome into d (whose arena is used for everything). Returns 0, or a
- * negative VD_E* code with err filled (VD_ENOTFOUND, VD_ENOCANDIDATE,
- * VD_ENOMEM). d->ns_* and latency are left to the caller. */
-int decide_run(const policy_bundle *b, const decide_request *req, const decide_limits *lim,
-               vd_decision *d, vd_error *err);
+ * outcome into d (whose arena is used for everything). names, when not
+ * NULL, are b's name tables (name_tables_build); without them names are
+ * found by scanning. Returns 0, or a negative VD_E* code with err filled
+ * (VD_ENOTFOUND, VD_ENOCANDIDATE, VD_ENOMEM). d->ns_* and latency are left
+ * to the caller. */
+int decide_run(const policy_bundle *b, const name_table *names, const decide_request *req,
+               const decide_limits *lim, vd_decision *d, vd_error *err);
 
 /* decide.c: the default meaning of an action name (docs/policy.md) for
  * names a strategy does not declare. */

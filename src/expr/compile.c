@@ -419,10 +419,13 @@ static uint32_t compile_name(compiler *c, const ast *const *comps, uint32_t k) {
     return NONE;
   }
 
-  if (k == 1 && nprefix == 1) {
+  if ((k == 1 || (c->opts && c->opts->simple_names)) && nprefix == 1) {
+    /* One variable, then plain field selections: no dotted-name candidates. */
     const char *s = own_str(c, comps[0]->name, comps[0]->name_len, pos);
     if (!s) return NONE;
-    return emit(c, OP_VAR, pos, NULL, 0, type_kind, value_str(s, comps[0]->name_len));
+    uint32_t root_type = k == 1 ? type_kind : type_name_kind(comps[0]->name, comps[0]->name_len);
+    uint32_t node = emit(c, OP_VAR, pos, NULL, 0, root_type, value_str(s, comps[0]->name_len));
+    return k == 1 ? node : emit_select_rest(c, node, comps, 1, k);
   }
 
   /* Decide at run time: candidates longest first, container-qualified

@@ -39,6 +39,11 @@ typedef struct expr_opts {
   /* Namespace for name resolution ("a.b"), or NULL: in container "a.b" the
    * name `x` means the first bound of `a.b.x`, `a.x`, `x`. */
   const char *container;
+  /* When set, no variable name contains a dot: `a.b.c` always means the
+   * variable `a` with fields `b` and `c` selected, resolved at compile time
+   * (faster; what the policy engine uses). CEL's default is to try the
+   * longest bound dotted prefix first ("a.b.c", then "a.b", then "a"). */
+  int simple_names;
 } expr_opts;
 
 /* Variable lookup: returns 0 and sets *out when `name` is bound, else -1.

@@ -51,6 +51,14 @@ const char *vd_strerror(int code) {
       return "evaluation failed";
     case VD_ELIMIT:
       return "an input exceeded a size or depth limit";
+    case VD_ENOTFOUND:
+      return "no strategy serves the request's decision point";
+    case VD_ENOCANDIDATE:
+      return "no candidate answer is possible";
+    case VD_EREQUEST:
+      return "invalid request";
+    case VD_EPOLICY:
+      return "the policy bundle failed to load";
     default:
       return "unknown error code";
   }

@@ -120,7 +120,7 @@ const char *diag_suggest(const char *word, size_t len, const char *const *cands,
 void diag_excerpt(char *buf, size_t cap, const char *src, size_t len, size_t pos) {
   if (!src || pos > len) return;
   size_t start = pos, end = pos;
-  while (start > 0 && src[start - 1] != '\n') start--;
+  while (start > 0 && src[start - 1] != '\n' && src[start - 1] != '\r') start--;
   while (end < len && src[end] != '\n' && src[end] != '\r') end++;
   size_t used = strlen(buf);
   if (used >= cap) return;

@@ -14,6 +14,7 @@
  * shares the anchored node); merge keys (`<<`) are not part of YAML 1.2 and
  * are plain keys here. Duplicate keys in a mapping are errors.
  *
+ * The text must be valid UTF-8 (checked before libfyaml sees it).
  * libfyaml reports syntax errors through a diag object set to collect them
  * silently; they come back here as policy diagnostics with the file name
  * given by the caller (libfyaml only knows an anonymous memory buffer). */
@@ -24,15 +25,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8.h"
 #include "policy/internal.h"
 
 #define MAX_EXPANDED 2000000 /* nodes after alias expansion (billion laughs guard) */
 
 /* ---- positions ---- */
 
+/* YAML's line breaks: LF, CRLF, or a CR alone. */
+static int is_break_at(const char *src, size_t len, size_t i) {
+  return src[i] == '\n' || (src[i] == '\r' && (i + 1 >= len || src[i + 1] != '\n'));
+}
+
 int yaml_column_of(const char *src, size_t pos) {
   size_t start = pos;
-  while (start > 0 && src[start - 1] != '\n') start--;
+  while (start > 0 && src[start - 1] != '\n' && src[start - 1] != '\r') start--;
   int col = 1;
   for (size_t i = start; i < pos; i++)
     if (((unsigned char)src[i] & 0xC0) != 0x80) col++;
@@ -42,7 +49,7 @@ int yaml_column_of(const char *src, size_t pos) {
 static int line_of(const char *src, size_t pos) {
   int line = 1;
   for (size_t i = 0; i < pos; i++)
-    if (src[i] == '\n') line++;
+    if (is_break_at(src, pos, i)) line++;
   return line;
 }
 
@@ -86,7 +93,7 @@ void yaml_scalar_place(const ynode *n, const char *src, size_t len, size_t off, 
   if (byte_pos) *byte_pos = i;
   *line = n->line;
   for (size_t k = n->pos; k < i; k++)
-    if (src[k] == '\n') (*line)++;
+    if (is_break_at(src, len, k)) (*line)++;
   *col = yaml_column_of(src, i);
 }
 
@@ -567,6 +574,15 @@ static void out_quiet(struct fy_diag *diag, void *user, const char *buf, size_t 
 int yaml_load(arena *a, const char *file, const char *src, size_t len, ynode **root,
               policy_diags *d) {
   *root = NULL;
+  /* YAML text is Unicode, and policies are UTF-8. Checked here first also
+   * because libfyaml 0.7.12 loops forever on some invalid bytes (after a
+   * '%' at the start of a line, for one). */
+  size_t bad = utf8_validate(src, len, NULL);
+  if (bad < len) {
+    diag_add(d, DIAG_ERROR, file, line_of(src, bad), yaml_column_of(src, bad), "",
+             "not valid UTF-8 (byte 0x%02X): a policy file is UTF-8 text", (unsigned char)src[bad]);
+    return -1;
+  }
   builder b;
   memset(&b, 0, sizeof b);
   b.a = a;
@@ -613,8 +629,12 @@ int yaml_load(arena *a, const char *file, const char *src, size_t len, ynode **r
   while ((de = fy_diag_errors_iterate(diag, &it))) {
     if (de->type < FYET_ERROR) continue;
     syntax = 1;
-    diag_add(d, DIAG_ERROR, file, de->line > 0 ? de->line : 1, de->column > 0 ? de->column : 1, "",
-             "YAML syntax: %s", de->msg ? de->msg : "error");
+    int line = de->line > 0 ? de->line : 1, col = de->column > 0 ? de->column : 1;
+    if (line > line_of(src, len)) { /* libfyaml may count past the end: name the end */
+      line = line_of(src, len);
+      col = yaml_column_of(src, len);
+    }
+    diag_add(d, DIAG_ERROR, file, line, col, "", "YAML syntax: %s", de->msg ? de->msg : "error");
   }
   if (p && !syntax && fy_parser_get_stream_error(p)) {
     syntax = 1;

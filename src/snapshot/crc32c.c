@@ -52,10 +52,9 @@ uint32_t snapshot_crc32c_sw(uint32_t crc, const void *data, size_t len) {
   }
   while (len >= 8) {
     uint64_t w = load_le64(p) ^ c;
-    c = crc_tables[7][w & 0xff] ^ crc_tables[6][(w >> 8) & 0xff] ^
-        crc_tables[5][(w >> 16) & 0xff] ^ crc_tables[4][(w >> 24) & 0xff] ^
-        crc_tables[3][(w >> 32) & 0xff] ^ crc_tables[2][(w >> 40) & 0xff] ^
-        crc_tables[1][(w >> 48) & 0xff] ^ crc_tables[0][w >> 56];
+    c = crc_tables[7][w & 0xff] ^ crc_tables[6][(w >> 8) & 0xff] ^ crc_tables[5][(w >> 16) & 0xff] ^
+        crc_tables[4][(w >> 24) & 0xff] ^ crc_tables[3][(w >> 32) & 0xff] ^
+        crc_tables[2][(w >> 40) & 0xff] ^ crc_tables[1][(w >> 48) & 0xff] ^ crc_tables[0][w >> 56];
     p += 8;
     len -= 8;
   }
@@ -67,7 +66,7 @@ uint32_t snapshot_crc32c_sw(uint32_t crc, const void *data, size_t len) {
 #include <nmmintrin.h>
 
 __attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const void *data,
-                                                              size_t len) {
+                                                            size_t len) {
   const uint8_t *p = data;
   uint64_t c = ~crc;
   while (len && ((uintptr_t)p & 7)) {

@@ -224,8 +224,10 @@ static int gc_segment(gc_run *g, const seg_entry *e) {
   int rc = 0;
   uint64_t new_size = size;
   if (removed == 0 || g->o->dry_run) {
-    if (removed && !kept) g->st->segments_deleted++;
-    else if (removed) g->st->segments_rewritten++;
+    if (removed && !kept)
+      g->st->segments_deleted++;
+    else if (removed)
+      g->st->segments_rewritten++;
     if (removed && g->o->dry_run) {
       /* a dry run reports the size the rewrite would have: estimate from
        * the share of records kept */
@@ -250,8 +252,8 @@ static int gc_segment(gc_run *g, const seg_entry *e) {
   return rc;
 }
 
-int snapshot_gc(const char *dir, const snapshot_gc_opts *opts, snapshot_gc_stats *stats,
-                char *err, size_t errlen) {
+int snapshot_gc(const char *dir, const snapshot_gc_opts *opts, snapshot_gc_stats *stats, char *err,
+                size_t errlen) {
   char scratch[SNAPSHOT_ERRLEN];
   if (!err) {
     err = scratch;

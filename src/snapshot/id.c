@@ -39,8 +39,8 @@ void snapshot_idgen_init(snapshot_idgen *g) {
 }
 
 static uint64_t idgen_random(snapshot_idgen *g) {
-  return splitmix64(atomic_fetch_add_explicit(&g->rng, 0x9E3779B97F4A7C15ull,
-                                              memory_order_relaxed));
+  return splitmix64(
+      atomic_fetch_add_explicit(&g->rng, 0x9E3779B97F4A7C15ull, memory_order_relaxed));
 }
 
 void snapshot_id_new_at(snapshot_idgen *g, uint64_t unix_ms, uint8_t out[16]) {

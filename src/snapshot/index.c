@@ -138,8 +138,8 @@ int seg_index_read(const char *path, uint64_t seg_size, uint32_t seg_crc, seg_in
     if (b && read_full(fd, b, size, 0) == 0 && memcmp(b, IDX_MAGIC, 6) == 0 &&
         get_le16(b + 6) == IDX_VERSION && get_le32(b + 8) == INDEX_BLOCK &&
         IDX_HEADER + (size_t)get_le32(b + 12) * IDX_ENTRY + 4 == size &&
-        get_le32(b + size - 4) == snapshot_crc32c(0, b, size - 4) &&
-        get_le64(b + 16) == seg_size && get_le32(b + 24) == seg_crc)
+        get_le32(b + size - 4) == snapshot_crc32c(0, b, size - 4) && get_le64(b + 16) == seg_size &&
+        get_le32(b + 24) == seg_crc)
       ok = 1;
     if (ok) {
       size_t n = get_le32(b + 12);
@@ -177,7 +177,8 @@ int seg_index_read(const char *path, uint64_t seg_size, uint32_t seg_crc, seg_in
 int seg_open_indexed(const char *dir, const char *name, int write_back, seg_header *hdr,
                      seg_index *x, uint64_t *size, char *err, size_t errlen) {
   char path[4096], ipath[4096];
-  if (seg_path(path, sizeof path, dir, name, 0) < 0 || seg_path(ipath, sizeof ipath, dir, name, 1) < 0) {
+  if (seg_path(path, sizeof path, dir, name, 0) < 0 ||
+      seg_path(ipath, sizeof ipath, dir, name, 1) < 0) {
     if (err) snprintf(err, errlen, "%s/%s: path too long", dir, name);
     return -1;
   }

@@ -115,17 +115,17 @@ int write_full(int fd, const void *buf, size_t len, uint64_t off);
  * is, the scan ends and tail_off marks where the invalid tail starts. */
 typedef struct frame_scan {
   int fd;
-  uint64_t end;       /* bytes of the file to consider */
-  uint64_t off;       /* next frame */
-  uint8_t *buf;       /* holds file bytes [buf_off, buf_off + buf_len) */
+  uint64_t end; /* bytes of the file to consider */
+  uint64_t off; /* next frame */
+  uint8_t *buf; /* holds file bytes [buf_off, buf_off + buf_len) */
   size_t buf_cap, buf_len;
   uint64_t buf_off;
   /* results */
   uint64_t frame_off; /* offset of the frame last returned */
   uint64_t damaged_regions, damaged_bytes;
-  int torn;           /* the scan ended at an invalid tail */
-  uint64_t tail_off;  /* where the valid data ends (== end when not torn) */
-  int err;            /* errno of a failed read */
+  int torn;          /* the scan ended at an invalid tail */
+  uint64_t tail_off; /* where the valid data ends (== end when not torn) */
+  int err;           /* errno of a failed read */
 } frame_scan;
 
 /* start: offset of the first frame (the header length). */
@@ -205,7 +205,7 @@ void ring_free(ring *r);
 int ring_reserve(ring *r, size_t len, uint8_t **body, uint64_t *ticket);
 void ring_commit(ring *r, uint8_t *body, size_t len);
 /* Consumer: the entry at position pos. 1 a record (body, len, *next), 2 a pad
- * (*next), 0 nothing committed there yet. */
+ * (*next), 0 nothing committed there yet (or pos is at head). */
 int ring_peek(ring *r, uint64_t pos, const uint8_t **body, uint32_t *len, uint64_t *next);
 /* Consumer: gives [tail, pos) back to producers (zeroing it), nrec records. */
 void ring_release(ring *r, uint64_t pos, uint64_t nrec);

@@ -176,7 +176,8 @@ static int segment_next(snapshot_reader *r) {
     r->use_idx = r->timed;
     r->blk = 0;
     r->left = r->timed ? 0 : UINT64_MAX;
-    if (r->timed && (r->idx.records == 0 || !block_in_time(&r->f, r->idx.min_time, r->idx.max_time)) &&
+    if (r->timed &&
+        (r->idx.records == 0 || !block_in_time(&r->f, r->idx.min_time, r->idx.max_time)) &&
         r->idx.seg_size >= size) {
       segment_close(r); /* nothing in range, and nothing past the index */
       continue;

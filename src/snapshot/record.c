@@ -13,16 +13,26 @@
 
 const char *snapshot_strerror(int code) {
   switch (code) {
-    case SNAPSHOT_OK: return "ok";
-    case SNAPSHOT_EINVAL: return "invalid argument";
-    case SNAPSHOT_ENOMEM: return "out of memory";
-    case SNAPSHOT_EIO: return "I/O error";
-    case SNAPSHOT_EFULL: return "snapshot queue full: record dropped";
-    case SNAPSHOT_ECLOSED: return "snapshot log closed";
-    case SNAPSHOT_EBUSY: return "another writer holds the snapshot directory";
-    case SNAPSHOT_ETOOBIG: return "snapshot record too big";
-    case SNAPSHOT_ECORRUPT: return "not a snapshot file, or damaged";
-    default: return "unknown error";
+    case SNAPSHOT_OK:
+      return "ok";
+    case SNAPSHOT_EINVAL:
+      return "invalid argument";
+    case SNAPSHOT_ENOMEM:
+      return "out of memory";
+    case SNAPSHOT_EIO:
+      return "I/O error";
+    case SNAPSHOT_EFULL:
+      return "snapshot queue full: record dropped";
+    case SNAPSHOT_ECLOSED:
+      return "snapshot log closed";
+    case SNAPSHOT_EBUSY:
+      return "another writer holds the snapshot directory";
+    case SNAPSHOT_ETOOBIG:
+      return "snapshot record too big";
+    case SNAPSHOT_ECORRUPT:
+      return "not a snapshot file, or damaged";
+    default:
+      return "unknown error";
   }
 }
 
@@ -42,8 +52,7 @@ size_t rec_body_size(const snapshot_rec *rec) {
   if (rec->point_len > SNAPSHOT_MAX_STRING || rec->action_len > SNAPSHOT_MAX_STRING ||
       rec->policy_version_len > SNAPSHOT_MAX_STRING || rec->payload_len > SNAPSHOT_MAX_PAYLOAD)
     return 0;
-  return BODY_FIXED + rec->point_len + rec->action_len + rec->policy_version_len +
-         rec->payload_len;
+  return BODY_FIXED + rec->point_len + rec->action_len + rec->policy_version_len + rec->payload_len;
 }
 
 static uint8_t *put_str16(uint8_t *p, const char *s, size_t len) {
@@ -58,8 +67,8 @@ void rec_body_encode(const snapshot_rec *rec, uint8_t *out) {
   int64_t t = rec->time_ns;
   if (t == 0) t = (int64_t)snapshot_id_time_ms(rec->id) * 1000000;
   put_le64(p + 16, (uint64_t)t);
-  uint32_t flags = (rec->allowed ? 1u : 0u) | (rec->review ? 2u : 0u) |
-                   ((uint32_t)(rec->source & 15) << 8);
+  uint32_t flags =
+      (rec->allowed ? 1u : 0u) | (rec->review ? 2u : 0u) | ((uint32_t)(rec->source & 15) << 8);
   put_le32(p + 24, flags);
   uint32_t cbits;
   memcpy(&cbits, &rec->confidence, 4);

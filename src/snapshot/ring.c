@@ -69,7 +69,8 @@ int ring_reserve(ring *r, size_t len, uint8_t **body, uint64_t *ticket) {
                                               memory_order_relaxed))
       break;
   }
-  if (pad) atomic_store_explicit(word_at(r, h), RING_COMMITTED | RING_PAD | pad, memory_order_release);
+  if (pad)
+    atomic_store_explicit(word_at(r, h), RING_COMMITTED | RING_PAD | pad, memory_order_release);
   uint64_t pos = h + pad;
   *body = r->buf + (pos & r->mask) + 8;
   *ticket = pos + need;
@@ -85,6 +86,9 @@ void ring_commit(ring *r, uint8_t *body, size_t len) {
 }
 
 int ring_peek(ring *r, uint64_t pos, const uint8_t **body, uint32_t *len, uint64_t *next) {
+  /* At head, a full ring's word is the oldest unreleased entry, not a new
+   * one: only [tail, head) may be read. */
+  if (pos >= atomic_load_explicit(&r->head, memory_order_seq_cst)) return 0;
   uint64_t w = atomic_load_explicit(word_at(r, pos), memory_order_seq_cst);
   if (!(w & RING_COMMITTED)) return 0;
   uint64_t n = w & RING_LEN_MASK;

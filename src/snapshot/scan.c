@@ -72,8 +72,8 @@ static const uint8_t *scan_ensure(frame_scan *s, uint64_t off, size_t n) {
   uint64_t want = s->end - off;
   if (want > s->buf_cap) want = s->buf_cap;
   while (s->buf_len < want) {
-    ssize_t got = pread(s->fd, s->buf + s->buf_len, (size_t)want - s->buf_len,
-                        (off_t)(off + s->buf_len));
+    ssize_t got =
+        pread(s->fd, s->buf + s->buf_len, (size_t)want - s->buf_len, (off_t)(off + s->buf_len));
     if (got < 0) {
       if (errno == EINTR) continue;
       s->err = errno;

@@ -54,8 +54,8 @@
 #define SNAPSHOT_ETOOBIG (-7)  /* a record larger than snapshot_log_max_record() */
 #define SNAPSHOT_ECORRUPT (-8) /* a file is not a snapshot segment/index, or is damaged */
 
-#define SNAPSHOT_ERRLEN 512           /* enough for any message these calls write */
-#define SNAPSHOT_MAX_STRING 65535     /* decision point, action, policy version: bytes */
+#define SNAPSHOT_ERRLEN 512              /* enough for any message these calls write */
+#define SNAPSHOT_MAX_STRING 65535        /* decision point, action, policy version: bytes */
 #define SNAPSHOT_MAX_PAYLOAD (16u << 20) /* hard cap on one payload, whatever the queue */
 
 const char *snapshot_strerror(int code);
@@ -108,18 +108,18 @@ int snapshot_source_parse(const char *s, size_t len);
  * buffer, stay valid until its next call, and are NOT NUL-terminated. */
 typedef struct snapshot_rec {
   uint8_t id[16];
-  int64_t time_ns;      /* unix ns of the decision; 0 on append: the id's time */
-  uint8_t allowed;      /* 0/1 */
-  uint8_t review;       /* 0/1 */
-  uint8_t source;       /* snapshot_source */
-  float confidence;     /* [0, 1] by convention; stored as given */
-  const char *point;    /* decision point, <= SNAPSHOT_MAX_STRING bytes */
+  int64_t time_ns;   /* unix ns of the decision; 0 on append: the id's time */
+  uint8_t allowed;   /* 0/1 */
+  uint8_t review;    /* 0/1 */
+  uint8_t source;    /* snapshot_source */
+  float confidence;  /* [0, 1] by convention; stored as given */
+  const char *point; /* decision point, <= SNAPSHOT_MAX_STRING bytes */
   size_t point_len;
-  const char *action;   /* chosen action ("" when none) */
+  const char *action; /* chosen action ("" when none) */
   size_t action_len;
   const char *policy_version; /* hex content hash (or "") */
   size_t policy_version_len;
-  const char *payload;  /* the snapshot, compact JSON */
+  const char *payload; /* the snapshot, compact JSON */
   size_t payload_len;
 } snapshot_rec;
 
@@ -155,8 +155,8 @@ void snapshot_log_opts_init(snapshot_log_opts *o);
  * the last valid record and reported in the status — and starts the writer
  * thread. opts may be NULL (defaults). On failure returns SNAPSHOT_E* with a
  * message in err (err may be NULL). */
-int snapshot_log_open(const char *dir, const snapshot_log_opts *opts, snapshot_log **out,
-                      char *err, size_t errlen);
+int snapshot_log_open(const char *dir, const snapshot_log_opts *opts, snapshot_log **out, char *err,
+                      size_t errlen);
 
 /* Queues a copy of rec. On success returns 0 and sets *ticket (may be NULL)
  * to a number for snapshot_log_wait_durable; tickets grow with append order.
@@ -178,23 +178,23 @@ size_t snapshot_log_max_record(const snapshot_log *log);
 
 /* Counters, readable at any time from any thread. */
 typedef struct snapshot_log_status {
-  uint64_t appended;        /* records accepted by append */
-  uint64_t dropped;         /* refused because the queue was full (DROP) */
-  uint64_t rejected;        /* refused as invalid or too big */
-  uint64_t written;         /* records written to segment files */
-  uint64_t bytes;           /* frame bytes written */
-  uint64_t fsyncs;          /* successful fsyncs of segment files */
-  uint64_t write_errors;    /* failed write/fsync/create attempts (each retried) */
-  uint64_t queue_depth;     /* records in the queue now */
-  uint64_t segments;        /* segments created by this writer */
-  uint64_t durable_ticket;  /* every ticket <= this is durable */
-  uint64_t written_ticket;  /* every ticket <= this is written */
+  uint64_t appended;       /* records accepted by append */
+  uint64_t dropped;        /* refused because the queue was full (DROP) */
+  uint64_t rejected;       /* refused as invalid or too big */
+  uint64_t written;        /* records written to segment files */
+  uint64_t bytes;          /* frame bytes written */
+  uint64_t fsyncs;         /* successful fsyncs of segment files */
+  uint64_t write_errors;   /* failed write/fsync/create attempts (each retried) */
+  uint64_t queue_depth;    /* records in the queue now */
+  uint64_t segments;       /* segments created by this writer */
+  uint64_t durable_ticket; /* every ticket <= this is durable */
+  uint64_t written_ticket; /* every ticket <= this is written */
   /* recovery at open */
-  uint64_t recovered_segments;  /* segments scanned */
-  uint64_t cut_bytes;           /* torn/corrupt tail bytes cut */
-  uint64_t cut_records;         /* frames (whole or torn) in the cut tails */
-  uint64_t damaged_regions;     /* bad spans in the middle of a segment, kept, skipped on read */
-  int last_errno;               /* errno of the last write error, 0 if none */
+  uint64_t recovered_segments; /* segments scanned */
+  uint64_t cut_bytes;          /* torn/corrupt tail bytes cut */
+  uint64_t cut_records;        /* frames (whole or torn) in the cut tails */
+  uint64_t damaged_regions;    /* bad spans in the middle of a segment, kept, skipped on read */
+  int last_errno;              /* errno of the last write error, 0 if none */
   char last_error[SNAPSHOT_ERRLEN]; /* "write /dir/seg-...log: No space left on device" */
 } snapshot_log_status;
 
@@ -265,13 +265,13 @@ typedef struct snapshot_gc_opts {
 } snapshot_gc_opts;
 
 typedef struct snapshot_gc_stats {
-  uint64_t segments;         /* segment files looked at */
-  uint64_t segments_locked;  /* skipped: held by a writer */
+  uint64_t segments;        /* segment files looked at */
+  uint64_t segments_locked; /* skipped: held by a writer */
   uint64_t segments_rewritten;
   uint64_t segments_deleted; /* nothing left in them */
   uint64_t records_kept;     /* in the segments gc read */
   uint64_t records_removed;
-  uint64_t bytes_before;     /* of the segments gc read */
+  uint64_t bytes_before; /* of the segments gc read */
   uint64_t bytes_after;
 } snapshot_gc_stats;
 
@@ -280,8 +280,8 @@ void snapshot_gc_opts_init(snapshot_gc_opts *o);
  * CLI and tests): 1 keep, 0 remove. */
 int snapshot_gc_keeps(const snapshot_gc_opts *o, const snapshot_rec *rec);
 /* opts may be NULL. Fills *stats (may be NULL). 0, or SNAPSHOT_E* + err. */
-int snapshot_gc(const char *dir, const snapshot_gc_opts *opts, snapshot_gc_stats *stats,
-                char *err, size_t errlen);
+int snapshot_gc(const char *dir, const snapshot_gc_opts *opts, snapshot_gc_stats *stats, char *err,
+                size_t errlen);
 
 /* ---- checksums ----
  * CRC32C (Castagnoli), as iSCSI and ext4 use it. crc is the CRC of the bytes

@@ -71,6 +71,7 @@ struct snapshot_log {
   /* shared with producers and waiters */
   _Atomic int closing;
   _Atomic int sleeping; /* the writer is in a long sleep: an append must wake it */
+  _Atomic int idle;     /* the writer is in any wait: a producer facing a full ring wakes it */
   _Atomic int dead;     /* the writer thread has finished */
   _Atomic int waiters;  /* threads in wait_durable */
   _Atomic uint64_t appended, dropped, rejected;
@@ -94,9 +95,9 @@ struct snapshot_log {
   uint64_t seg_base; /* file offset where pend starts (all before is synced/written) */
   uint8_t *pend;
   size_t pend_len, pend_cap, pend_written;
-  uint64_t pend_pos;  /* ring position after the last record in pend */
+  uint64_t pend_pos; /* ring position after the last record in pend */
   uint64_t pend_recs, pend_unwritten_recs;
-  uint64_t rpos;      /* the consumer's ring position */
+  uint64_t rpos; /* the consumer's ring position */
   uint64_t last_sync_ms;
   uint32_t backoff_ms;
   uint64_t retry_at_ms;
@@ -131,8 +132,7 @@ static void set_error(snapshot_log *L, int err, const char *what, const char *na
   atomic_fetch_add_explicit(&L->write_errors, 1, memory_order_relaxed);
   pthread_mutex_lock(&L->mu);
   L->last_errno = err;
-  snprintf(L->last_error, sizeof L->last_error, "%s %s/%s: %s", what, L->dir, name,
-           strerror(err));
+  snprintf(L->last_error, sizeof L->last_error, "%s %s/%s: %s", what, L->dir, name, strerror(err));
   pthread_mutex_unlock(&L->mu);
 }
 
@@ -292,7 +292,8 @@ static int recover(snapshot_log *L, char *err, size_t errlen) {
     return SNAPSHOT_EIO;
   }
   int rc = 0;
-  for (size_t i = 0; i < n && rc == 0; i++) rc = recover_segment(L, &segs[i], i + 1 == n, err, errlen);
+  for (size_t i = 0; i < n && rc == 0; i++)
+    rc = recover_segment(L, &segs[i], i + 1 == n, err, errlen);
   free(segs);
   return rc;
 }
@@ -528,12 +529,14 @@ static void wait_ms(snapshot_log *L, uint64_t ms, int deep) {
     ts.tv_nsec -= 1000000000L;
   }
   pthread_mutex_lock(&L->mu);
+  atomic_store_explicit(&L->idle, 1, memory_order_seq_cst);
   if (deep) atomic_store_explicit(&L->sleeping, 1, memory_order_seq_cst);
   /* Checked under the lock and after raising the flag: a producer that
    * committed before this check is seen here, one after it sees the flag. */
   if (!ring_has_work(L) && !atomic_load(&L->closing))
     pthread_cond_timedwait(&L->wake_cv, &L->mu, &ts);
   atomic_store_explicit(&L->sleeping, 0, memory_order_relaxed);
+  atomic_store_explicit(&L->idle, 0, memory_order_relaxed);
   pthread_mutex_unlock(&L->mu);
 }
 
@@ -556,7 +559,8 @@ static void *writer_main(void *arg) {
         if (due && pend_sync(L) < 0) failed = 1;
       }
       if (!failed && rotate) segment_seal(L);
-      if (L->fd < 0 && L->pend_len == 0 && ring_has_work(L) && !rotate) failed = 1; /* create failed */
+      if (L->fd < 0 && L->pend_len == 0 && ring_has_work(L) && !rotate)
+        failed = 1; /* create failed */
       if (failed) {
         L->backoff_ms = L->backoff_ms ? L->backoff_ms * 2 : BACKOFF_MIN_MS;
         if (L->backoff_ms > BACKOFF_MAX_MS) L->backoff_ms = BACKOFF_MAX_MS;
@@ -591,7 +595,8 @@ static void *writer_main(void *arg) {
   }
   /* Whatever could not be written is lost; say how much. */
   L->lost = atomic_load(&L->q.count) + L->pend_recs;
-  if (L->pend_len == 0) segment_seal(L);
+  if (L->pend_len == 0)
+    segment_seal(L);
   else if (L->fd >= 0) {
     close(L->fd);
     L->fd = -1;
@@ -618,8 +623,8 @@ static void log_free(snapshot_log *L) {
   free(L);
 }
 
-int snapshot_log_open(const char *dir, const snapshot_log_opts *opts, snapshot_log **out,
-                      char *err, size_t errlen) {
+int snapshot_log_open(const char *dir, const snapshot_log_opts *opts, snapshot_log **out, char *err,
+                      size_t errlen) {
   char scratch[SNAPSHOT_ERRLEN];
   if (!err) {
     err = scratch;
@@ -664,7 +669,8 @@ int snapshot_log_open(const char *dir, const snapshot_log_opts *opts, snapshot_l
     snprintf(L->node, sizeof L->node, "unknown");
   L->opts.node = L->node;
   if (!L->dir || ring_init(&L->q, o.queue_bytes, o.queue_records) < 0) {
-    snprintf(err, errlen, "snapshot log %s: out of memory for a %zu-byte queue", dir, o.queue_bytes);
+    snprintf(err, errlen, "snapshot log %s: out of memory for a %zu-byte queue", dir,
+             o.queue_bytes);
     log_free(L);
     return SNAPSHOT_ENOMEM;
   }
@@ -742,14 +748,16 @@ int snapshot_log_append(snapshot_log *L, const snapshot_rec *rec, uint64_t *tick
   uint8_t *body;
   uint64_t t;
   for (unsigned spins = 0; ring_reserve(&L->q, len, &body, &t) < 0; spins++) {
+    /* Full. A writer pausing between polls would leave the queue full for
+     * the rest of its pause: wake it (the slow path may make a syscall). */
+    if (atomic_load_explicit(&L->idle, memory_order_relaxed)) wake_writer(L);
     if (L->opts.on_full == SNAPSHOT_FULL_DROP) {
       atomic_fetch_add_explicit(&L->dropped, 1, memory_order_relaxed);
       return SNAPSHOT_EFULL;
     }
     if (atomic_load_explicit(&L->closing, memory_order_relaxed) || atomic_load(&L->dead))
       return SNAPSHOT_ECLOSED;
-    /* Full: wait for the writer — spin briefly, then yield, then sleep. */
-    if (atomic_load_explicit(&L->sleeping, memory_order_relaxed)) wake_writer(L);
+    /* Wait for the writer: spin briefly, then yield, then sleep. */
     if (spins < 64)
       cpu_relax();
     else if (spins < 128)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "engine/engine.h"
 #include "test.h"
 #include "verdict.h"
 
@@ -204,6 +205,9 @@ static void no_candidate_modes(vd_engine *gate, vd_engine *modes) {
     CHECK_STR(vd_decision_action(D), "allow");
     CHECK_STR(vd_decision_source(D), "error");
     CHECK(vd_decision_confidence(D) == 0.0);
+    CHECK_MSG(contains(vd_decision_reason(D), "division by zero") &&
+                  contains(vd_decision_reason(D), "on_no_candidate: first"),
+              "%s", vd_decision_reason(D));
   }
   if (decide_ok(modes, "{\"action\":\"nc_first\",\"context\":{\"x\":1}}")) {
     CHECK_STR(vd_decision_action(D), "deny");
@@ -267,6 +271,65 @@ static void constants_and_request(vd_engine *e) {
                 "{\"action\":\"http_request\",\"candidates\":[\"allow\",\"route_eu\"],"
                 "\"context\":{\"probe\":true," PLAIN "}}"))
     CHECK_STR(vd_decision_source(D), "default");
+}
+
+/* Lets and constants win over context fields of the same name. */
+static void shadowing(vd_engine *e) {
+  if (decide_ok(e,
+                "{\"action\":\"gate\",\"context\":{\"path\":\"/\",\"headers\":{\"user-agent\":"
+                "\"curl\"},\"body_size\":500,\"max_body\":10,\"ua\":\"sqlmap\",\"env\":{"
+                "\"country\":\"US\"}}}"))
+    CHECK_STR(vd_decision_source(D), "default");
+}
+
+/* Names resolved through the engine's hash tables (names.c) and by scanning
+ * the strategy (what `verdict test` does) give the same decisions. */
+static void tables_and_scans_agree(void) {
+  static const char *const reqs[] = {
+      "{\"action\":\"gate\",\"context\":{\"path\":\"/\",\"headers\":{\"user-agent\":\"nikto\"},"
+      "\"body_size\":1,\"env\":{}}}",
+      "{\"action\":\"gate\",\"context\":{" PLAIN "}}",
+      "{\"action\":\"gate\",\"context\":{\"path\":\"/\"}}",
+      "{\"action\":\"gate\",\"key\":\"vip-1\",\"context\":{" PLAIN "}}",
+      "{\"action\":\"gate\",\"context\":{\"path\":\"/api/x\",\"headers\":{\"user-agent\":"
+      "\"curl\"},\"body_size\":5,\"env\":{\"country\":\"CN\"}}}",
+      "{\"action\":\"gate\",\"context\":{\"path\":\"/\",\"headers\":{\"user-agent\":\"curl\"},"
+      "\"body_size\":500,\"max_body\":10,\"ua\":\"sqlmap\",\"env\":{\"country\":\"US\"}}}",
+  };
+  policy_load_opts lo = {.store_dir = ""};
+  policy_diags dg;
+  memset(&dg, 0, sizeof dg);
+  policy_bundle *b = NULL;
+  CHECK(policy_bundle_load("tests/engine/bundles/gate", &lo, &b, &dg) == 0);
+  policy_diags_free(&dg);
+  if (!b) return;
+  arena a;
+  arena_init(&a, NULL, 0, 0);
+  name_table *names = name_tables_build(&a, b);
+  CHECK(names != NULL);
+  decide_limits lim;
+  decide_limits_init(&lim, NULL);
+  vd_decision *d1 = vd_decision_new(), *d2 = vd_decision_new();
+  vd_decision_set_trace(d1, 1);
+  vd_decision_set_trace(d2, 1);
+  for (size_t i = 0; i < sizeof reqs / sizeof reqs[0]; i++) {
+    vd_error err;
+    decide_request r1, r2;
+    decision_reset(d1);
+    decision_reset(d2);
+    CHECK(request_parse_json(&d1->mem, reqs[i], strlen(reqs[i]), &lim, &r1, &err) == 0);
+    CHECK(request_parse_json(&d2->mem, reqs[i], strlen(reqs[i]), &lim, &r2, &err) == 0);
+    CHECK(decide_run(b, names, &r1, &lim, d1, &err) == 0);
+    CHECK(decide_run(b, NULL, &r2, &lim, d2, &err) == 0);
+    const char *j1, *j2;
+    CHECK(vd_decision_render(d1, 0, &j1, NULL) == 0 && vd_decision_render(d2, 0, &j2, NULL) == 0);
+    CHECK_MSG(strcmp(j1, j2) == 0, "%s\n vs %s", j1, j2);
+    CHECK(d1->nlets == d2->nlets);
+  }
+  vd_decision_free(d1);
+  vd_decision_free(d2);
+  arena_free(&a);
+  policy_bundle_free(b);
 }
 
 static void model_rules_take_on_error(vd_engine *e) {
@@ -403,6 +466,8 @@ int main(void) {
     no_candidate_modes(gate, modes);
     lets_once_and_lazily(gate);
     constants_and_request(gate);
+    shadowing(gate);
+    tables_and_scans_agree();
     model_rules_take_on_error(model);
     cost_limit_stops_evaluation(cost);
     json_shape(gate);

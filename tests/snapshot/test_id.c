@@ -105,7 +105,7 @@ static void test_monotonic_fixed_ms(void) {
     memcpy(prev, id, 16);
   }
   CHECK(bad == 0);
-  CHECK(snapshot_id_time_ms(id) > ms);          /* carried */
+  CHECK(snapshot_id_time_ms(id) > ms); /* carried */
   CHECK(snapshot_id_time_ms(id) <= ms + 10000 / 2048 + 1);
   /* the clock stepping back does not break the order */
   snapshot_id_new_at(&g, ms - 60000, prev);
@@ -147,7 +147,8 @@ static void test_monotonic_threads(void) {
     pthread_create(&th[t], NULL, id_worker, &jobs[t]);
   }
   for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
-  for (int t = 0; t < THREADS; t++) CHECK_MSG(jobs[t].bad == 0, "thread %d: %d out of order", t, jobs[t].bad);
+  for (int t = 0; t < THREADS; t++)
+    CHECK_MSG(jobs[t].bad == 0, "thread %d: %d out of order", t, jobs[t].bad);
   qsort(all, (size_t)THREADS * PER_THREAD, 16, cmp16);
   int dups = 0;
   for (size_t i = 1; i < (size_t)THREADS * PER_THREAD; i++)

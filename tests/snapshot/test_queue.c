@@ -56,8 +56,10 @@ static void test_ring_basics(void) {
   while (1) {
     int k = ring_peek(&q, pos, &b, &len, &next);
     if (k == 0) break;
-    if (k == 2) pads++;
-    else recs++;
+    if (k == 2)
+      pads++;
+    else
+      recs++;
     pos = next;
   }
   CHECK(pads == 1);
@@ -194,7 +196,7 @@ static void test_block_never_drops(void) {
     snapshot_idgen g;
     snapshot_idgen_init(&g);
     prod_job jobs[PRODUCERS];
-    int per = m == 0 ? 20000 : 1500;
+    int per = m == 0 ? 20000 : 300;
     run_producers(log, &g, per, jobs);
     snapshot_log_status st;
     snapshot_log_close(log, &st);
