@@ -105,7 +105,7 @@ static void print_pretty(FILE *out, const char *s, size_t n) {
     if (c == '"') {
       size_t j = i + 1;
       while (j < n && s[j] != '"') j += s[j] == '\\' ? 2 : 1;
-      if (j > n) j = n - 1;
+      if (j >= n) j = n - 1; /* unterminated (the text was checked, so never) */
       fwrite(s + i, 1, j - i + 1, out);
       i = j;
     } else if (c == '{' || c == '[') {

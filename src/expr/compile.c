@@ -116,6 +116,13 @@ int value_copy_deep(arena *a, const value *in, value *out) {
   *out = *in;
   switch (in->kind) {
     case V_STRING:
+      if (net_value_extra(in)) { /* text, NUL, parsed form: all of it */
+        char *s = arena_memdup(a, in->s, (size_t)in->n + 1 + net_value_extra(in));
+        if (!s) return -1;
+        out->s = s;
+        return 0;
+      }
+      /* fall through */
     case V_BYTES:
     case V_ERROR:
       if (in->n || in->kind == V_ERROR) {

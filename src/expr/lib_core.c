@@ -36,6 +36,7 @@
 #include "core/timefmt.h"
 #include "core/utf8.h"
 #include "expr/lib.h"
+#include "expr/litset.h"
 
 /* Match limit when eval_ctx.regex_match_limit is 0. PCRE2's own default
  * (10 million) lets `(a+)+$` on 40 characters run for a third of a second
@@ -119,6 +120,18 @@ static void regex_error_text(int code, PCRE2_SIZE offset, const char *pat, size_
            pat_len > 80 ? "..." : "", (const char *)msg, (size_t)offset);
 }
 
+/* What a constant pattern is prepared into: PCRE2's compiled form, and,
+ * when the pattern only lists literal strings (`sqlmap|nikto|nmap`,
+ * `^/(\.env|\.git)|\.php$`), the same as a literal set (litset.h), which
+ * answers in one short pass without PCRE2's per-call setup. The set is
+ * used on ASCII subjects only: there, bytes are characters and (?i) folds
+ * just A-Z, exactly as PCRE2 reads them; anything else goes to PCRE2. */
+typedef struct regex_aux {
+  pcre2_code *re;
+  const litset *lits; /* NULL: not a literal set */
+  arena mem;          /* lits lives here */
+} regex_aux;
+
 static void *prepare_regex(const value *args, const uint8_t *is_const, uint32_t nargs, char *err,
                            size_t err_size) {
   if (err_size) err[0] = '\0';
@@ -133,18 +146,52 @@ static void *prepare_regex(const value *args, const uint8_t *is_const, uint32_t 
   }
   /* JIT is an optimisation: when it is unavailable the interpreter runs. */
   (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
-  return re;
+  regex_aux *ra = calloc(1, sizeof *ra);
+  if (!ra) {
+    pcre2_code_free(re);
+    snprintf(err, err_size, "out of memory compiling a regular expression");
+    return NULL;
+  }
+  ra->re = re;
+  arena_init(&ra->mem, NULL, 0, 0);
+  lit *lits;
+  uint32_t nlits;
+  int caseless;
+  if (litset_parse_regex(&ra->mem, args[1].s, args[1].n, &lits, &nlits, &caseless) == 0)
+    ra->lits = litset_build(&ra->mem, lits, nlits, caseless);
+  return ra;
 }
 
-static void release_regex(void *aux) { pcre2_code_free(aux); }
+static void release_regex(void *aux) {
+  regex_aux *ra = aux;
+  pcre2_code_free(ra->re);
+  arena_free(&ra->mem);
+  free(ra);
+}
+
+/* Whether s[0..n) is pure ASCII, a word at a time. */
+static int all_ascii(const char *s, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, s + i, 8);
+    if (w & 0x8080808080808080ull) return 0;
+  }
+  for (; i < n; i++)
+    if ((unsigned char)s[i] >= 0x80) return 0;
+  return 1;
+}
 
 static value fn_matches(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
   const value *subject = &args[0], *pattern = &args[1];
   if (!eval_charge(ctx, subject->n / 8 + 1)) return COST_ERROR;
+  const regex_aux *ra = aux;
+  if (ra && ra->lits && ((subject->flags & VF_ASCII) || all_ascii(subject->s, subject->n)))
+    return value_bool(litset_match(ra->lits, subject->s, subject->n));
   pcre2_general_context *gc =
       pcre2_general_context_create(arena_pcre_alloc, arena_pcre_free, ctx->arena);
   if (!gc) return VALUE_ERR("out of memory");
-  const pcre2_code *re = aux;
+  const pcre2_code *re = ra ? ra->re : NULL;
   if (!re) { /* not a constant pattern: compile it now, into the arena */
     if (!eval_charge(ctx, (uint64_t)pattern->n * 4 + 16)) return COST_ERROR;
     pcre2_compile_context *cc = pcre2_compile_context_create(gc);

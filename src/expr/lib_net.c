@@ -24,19 +24,42 @@
  *
  * containsCIDR is real containment (same family, the inner prefix at least
  * as long, and inside the outer one), as cel-go's network library and the
- * Kubernetes documentation describe it. */
-#include <stdio.h>
+ * Kubernetes documentation describe it.
+ *
+ * The parsed form rides along. Every ip()/cidr() value this file makes holds,
+ * in the same allocation, its text, a NUL, then NET_EXTRA bytes: the family,
+ * the prefix length and the 16 address bytes; VF_NETBIN says they are there.
+ * The string is still just the text (n does not count them), so equality,
+ * string() and JSON output see nothing of it; but containsIP and the other
+ * methods read the address without parsing text again. That matters because
+ * a policy's cidr("10.0.0.0/8") constants are folded at compile time and then
+ * tested against every request's address. A deep copy of a constant
+ * (value_copy_deep) copies the extra bytes too (net_value_extra); a tagged
+ * string without VF_NETBIN (made elsewhere) is parsed as before. */
 #include <string.h>
 
 #include "expr/lib.h"
 
+#include "expr/program.h"
+
 #define NO_OVERLOAD VALUE_ERR("no such overload")
 #define OOM_ERROR VALUE_ERR("out of memory")
+
+/* string: the parsed form follows the text's NUL (see the top of the file).
+ * Bit 0x08 of value.flags; only this file sets it. */
+#define VF_NETBIN 0x08
 
 typedef struct netaddr {
   uint8_t b[16]; /* IPv4 uses b[0..4) */
   uint8_t v4;
 } netaddr;
+
+/* After the NUL: v4, prefix length (0 for an address), the address bytes. */
+enum { NET_EXTRA = 18 };
+
+size_t net_value_extra(const value *v) {
+  return v->kind == V_STRING && (v->flags & VF_NETBIN) ? NET_EXTRA : 0;
+}
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -212,9 +235,31 @@ static int parse_cidr(const char *s, size_t n, netaddr *a, int *bits, const char
   return 0;
 }
 
-/* Canonical text; out needs 40 bytes. */
+static char *put_dec(char *p, unsigned v) {
+  if (v >= 100) *p++ = (char)('0' + v / 100);
+  if (v >= 10) *p++ = (char)('0' + v / 10 % 10);
+  *p++ = (char)('0' + v % 10);
+  return p;
+}
+
+static char *put_hex(char *p, unsigned v) {
+  static const char digits[] = "0123456789abcdef";
+  int shift = 12;
+  while (shift > 0 && !(v >> shift)) shift -= 4;
+  for (; shift >= 0; shift -= 4) *p++ = digits[(v >> shift) & 0xf];
+  return p;
+}
+
+/* Canonical text; out needs 40 bytes (not NUL-terminated). */
 static size_t format_ip(const netaddr *a, char *out) {
-  if (a->v4) return (size_t)sprintf(out, "%u.%u.%u.%u", a->b[0], a->b[1], a->b[2], a->b[3]);
+  char *p = out;
+  if (a->v4) {
+    for (int k = 0; k < 4; k++) {
+      if (k) *p++ = '.';
+      p = put_dec(p, a->b[k]);
+    }
+    return (size_t)(p - out);
+  }
   unsigned g[8];
   for (int k = 0; k < 8; k++) g[k] = (unsigned)a->b[2 * k] << 8 | a->b[2 * k + 1];
   int zs = -1, zl = 1; /* longest run of >= 2 zero groups, first on a tie */
@@ -224,7 +269,6 @@ static size_t format_ip(const netaddr *a, char *out) {
     if (j - k > zl) zs = k, zl = j - k;
     k = j > k ? j : k + 1;
   }
-  char *p = out;
   for (int k = 0; k < 8; k++) {
     if (k == zs) {
       *p++ = ':';
@@ -233,30 +277,45 @@ static size_t format_ip(const netaddr *a, char *out) {
       continue;
     }
     if (k > 0 && k != zs + zl) *p++ = ':';
-    p += sprintf(p, "%x", g[k]);
+    p = put_hex(p, g[k]);
   }
-  *p = '\0';
   return (size_t)(p - out);
 }
 
-static value tagged(eval_ctx *ctx, const char *text, size_t n, uint8_t flag) {
-  char *p = arena_memdup(ctx->arena, text, n);
+/* text[0..n), a NUL and the parsed form, in one arena block. */
+static value tagged(eval_ctx *ctx, const char *text, size_t n, uint8_t flag, const netaddr *a,
+                    int bits) {
+  char *p = arena_alloc(ctx->arena, n + 1 + NET_EXTRA);
   if (!p) return OOM_ERROR;
+  memcpy(p, text, n);
+  p[n] = '\0';
+  p[n + 1] = (char)a->v4;
+  p[n + 2] = (char)bits;
+  memcpy(p + n + 3, a->b, 16);
   value v = value_str(p, (uint32_t)n);
-  v.flags = VF_ASCII | flag;
+  v.flags = VF_ASCII | VF_NETBIN | flag;
   return v;
 }
 
 static value make_ip(eval_ctx *ctx, const netaddr *a) {
   char t[48];
-  return tagged(ctx, t, format_ip(a, t), VF_IP);
+  return tagged(ctx, t, format_ip(a, t), VF_IP, a, 0);
 }
 
 static value make_cidr(eval_ctx *ctx, const netaddr *a, int bits) {
   char t[56];
   size_t n = format_ip(a, t);
-  n += (size_t)sprintf(t + n, "/%d", bits);
-  return tagged(ctx, t, n, VF_CIDR);
+  t[n++] = '/';
+  n = (size_t)(put_dec(t + n, (unsigned)bits) - t);
+  return tagged(ctx, t, n, VF_CIDR, a, bits);
+}
+
+/* The parsed form of a VF_NETBIN value. */
+static void net_read(const value *v, netaddr *a, int *bits) {
+  const uint8_t *x = (const uint8_t *)v->s + v->n + 1;
+  a->v4 = x[0];
+  if (bits) *bits = x[1];
+  memcpy(a->b, x + 2, 16);
 }
 
 static value ip_error(eval_ctx *ctx, const value *s, const char *why) {
@@ -273,12 +332,20 @@ static value cidr_error(eval_ctx *ctx, const value *s, const char *why) {
 static int ip_of(const value *v, netaddr *a) {
   const char *why;
   if (v->kind != V_STRING || !(v->flags & VF_IP)) return -1;
+  if (v->flags & VF_NETBIN) {
+    net_read(v, a, NULL);
+    return 0;
+  }
   return parse_ip(v->s, v->n, a, &why);
 }
 
 static int cidr_of(const value *v, netaddr *a, int *bits) {
   const char *why;
   if (v->kind != V_STRING || !(v->flags & VF_CIDR)) return -1;
+  if (v->flags & VF_NETBIN) {
+    net_read(v, a, bits);
+    return 0;
+  }
   return parse_cidr(v->s, v->n, a, bits, &why);
 }
 
@@ -295,6 +362,9 @@ static value fn_ip(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) 
   netaddr a;
   const char *why;
   if (parse_ip(args[0].s, args[0].n, &a, &why)) return ip_error(ctx, &args[0], why);
+  /* An IPv4 address that parses is canonical as written (four fields, no
+   * leading zeros): keep the text instead of formatting it again. */
+  if (a.v4) return tagged(ctx, args[0].s, args[0].n, VF_IP, &a, 0);
   return make_ip(ctx, &a);
 }
 

@@ -162,4 +162,9 @@ value eval_program_node(const expr_program *p, uint32_t root, const expr_activat
  * Returns 0, or -1 when a is exhausted. */
 int value_copy_deep(arena *a, const value *in, value *out);
 
+/* lib_net.c: how many bytes an ip()/cidr() string keeps after its text's
+ * NUL (its parsed form; 0 for every other value). A copy of such a string
+ * that keeps its flags must copy them too, as value_copy_deep does. */
+size_t net_value_extra(const value *v);
+
 #endif

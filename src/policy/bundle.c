@@ -123,8 +123,14 @@ static void sort_diags(policy_diags *d, size_t from) {
 }
 
 /* Compiles one file's text as strategy number b->nstrategies. */
+#define DEFAULT_INDEX_MIN_RULES 8
+
+static uint32_t index_min(const policy_load_opts *opts) {
+  return opts && opts->index_min_rules ? opts->index_min_rules : DEFAULT_INDEX_MIN_RULES;
+}
+
 static void load_text(policy_bundle *b, strategy_marks *marks, const char *file, const char *src,
-                      size_t len, const char *store, policy_diags *d) {
+                      size_t len, const char *store, uint32_t min_rules, policy_diags *d) {
   size_t first = d->n;
   arena scratch;
   arena_init(&scratch, NULL, 0, 0);
@@ -132,7 +138,8 @@ static void load_text(policy_bundle *b, strategy_marks *marks, const char *file,
   strategy *s = (strategy *)&b->strategies[b->nstrategies];
   if (yaml_load(&scratch, file, src, len, &root, d) == 0) {
     b->nstrategies++; /* counted now so that free_programs sees its programs */
-    strategy_compile(&b->mem, &scratch, file, src, len, root, s, &marks[b->nstrategies - 1], d);
+    strategy_compile(&b->mem, &scratch, file, src, len, root, s, &marks[b->nstrategies - 1],
+                     min_rules, d);
     size_t clen = 0;
     char *canon = policy_canonical_json(root, &clen);
     if (!canon || policy_sha256_hex(canon, clen, s->version)) {
@@ -301,7 +308,7 @@ int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bun
       diag_add(d, DIAG_ERROR, path, 0, 0, "", "%s", file ? err : "out of memory");
       continue;
     }
-    load_text(b, marks, file, src, len, store, d);
+    load_text(b, marks, file, src, len, store, index_min(opts), d);
     free(src);
   }
   for (uint32_t i = 0; i < nnames; i++) free(names[i]);
@@ -312,8 +319,9 @@ int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bun
   return done(b, opts, out, d, errors0, warnings0);
 }
 
-int policy_bundle_from_text(const char *file, const char *text, size_t len, policy_bundle **out,
-                            policy_diags *d) {
+int policy_bundle_from_text_opts(const char *file, const char *text, size_t len,
+                                 const policy_load_opts *opts, policy_bundle **out,
+                                 policy_diags *d) {
   *out = NULL;
   size_t errors0 = d->errors, warnings0 = d->warnings;
   policy_bundle *b = bundle_new("", 1);
@@ -328,9 +336,14 @@ int policy_bundle_from_text(const char *file, const char *text, size_t len, poli
     return -1;
   }
   strategy_marks marks[1];
-  load_text(b, marks, f, text, len, "", d);
+  load_text(b, marks, f, text, len, "", index_min(opts), d);
   finish(b, marks, d);
-  return done(b, NULL, out, d, errors0, warnings0);
+  return done(b, opts, out, d, errors0, warnings0);
+}
+
+int policy_bundle_from_text(const char *file, const char *text, size_t len, policy_bundle **out,
+                            policy_diags *d) {
+  return policy_bundle_from_text_opts(file, text, len, NULL, out, d);
 }
 
 const strategy *policy_bundle_find(const policy_bundle *b, const char *point, size_t len) {

@@ -28,6 +28,11 @@
  * value is not a string (startsWith would fail). Equality and `in` with any
  * resolved value are exact: CEL equality between unrelated types is false.
  *
+ * A field gets an index only when at least `index_min_rules` rules are filed
+ * under it (policy_load_opts; default 8): below that, the lookup a decision
+ * makes costs about what evaluating those few rules would. A strategy with
+ * no such field has no index at all (strategy.index is NULL).
+ *
  * rule_index_candidates allocates nothing: up to BITMAP_RULES rules it merges
  * through a bitmap on the stack; above, it writes the (disjoint) candidate
  * lists into out[] and sorts them in place. */
@@ -61,9 +66,6 @@ typedef struct ix_path {
   const char *full; /* "env.country", for stats and messages */
   const value *comps;
   uint32_t ncomp;
-  /* lookup candidates, longest first, as the evaluator resolves a.b.c */
-  const char *const *cand;
-  const uint32_t *cand_len;
   /* equality */
   const ix_key *keys;
   uint32_t nkeys;
@@ -399,29 +401,14 @@ static int build_path(builder *x, ix_path *ip, const path_info *pi, uint32_t pid
   arena *mem = x->mem;
   ip->full = arena_strndup(mem, pi->full, strlen(pi->full));
   value *comps = arena_alloc(mem, pi->ncomp * sizeof *comps);
-  const char **cand = arena_alloc(mem, pi->ncomp * sizeof *cand);
-  uint32_t *cand_len = arena_alloc(mem, pi->ncomp * sizeof *cand_len);
-  if (!ip->full || !comps || !cand || !cand_len) return -1;
+  if (!ip->full || !comps) return -1;
   for (uint32_t i = 0; i < pi->ncomp; i++) {
     char *s = arena_strndup(mem, pi->comps[i]->name, pi->comps[i]->name_len);
     if (!s) return -1;
     comps[i] = value_str(s, pi->comps[i]->name_len);
   }
-  /* "a.b.c", "a.b", "a": prefixes of the full name */
-  size_t full_len = strlen(ip->full);
-  for (uint32_t used = pi->ncomp, k = 0; used >= 1; used--, k++) {
-    size_t l = full_len;
-    if (used < pi->ncomp) {
-      l = 0;
-      for (uint32_t i = 0; i < used; i++) l += comps[i].n + (i ? 1 : 0);
-    }
-    cand[k] = ip->full;
-    cand_len[k] = (uint32_t)l;
-  }
   ip->comps = comps;
   ip->ncomp = pi->ncomp;
-  ip->cand = cand;
-  ip->cand_len = cand_len;
 
   /* pairs for both tables */
   uint32_t neq = 0, npre = 0, nall = 0, nall_prefix = 0;
@@ -524,12 +511,24 @@ int rule_index_build(arena *mem, arena *scratch, const strategy_build *b, policy
     if (best) {
       chosen[r] = *best;
       has[r] = 1;
+    }
+  }
+  /* 2b. a field with few rules filed under it costs a lookup per decision
+   * for little gain: its rules are evaluated like unindexed ones */
+  uint32_t *filed = calloc(x.npaths + 1, sizeof *filed);
+  if (!filed) goto out;
+  for (uint32_t r = 0; r < n; r++)
+    if (has[r]) filed[chosen[r].path]++;
+  for (uint32_t r = 0; r < n; r++) {
+    if (has[r] && filed[chosen[r].path] < b->index_min_rules) has[r] = 0;
+    if (has[r]) {
       ix->nindexed++;
     } else {
       bits[r / 64] |= 1ull << (r % 64);
       unindexed[ix->nunindexed++] = r;
     }
   }
+  free(filed);
   /* 3. tables for the paths that some rule chose */
   uint32_t npaths = 0;
   uint8_t *used = calloc(x.npaths + 1, 1);
@@ -558,7 +557,7 @@ int rule_index_build(arena *mem, arena *scratch, const strategy_build *b, policy
   ix->npaths = npaths;
   ix->unindexed = unindexed;
   ix->unindexed_bits = bits;
-  s->index = ix;
+  s->index = npaths ? ix : NULL; /* nothing indexed: the engine scans in order */
   rc = 0;
 out:
   if (rc) diag_add(d, DIAG_ERROR, b->file, 0, 0, "", "out of memory building the rule index");
@@ -578,26 +577,23 @@ void rule_index_stats(const rule_index *ix, uint32_t *indexed, uint32_t *paths) 
 
 /* ---- at decision time ---- */
 
-/* The request's value at a path, resolved as the evaluator resolves a
- * qualified name: the longest dotted name the activation binds, then field
- * selection. Returns 0 and sets *out, or -1 when the path is missing or
- * crosses a non-map (the condition would fail to evaluate). */
+/* The request's value at a path, resolved as the evaluator resolves it
+ * (policy expressions compile with simple_names: the root is a variable, the
+ * rest are fields). Returns 0 and sets *out, or -1 when the path is missing
+ * or crosses a non-map (the condition would fail to evaluate). */
 static int resolve(const ix_path *p, const expr_activation *act, value *out) {
   if (!act || !act->lookup) return -1;
-  for (uint32_t k = 0; k < p->ncomp; k++) {
-    value v;
-    if (act->lookup(act->user, p->cand[k], p->cand_len[k], &v) != 0) continue;
-    for (uint32_t j = p->ncomp - k; j < p->ncomp; j++) {
-      if (v.kind != V_MAP) return -1;
-      const value *f = value_map_get(&v, p->comps[j].s, p->comps[j].n);
-      if (!f) return -1;
-      v = *f;
-    }
-    if (v.kind == V_ERROR) return -1;
-    *out = v;
-    return 0;
+  value v;
+  if (act->lookup(act->user, p->comps[0].s, p->comps[0].n, &v) != 0) return -1;
+  for (uint32_t j = 1; j < p->ncomp; j++) {
+    if (v.kind != V_MAP) return -1;
+    const value *f = value_map_get(&v, p->comps[j].s, p->comps[j].n);
+    if (!f) return -1;
+    v = *f;
   }
-  return -1;
+  if (v.kind == V_ERROR) return -1;
+  *out = v;
+  return 0;
 }
 
 typedef struct sink {

@@ -111,6 +111,7 @@ typedef struct strategy_build {
   const ast *const *let_trees;   /* per let; NULL when it did not compile */
   const ynode *const *let_nodes; /* per let: the expression scalar */
   const uint8_t *let_model;      /* per let: reads model, maybe through other lets */
+  uint32_t index_min_rules;      /* see policy_load_opts */
   const char *const *const_names;
   uint32_t nconsts;
 } strategy_build;
@@ -126,7 +127,8 @@ typedef struct strategy_marks {
 /* Compiles the document `root` of file into *s. mem is the bundle arena,
  * scratch the per-file one. Returns the number of errors added to d. */
 size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char *src, size_t len,
-                        const ynode *root, strategy *s, strategy_marks *m, policy_diags *d);
+                        const ynode *root, strategy *s, strategy_marks *m, uint32_t index_min_rules,
+                        policy_diags *d);
 
 /* ---- lint.c ---- */
 void strategy_lint(const strategy_build *b, policy_diags *d);

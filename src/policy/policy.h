@@ -124,6 +124,9 @@ typedef struct policy_bundle {
 typedef struct policy_load_opts {
   const char *store_dir; /* content-addressed store; NULL: <dir>/.verdict/versions; "" none */
   int warnings_as_errors;
+  /* A field gets a rule index when at least this many rules test it
+   * (index.c says why); 0: the default, 8. 1 indexes every indexable rule. */
+  uint32_t index_min_rules;
 } policy_load_opts;
 
 /* Loads and compiles every strategy in dir. Returns 0 with *out set, or -1
@@ -133,6 +136,11 @@ int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bun
 /* One strategy from text (tests, tools): file names the source in messages. */
 int policy_bundle_from_text(const char *file, const char *text, size_t len, policy_bundle **out,
                             policy_diags *diags);
+/* The same with options (opts may be NULL); from text nothing is stored, so
+ * opts->store_dir is not used. */
+int policy_bundle_from_text_opts(const char *file, const char *text, size_t len,
+                                 const policy_load_opts *opts, policy_bundle **out,
+                                 policy_diags *diags);
 void policy_bundle_free(policy_bundle *b);
 
 /* The strategy serving a decision point, or NULL. */

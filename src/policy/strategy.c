@@ -5,7 +5,10 @@
  * `strategy` in the bundle arena, and compiles every `if` and `let` once with
  * expr_compile. An expression error is reported at its place in the YAML
  * file — the line and column inside the scalar, with a caret excerpt of the
- * file's line — not at the expression's own 1:1.
+ * file's line — not at the expression's own 1:1. Constants are inlined
+ * into the expressions that read them (see "constants, inlined" below), and
+ * the names each expression reads give the let graph (cycles are errors) and
+ * `reads_model`.
  *
  * It goes on after an error so that one run reports as much as it can; the
  * caller throws the strategy away when any error was added.
@@ -365,6 +368,12 @@ static void bare_message(const char *m, char *out, size_t cap) {
   out[n] = 0;
 }
 
+/* How policy expressions compile: `a.b.c` is always the variable `a` with
+ * fields selected (no variable name holds a dot: context fields are
+ * top-level names), so names resolve at compile time. The rule index
+ * (index.c) resolves paths the same way. */
+static const expr_opts EXPR_OPTS = {.simple_names = 1};
+
 /* ---- constants, inlined ----
  *
  * expr_compile has no way to bind names to values at compile time, so a
@@ -521,7 +530,7 @@ static expr_program *inline_constants(cc *c, const ynode *n, const ast *tree) {
   json_buf_put(&b, n->text + at, n->len - at);
   expr_program *p = NULL;
   expr_error e;
-  if (b.oom || expr_compile(b.data, b.len, NULL, &p, &e)) p = NULL;
+  if (b.oom || expr_compile(b.data, b.len, &EXPR_OPTS, &p, &e)) p = NULL;
   json_buf_free(&b);
   return p;
 }
@@ -536,7 +545,7 @@ static expr_program *compile_expr(cc *c, const ynode *n, const char *key, const 
   }
   expr_program *p = NULL;
   expr_error e;
-  if (expr_compile(n->text, n->len, NULL, &p, &e)) {
+  if (expr_compile(n->text, n->len, &EXPR_OPTS, &p, &e)) {
     int line = n->line, col = n->col;
     size_t at = n->pos, off = e.offset;
     /* "unexpected end of input": point just past the last character, not at
@@ -555,7 +564,7 @@ static expr_program *compile_expr(cc *c, const ynode *n, const char *key, const 
     return NULL;
   }
   ast *t = NULL;
-  if (expr_parse(c->scratch, n->text, n->len, NULL, &t, &e) || !t) {
+  if (expr_parse(c->scratch, n->text, n->len, &EXPR_OPTS, &t, &e) || !t) {
     /* compiled but not parsed again: only when memory ran out */
     expr_free(p);
     nomem(c);
@@ -972,7 +981,8 @@ static void parse_tests(cc *c, const ynode *n) {
 }
 
 size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char *src, size_t len,
-                        const ynode *root, strategy *s, strategy_marks *m, policy_diags *d) {
+                        const ynode *root, strategy *s, strategy_marks *m, uint32_t index_min_rules,
+                        policy_diags *d) {
   cc c;
   memset(&c, 0, sizeof c);
   c.mem = mem;
@@ -1114,6 +1124,7 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
     b.let_model = lm;
     b.const_names = const_names;
     b.nconsts = nconsts;
+    b.index_min_rules = index_min_rules;
     if (rule_index_build(mem, scratch, &b, d) == 0) strategy_lint(&b, d);
   }
   return d->errors - c.errors0;

@@ -103,18 +103,22 @@ int seg_index_write(const char *path, const seg_index *x) {
   }
   put_le32(b + size - 4, snapshot_crc32c(0, b, size - 4));
 
+  /* A unique temporary name: a reader, gc and the writer may all rebuild
+   * the same index at once. */
   char tmp[4096];
-  int w = snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  int w = snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", path);
   if (w < 0 || (size_t)w >= sizeof tmp) {
     free(b);
     errno = ENAMETOOLONG;
     return -1;
   }
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = mkstemp(tmp);
   if (fd < 0) {
     free(b);
     return -1;
   }
+  fcntl(fd, F_SETFD, FD_CLOEXEC);
+  fchmod(fd, 0644);
   int rc = write_full(fd, b, size, 0);
   int saved = errno;
   close(fd);
@@ -203,7 +207,11 @@ int seg_open_indexed(const char *dir, const char *name, int write_back, seg_head
       close(fd);
       return -2;
     }
-    if (err) snprintf(err, errlen, "%s: not a snapshot segment (bad header)", path);
+    if (err && hr == -2)
+      snprintf(err, errlen, "%s has snapshot format version %u; this verdict reads version %d",
+               path, (unsigned)h.version, SEG_VERSION);
+    else if (err)
+      snprintf(err, errlen, "%s: not a snapshot segment (bad header)", path);
     close(fd);
     return -1;
   }

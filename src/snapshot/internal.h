@@ -82,7 +82,9 @@ typedef struct seg_header {
 
 /* Writes the header into out (>= SEG_HEADER_MAX bytes); sets h->header_len and h->crc. */
 size_t seg_header_encode(seg_header *h, uint8_t *out);
-/* 0 ok; 1 len too short to tell (a header being written, or torn); -1 not a segment. */
+/* 0 ok; 1 len too short to tell (a header being written, or torn); -1 not a
+ * segment; -2 a segment of another format version (h->version says which):
+ * never to be mistaken for damage. */
 int seg_header_decode(const uint8_t *b, size_t len, seg_header *h);
 
 /* "seg-YYYYMMDD-<32 hex>.log", with "-N" before ".log" when dup > 0. */

@@ -34,11 +34,14 @@ size_t seg_header_encode(seg_header *h, uint8_t *out) {
 }
 
 int seg_header_decode(const uint8_t *b, size_t len, seg_header *h) {
+  if (len >= 8 && memcmp(b, SEG_MAGIC, 6) == 0 && get_le16(b + 6) != SEG_VERSION) {
+    h->version = get_le16(b + 6); /* a segment, but of a format we do not know */
+    return -2;
+  }
   if (len < 12) return len >= 6 && memcmp(b, SEG_MAGIC, 6) != 0 ? -1 : 1;
   if (memcmp(b, SEG_MAGIC, 6) != 0) return -1;
   uint16_t version = get_le16(b + 6);
   uint32_t hlen = get_le32(b + 8);
-  if (version != SEG_VERSION) return -1;
   if (hlen < SEG_HEADER_FIXED || hlen > SEG_HEADER_MAX) return -1;
   if (len < hlen) return 1;
   size_t node_len = get_le16(b + 44);

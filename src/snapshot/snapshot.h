@@ -27,9 +27,12 @@
  *   snapshot_log_close(log);                 // drains, fsyncs, seals
  *
  * Threads: snapshot_id_new and snapshot_log_append may be called from any
- * number of threads at once; they take no lock, make no syscall and do not
- * allocate (an append copies the record into a preallocated ring). One writer
- * thread per log drains the ring into the current segment. A reader may run
+ * number of threads at once; they take no lock, make no syscall (the clock is
+ * read through the vDSO) and do not allocate: an append copies the record
+ * into a preallocated ring. Off that path an append may wake the writer (a
+ * mutex and a condition signal): when the ring is full, and for the first
+ * record after the writer has been idle for a second. One writer thread per
+ * log drains the ring into the current segment. A reader may run
  * in any process while a writer appends; gc may run while a writer appends.
  * One writer per directory: a second snapshot_log_open on the same directory
  * fails with SNAPSHOT_EBUSY.

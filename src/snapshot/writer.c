@@ -211,6 +211,14 @@ static int recover_segment(snapshot_log *L, const seg_entry *e, int keep, char *
     close(fd);
     return 0;
   }
+  if (hr == -2) {
+    snprintf(err, errlen,
+             "%s has snapshot format version %u; this verdict writes version %d "
+             "(use a newer verdict, or another directory)",
+             path, (unsigned)h.version, SEG_VERSION);
+    close(fd);
+    return SNAPSHOT_ECORRUPT;
+  }
   if (hr < 0) {
     /* Not a segment we can read: keep it for a person to look at, out of the
      * way of readers and of the name space. */
@@ -299,14 +307,18 @@ static int recover(snapshot_log *L, char *err, size_t errlen) {
 }
 
 static void remove_stale_temps(const char *dir) {
-  /* *.new: a segment whose creation a crash interrupted. Only a writer makes
-   * them, and we hold writer.lock. (gc cleans its own temporaries.) */
+  /* *.new: a segment whose creation a crash interrupted; only a writer makes
+   * them, and we hold writer.lock. *.idx.tmpXXXXXX: an index a crash left
+   * half-written (one being written right now by a reader loses its rename,
+   * which is harmless: indexes are rebuilt when missing). gc cleans its own
+   * temporaries. */
   DIR *d = opendir(dir);
   if (!d) return;
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     size_t n = strlen(e->d_name);
-    if (n > 8 && memcmp(e->d_name, "seg-", 4) == 0 && strcmp(e->d_name + n - 4, ".new") == 0) {
+    if (n > 8 && memcmp(e->d_name, "seg-", 4) == 0 &&
+        (strcmp(e->d_name + n - 4, ".new") == 0 || strstr(e->d_name, ".idx.tmp") != NULL)) {
       char path[4096];
       if (seg_path(path, sizeof path, dir, e->d_name, 0) == 0) unlink(path);
     }

@@ -44,6 +44,15 @@ static inline policy_bundle *load_text(const char *text, policy_diags *d) {
   return b;
 }
 
+/* The same, indexing every field that min_rules rules test. */
+static inline policy_bundle *load_text_min(const char *text, uint32_t min_rules, policy_diags *d) {
+  policy_bundle *b = NULL;
+  memset(d, 0, sizeof *d);
+  policy_load_opts o = {.index_min_rules = min_rules};
+  policy_bundle_from_text_opts("t.yaml", text, strlen(text), &o, &b, d);
+  return b;
+}
+
 /* Checks that text fails to load with the diagnostic `want` among its
  * diagnostics. */
 #define CHECK_ERROR(text, want)                                     \

@@ -214,6 +214,15 @@ static void test_yaml_syntax(void) {
   CHECK_ERROR(HEAD "constants: {x: *nowhere}\n", "t.yaml:3:16: unknown alias '*nowhere'");
   CHECK_ERROR(HEAD "constants: {? [a]: 1}\n",
               "t.yaml:3:15: mapping keys must be plain names, not collections");
+  /* not UTF-8 (libfyaml 0.7.12 would loop forever on this one) */
+  CHECK_ERROR("strategy: s\ndefault: allow\n%\xca\n",
+              "t.yaml:3:2: not valid UTF-8 (byte 0xCA): a policy file is UTF-8 text");
+  CHECK_ERROR("strategy: s\xff\n",
+              "t.yaml:1:12: not valid UTF-8 (byte 0xFF): a policy file is UTF-8 text");
+  /* a lone CR and CRLF break lines as LF does */
+  CHECK_ERROR("strategy: s\rdefault: allow\r\nzebra: 1\r", "t.yaml:3:1: unknown key 'zebra'");
+  CHECK_ERROR("strategy: s\r\ndefault: allow\r\nrules:\r\n  - if: a == )\r\n    action: allow\r\n",
+              "t.yaml:4:14: rules[0].if: unexpected token ')'");
   /* several value problems in one file are all reported */
   policy_diags d;
   policy_bundle *b = load_text("strategy: !foo s\nconstants: {x: !!int a, y: !!bool 1}\n", &d);

@@ -1,8 +1,8 @@
 /* test_index.c — the rule index never changes a first-match result.
  *
  * Random strategies (conditions built from indexable and non-indexable
- * parts over fields that may be missing, of the wrong type, or reachable
- * through a dotted context key) and random requests: the first rule that
+ * parts over fields that may be missing, of the wrong type, or beside a
+ * context key with a dot in it, which `b.c` must not read) and random requests: the first rule that
  * matches — or the first whose evaluation fails, which stops the run — must
  * be the same when only the index's candidates are evaluated as when every
  * rule is. Also: candidates come out ascending, without duplicates; rules
@@ -172,7 +172,7 @@ static value gen_context(arena *a) {
     default:
       PUT("b", rand_map1(a, "c", rand_scalar()));
   }
-  if (rnd(4) == 0) PUT("b.c", rand_scalar()); /* a dotted key wins over b's field */
+  if (rnd(4) == 0) PUT("b.c", rand_scalar()); /* a dotted key: `b.c` is still b's field c */
   if (rnd(2)) PUT("d", rand_scalar());
   if (rnd(3)) PUT("e", rnd(4) ? rand_map1(a, "f", rand_scalar()) : rand_scalar());
   if (rnd(4)) PUT("path", rand_scalar());
@@ -229,10 +229,11 @@ static int first_match(const strategy *s, act_ctx *c, const uint32_t *ids, uint3
   return -1;
 }
 
-static int run_strategy(uint32_t nrules, uint32_t nrequests, uint64_t *skipped) {
+static int run_strategy(uint32_t nrules, uint32_t nrequests, uint32_t min_rules,
+                        uint64_t *skipped) {
   char *text = gen_strategy(nrules);
   policy_diags d;
-  policy_bundle *b = load_text(text, &d);
+  policy_bundle *b = load_text_min(text, min_rules, &d);
   CHECK_MSG(b != NULL, "generated strategy failed to load");
   if (!b) {
     dump_diags(&d);
@@ -282,8 +283,9 @@ static int run_strategy(uint32_t nrules, uint32_t nrequests, uint64_t *skipped) 
 
 static void test_random_strategies(void) {
   uint64_t skipped = 0;
+  /* every indexable rule indexed, then the default threshold */
   for (int i = 0; i < 300; i++)
-    if (run_strategy(1 + rnd(40), 200, &skipped)) break;
+    if (run_strategy(1 + rnd(40), 200, i % 2 ? 1 : 0, &skipped)) break;
   /* the index must actually skip work, or this test proves nothing */
   CHECK_MSG(skipped > 100000, "index skipped only %llu rule evaluations",
             (unsigned long long)skipped);
@@ -291,7 +293,7 @@ static void test_random_strategies(void) {
 
 static void test_large_strategy(void) {
   uint64_t skipped = 0;
-  run_strategy(8300, 40, &skipped); /* above the bitmap limit: append + sort */
+  run_strategy(8300, 40, 0, &skipped); /* above the bitmap limit: append + sort */
   CHECK(skipped > 0);
 }
 
@@ -320,14 +322,28 @@ static void test_known_candidates(void) {
       "  - if: size(path) > 100\n" /* 7: not indexable */
       "    action: block\n";
   policy_diags d;
+  /* by default no field here has rules enough to be worth a lookup */
   policy_bundle *b = load_text(text, &d);
+  CHECK(b != NULL && b->strategies[0].index == NULL);
+  policy_bundle_free(b);
+  policy_diags_free(&d);
+  /* from 5: `path` (5 rules) is, `agent` (1) is not */
+  b = load_text_min(text, 5, &d);
+  CHECK(b != NULL);
+  uint32_t indexed, paths;
+  if (b) {
+    rule_index_stats(b->strategies[0].index, &indexed, &paths);
+    CHECK(indexed == 5 && paths == 1);
+  }
+  policy_bundle_free(b);
+  policy_diags_free(&d);
+  b = load_text_min(text, 1, &d);
   CHECK(b != NULL);
   if (!b) {
     dump_diags(&d);
     return;
   }
   const strategy *s = &b->strategies[0];
-  uint32_t indexed, paths;
   rule_index_stats(s->index, &indexed, &paths);
   CHECK(indexed == 6);
   CHECK(paths == 2);

@@ -145,7 +145,7 @@ static void test_good_bundle(void) {
     const value *uag = hd ? value_map_get(hd, "user-agent", 10) : NULL;
     CHECK(uag && uag->kind == V_STRING && uag->n == 10 && !memcmp(uag->s, "sqlmap/1.7", 10));
     CHECK(g->tests[0].line == 41);
-    CHECK(g->index != NULL);
+    CHECK(g->index == NULL); /* three rules: no field is worth a lookup */
     CHECK(strlen(g->version) == 64);
     CHECK(policy_bundle_find(b, "http_request", 12) == g);
     CHECK(policy_bundle_find(b, "request_gate", 12) == NULL); /* points replace the name */
@@ -242,6 +242,16 @@ static void test_design_text(void) {
     CHECK(s->fallback_timeout_ms == 15);
     uint32_t indexed, paths;
     rule_index_stats(s->index, &indexed, &paths);
+    CHECK(indexed == 0 && paths == 0 && s->index == NULL); /* too few rules by default */
+  }
+  policy_bundle_free(b);
+  policy_diags_free(&d);
+  /* asked to index every field: the first rule is filed under env.country */
+  b = load_text_min(text, 1, &d);
+  CHECK(b != NULL);
+  if (b) {
+    uint32_t indexed, paths;
+    rule_index_stats(b->strategies[0].index, &indexed, &paths);
     CHECK(indexed == 1 && paths == 1);
   }
   policy_bundle_free(b);

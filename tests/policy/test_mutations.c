@@ -41,8 +41,8 @@ static size_t mutate(char *buf, size_t len, size_t cap) {
       case 0:
         buf[at] = specials[rnd(sizeof specials - 1)];
         break;
-      case 1:
-        buf[at] = (char)rnd(256);
+      case 1: /* mostly ASCII: invalid UTF-8 stops at the first check */
+        buf[at] = (char)(rnd(8) ? rnd(128) : rnd(256));
         break;
       case 2: /* delete a run */ {
         size_t n = 1 + rnd(8);

@@ -94,6 +94,29 @@ expect_rc 2 "not a snapshot id" show --snapshots "$D" 1234
 expect_rc 2 "show wants a snapshot id" show --snapshots "$D"
 expect_rc 2 "unexpected argument" show --snapshots "$D" "$FIRST" "$FIRST"
 
+# unusual payloads: show indents exactly as Python's json module does,
+# --compact and export give the stored text; text that is not JSON is shown
+# as it is
+"$FIX" --make-odd "$TMP/odd" || bad "cannot make the odd fixture"
+i=0
+for id in $("$V" snapshots list --snapshots "$TMP/odd" | cut -d' ' -f1); do
+  stored=$("$V" snapshots export --snapshots "$TMP/odd" | sed -n "$((i + 1))p")
+  compact=$("$V" snapshots show --snapshots "$TMP/odd" --compact "$id")
+  pretty=$("$V" snapshots show --snapshots "$TMP/odd" "$id")
+  if [ "$compact" = "$stored" ]; then ok; else bad "odd $i: compact '$compact' vs export '$stored'"; fi
+  if [ $i -le 2 ]; then
+    want_odd=$(printf '%s' "$stored" | python3 -c 'import json,sys; print(json.dumps(json.loads(sys.stdin.read()), indent=2, ensure_ascii=False))')
+    if [ "$pretty" = "$want_odd" ]; then ok; else bad "odd $i: pretty
+$pretty
+want
+$want_odd"; fi
+  else
+    if [ "$pretty" = "$stored" ]; then ok; else bad "odd $i: '$pretty' shown for '$stored'"; fi
+  fi
+  i=$((i + 1))
+done
+if [ $i -eq 5 ]; then ok; else bad "odd fixture: $i snapshots listed, want 5"; fi
+
 # ---- export ----
 expect_count 72 export --snapshots "$D"
 expect_count 24 export --snapshots "$D" --point tool_call

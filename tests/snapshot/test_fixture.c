@@ -1,6 +1,9 @@
 /* test_fixture.c — a known snapshot directory for the CLI tests (cli.sh).
  *
  *   snapshot_test_fixture --make DIR   writes the fixture into DIR
+ *   snapshot_test_fixture --make-odd DIR  a few unusual payloads (nesting,
+ *                                      escapes, empty containers, text that
+ *                                      is not JSON, nothing at all)
  *   snapshot_test_fixture              (as a CTest test) writes it into a
  *                                      scratch directory and checks it
  *
@@ -44,8 +47,41 @@ static int make_fixture(const char *dir) {
   return snapshot_log_close(log, NULL) == 0 ? 0 : 1;
 }
 
+static const char *const odd_payloads[] = {
+    "{\"a\":{\"b\":[1,2,{\"c\":null}],\"d\":[]},\"e\":{},\"f\":\"q\\\"uote \\\\ "
+    "back\\nline é\",\"g\":[true,false,-1.5,[[]]],\"h\":\"{not: [an object]}\"}",
+    "[]",
+    "\"just a string, with, commas: and colons\"",
+    "this is not JSON",
+    "",
+};
+
+static int make_odd(const char *dir) {
+  snapshot_log *log;
+  char err[SNAPSHOT_ERRLEN];
+  if (snapshot_log_open(dir, NULL, &log, err, sizeof err) < 0) {
+    fprintf(stderr, "fixture: %s\n", err);
+    return 1;
+  }
+  snapshot_idgen g;
+  snapshot_idgen_init(&g);
+  for (size_t i = 0; i < sizeof odd_payloads / sizeof odd_payloads[0]; i++) {
+    snapshot_rec r;
+    memset(&r, 0, sizeof r);
+    snapshot_id_new(&g, r.id);
+    r.point = "odd";
+    r.point_len = 3;
+    r.allowed = 1;
+    r.payload = odd_payloads[i];
+    r.payload_len = strlen(odd_payloads[i]);
+    if (snapshot_log_append(log, &r, NULL) < 0) return 1;
+  }
+  return snapshot_log_close(log, NULL) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--make") == 0) return make_fixture(argv[2]);
+  if (argc == 3 && strcmp(argv[1], "--make-odd") == 0) return make_odd(argv[2]);
   if (argc != 1) {
     fprintf(stderr, "usage: %s [--make DIR]\n", argv[0]);
     return 2;

@@ -322,7 +322,8 @@ static void test_gc_beside_writer(void) {
   pthread_join(th, NULL);
   snapshot_log_status ls;
   snapshot_log_close(j.log, &ls);
-  CHECK(locked >= 1); /* an active segment was met and skipped */
+  /* (how often gc met the active segment depends on timing; the idle check
+   * above proves it is skipped, this part proves nothing is lost) */
   CHECK(removed == 4000 - want_old);
   CHECK(ls.written == j.appended);
   CHECK(ls.write_errors == 0);

@@ -222,6 +222,28 @@ static void test_header_husk(const fixture *fx) {
   unlink(aside);
 }
 
+static void test_other_version(const fixture *fx) {
+  /* A segment from a later format version is not damage: the writer refuses
+   * the directory (naming the file and the version) and leaves it alone. */
+  uint8_t *copy = malloc(fx->size);
+  memcpy(copy, fx->bytes, fx->size);
+  copy[6] = 2; /* version 2 */
+  put_segment(fx, copy, fx->size);
+  snapshot_log *log = NULL;
+  char err[SNAPSHOT_ERRLEN] = "";
+  CHECK(snapshot_log_open(fx->dir, NULL, &log, err, sizeof err) == SNAPSHOT_ECORRUPT);
+  CHECK_MSG(strstr(err, "format version 2") != NULL, "%s", err);
+  CHECK(file_size(fx->seg) == (off_t)fx->size); /* untouched, not renamed */
+  snapshot_reader *r;
+  CHECK(snapshot_reader_open(fx->dir, NULL, &r, NULL, 0) == 0);
+  snapshot_rec rec;
+  CHECK(snapshot_reader_next(r, &rec) < 0);
+  CHECK(strstr(snapshot_reader_error(r), "format version 2") != NULL);
+  snapshot_reader_close(r);
+  free(copy);
+  put_segment(fx, fx->bytes, fx->size);
+}
+
 static void test_append_after_cut(const fixture *fx) {
   uint64_t a = fx->offs[NREC - 1];
   put_segment(fx, fx->bytes, (size_t)a + 7);
@@ -252,6 +274,7 @@ int main(void) {
   test_zero_fill(&fx);
   test_middle_damage(&fx);
   test_header_husk(&fx);
+  test_other_version(&fx);
   test_append_after_cut(&fx);
   rm_rf(fx.dir);
   free(fx.dir);
