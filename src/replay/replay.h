@@ -1,0 +1,81 @@
+/* replay.h — re-deciding recorded decisions.
+ *
+ * replay_run walks a snapshot log (src/snapshot/) and, for every snapshot that
+ * passes the filters, decides its recorded request again:
+ *   - under the policy version the snapshot records, loaded from the
+ *     content-addressed version store (determinism check: everything must
+ *     come out the same), or
+ *   - under a candidate bundle (opts.policy_dir): what would change.
+ * Each result goes to a callback with both sides, so scoring, diffs and
+ * reports (score.c, report.c) are built on top without re-reading the log.
+ *
+ * Replay feeds the recorded nondeterministic inputs (the clock reading, and
+ * later counter values and random draws) back into the engine, so a decision
+ * is a pure function of what the snapshot holds. */
+#ifndef VD_REPLAY_REPLAY_H
+#define VD_REPLAY_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One side of a comparison: what a decision said. Strings are NUL-terminated
+ * and valid only during the callback. */
+typedef struct replay_side {
+  const char *action;  /* NULL when the decision had no action (error decision) */
+  int allowed;
+  int review;
+  const char *source;  /* "rule", "model", "default", "error" */
+  const char *rule;    /* NULL when no rule decided */
+  double confidence;
+  const char *policy_version; /* the strategy version that decided */
+  double latency_us;   /* as recorded / as measured in this replay (decide only) */
+} replay_side;
+
+typedef struct replay_item {
+  const uint8_t *id;        /* 16 bytes */
+  const char *id_text;      /* 36 characters */
+  int64_t time_ns;          /* when the recorded decision was made */
+  const char *point;        /* decision point */
+  const char *key;          /* request key ("" when none) */
+  const char *request_json; /* the request as recorded (compact JSON) */
+  size_t request_len;
+  replay_side recorded;
+  replay_side replayed;     /* valid when error == 0 */
+  int error;                /* 0, or the negative VD_E* code the replay got */
+  const char *error_message;
+  int same;                 /* action, allowed, source, rule and confidence all equal */
+  int complete;             /* the snapshot carries every field docs/snapshots.md requires */
+  uint64_t cpu_ns;          /* CPU time of this replayed decision (thread CPU clock) */
+} replay_item;
+
+/* Return non-zero to stop the walk. */
+typedef int (*replay_cb)(void *user, const replay_item *item);
+
+typedef struct replay_opts {
+  const char *snapshots_dir;  /* required */
+  const char *policy_dir;     /* NULL: each snapshot's recorded version from the store */
+  const char *store_dir;      /* the version store; NULL: the default beside the bundle */
+  int64_t since_ns, until_ns; /* 0: no bound */
+  const char *point;          /* filters; NULL: any */
+  const char *action;
+  const char *source;
+  const char *policy_version;
+  uint64_t limit;             /* 0: all */
+} replay_opts;
+
+typedef struct replay_stats {
+  uint64_t seen;       /* snapshots that passed the filters */
+  uint64_t replayed;   /* decided again */
+  uint64_t reproduced; /* same == 1 */
+  uint64_t changed;    /* same == 0 */
+  uint64_t errors;     /* could not be replayed (missing version, bad request) */
+  uint64_t incomplete; /* complete == 0 */
+} replay_stats;
+
+/* Returns 0 (also when some items failed: see stats.errors), or -1 with a
+ * message in err when the walk itself could not run (no such directory,
+ * no bundle, unreadable log). */
+int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *stats,
+               char *err, size_t errlen);
+
+#endif
