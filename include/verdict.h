@@ -39,6 +39,8 @@ extern "C" {
 #define VD_ENOCANDIDATE (-8) /* no candidate answer, and the strategy says on_no_candidate: error */
 #define VD_EREQUEST (-9)     /* a request that is valid JSON but not a valid request (path says where) */
 #define VD_EPOLICY (-10)     /* a policy bundle failed to load or compile (message lists why) */
+#define VD_ESNAPSHOT (-11)   /* the snapshot log could not be opened (message says why) */
+#define VD_EBUSY (-12)       /* another process is writing snapshots to that folder */
 
 typedef struct vd_error {
   int code;           /* the VD_E* code also returned */
@@ -97,7 +99,23 @@ typedef struct vd_engine_opts {
   size_t memory_limit;          /* bytes one decision may allocate; 0 = 64 MiB */
   size_t max_request_bytes;     /* largest request JSON accepted; 0 = 1 MiB */
   int warnings_as_errors;       /* reject a bundle that has warnings */
+
+  /* Decision snapshots (docs/snapshots.md): every decision is recorded in a
+   * segment log in this folder (created if needed). NULL or "": off. */
+  const char *snapshots_dir;
+  int snapshot_durability;       /* VD_DURABILITY_*: INTERVAL (0, the default), NONE, ALWAYS */
+  unsigned snapshot_interval_ms; /* INTERVAL: fsync at most this often; 0 = 100 */
+  int snapshot_on_full;          /* VD_ON_FULL_BLOCK (0, the default) or VD_ON_FULL_DROP */
+  const char *node;              /* node name in snapshots; NULL = the host name */
 } vd_engine_opts;
+
+/* snapshot_durability */
+#define VD_DURABILITY_INTERVAL 0 /* fsync every snapshot_interval_ms */
+#define VD_DURABILITY_NONE 1     /* write(); the OS flushes when it likes */
+#define VD_DURABILITY_ALWAYS 2   /* a decision returns only once its snapshot is on disk */
+/* snapshot_on_full: when the snapshot queue is full */
+#define VD_ON_FULL_BLOCK 0 /* the deciding thread waits for room: nothing is dropped */
+#define VD_ON_FULL_DROP 1  /* the snapshot is dropped and counted */
 
 /* Loads and compiles the bundle in bundle_dir. opts may be NULL. On failure
  * err->message lists every diagnostic and err->line/column place the first. */
@@ -108,8 +126,27 @@ int vd_engine_open(const char *bundle_dir, const vd_engine_opts *opts, vd_engine
 int vd_engine_reload(vd_engine *e, vd_error *err);
 /* The live bundle's version (hex SHA-256) copied into buf; returns buf. */
 const char *vd_engine_policy_version(vd_engine *e, char buf[65]);
-/* Waits for no one: the caller must make sure no decision is running on e. */
+/* Waits for no one: the caller must make sure no decision is running on e.
+ * Snapshots still queued are written (and synced, unless durability NONE). */
 void vd_engine_close(vd_engine *e);
+
+/* Counters of an engine, readable at any time from any thread. */
+typedef struct vd_engine_counters {
+  unsigned long long snapshots_appended; /* snapshots queued for the log */
+  unsigned long long snapshots_written;  /* written to segment files */
+  unsigned long long snapshots_dropped;  /* refused: the queue was full (VD_ON_FULL_DROP) */
+  unsigned long long snapshots_failed;   /* not recorded: too big, out of memory, log closed */
+  unsigned long long snapshot_write_errors; /* failed write/fsync attempts (each retried) */
+  unsigned long long snapshot_fsyncs;
+  unsigned long long snapshot_queue_depth;  /* snapshots waiting to be written now */
+  unsigned long long snapshot_recovered_cut_records; /* torn records cut when the log opened */
+  unsigned long long snapshot_recovered_cut_bytes;
+  int snapshots_on;                   /* 1 when the engine records snapshots */
+  char snapshot_last_error[512];      /* the last write error, "" if none */
+} vd_engine_counters;
+
+/* Fills *out (all zero when snapshots are off). 0, or VD_EINVAL. */
+int vd_engine_stats(vd_engine *e, vd_engine_counters *out);
 
 /* NULL when out of memory. */
 vd_decision *vd_decision_new(void);
@@ -123,7 +160,10 @@ void vd_decision_set_trace(vd_decision *d, int on);
  * Only "action" is required. len < 0: NUL-terminated. The result replaces
  * whatever d held. Errors: VD_EJSON (malformed), VD_EREQUEST (a field of the
  * wrong type or an unknown key; err->path names it), VD_ELIMIT (too large or
- * deep), VD_ENOTFOUND (no strategy for the action), VD_ENOCANDIDATE. */
+ * deep), VD_ENOTFOUND (no strategy for the action), VD_ENOCANDIDATE.
+ * With snapshots on, every decision is recorded before the call returns
+ * (vd_decision_snapshot_id); a refused request is not a decision and leaves
+ * no snapshot. */
 int vd_decide_json(vd_engine *e, const char *request_json, long len, vd_decision *d,
                    vd_error *err);
 
@@ -152,6 +192,9 @@ const char *vd_decision_reason(const vd_decision *d); /* message for people, or 
 const char *vd_decision_strategy(const vd_decision *d);
 const char *vd_decision_policy_version(const vd_decision *d); /* the strategy's version */
 double vd_decision_latency_us(const vd_decision *d); /* request parsing + deciding */
+/* The id of the decision's snapshot (a UUIDv7, 36 characters), or NULL when
+ * snapshots are off or this one could not be recorded (see vd_engine_stats). */
+const char *vd_decision_snapshot_id(const vd_decision *d);
 
 #define VD_JSON_TRACE 1 /* add "trace" (needs vd_decision_set_trace(d, 1) before deciding) */
 

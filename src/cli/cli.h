@@ -17,6 +17,10 @@ int cmd_test(int argc, char **argv);
 extern const char cmd_test_help[];
 int cmd_snapshots(int argc, char **argv);
 extern const char cmd_snapshots_help[];
+int cmd_gen(int argc, char **argv);
+extern const char cmd_gen_help[];
+int cmd_replay(int argc, char **argv);
+extern const char cmd_replay_help[];
 
 /* Reads a whole file (or "-" for stdin) into a malloc'd NUL-terminated
  * buffer. Returns NULL and prints "verdict: PATH: reason" on failure. */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
 #include "core/json.h"
@@ -27,7 +28,11 @@ const char cmd_decide_help[] =
     "  {\"action\":\"allow\",\"allowed\":true,\"review\":false,\"confidence\":1.0,\n"
     "   \"source\":\"rule\",\"reason\":{\"rule\":\"geofence-api\",\"message\":null},\n"
     "   \"strategy\":\"request_gate\",\"policy_version\":\"...\",\"model_version\":null,\n"
-    "   \"latency_us\":1.2}\n"
+    "   \"latency_us\":1.2,\"snapshot_id\":\"0193c0de-7a1b-7c3d-8e4f-0123456789ab\"}\n"
+    "\n"
+    "Every decision is recorded as a snapshot (docs/snapshots.md), by default in\n"
+    "DIR/.verdict/snapshots beside the version store; `verdict snapshots show ID`\n"
+    "prints one back. A refused request is not a decision and is not recorded.\n"
     "\n"
     "options:\n"
     "  -p, --policy DIR   the policy bundle (required)\n"
@@ -39,16 +44,26 @@ const char cmd_decide_help[] =
     "      --pretty       indent the JSON (not with --jsonl)\n"
     "      --store DIR    keep the policy versions loaded in DIR (default:\n"
     "                     DIR/.verdict/versions of the bundle); --no-store keeps none\n"
+    "                     (then snapshots cannot be replayed under their versions)\n"
+    "  -s, --snapshots DIR  record snapshots in DIR (default: $VERDICT_SNAPSHOTS,\n"
+    "                     else .verdict/snapshots in the bundle)\n"
+    "      --no-snapshots record nothing (\"snapshot_id\" is then null)\n"
+    "      --durability none|interval|always\n"
+    "                     when snapshots reach the disk: interval (the default) syncs\n"
+    "                     every 100 ms and at exit; always answers each decision\n"
+    "                     only once its snapshot is synced; none leaves it to the OS\n"
     "  -h, --help         this text\n"
     "\n"
-    "Exit status: 0 every request was decided; 1 the bundle does not load or a\n"
-    "request was refused (its error names the JSON path); 2 bad usage.\n"
+    "Exit status: 0 every request was decided; 1 the bundle does not load, the\n"
+    "snapshot folder cannot be written, or a request was refused (its error names\n"
+    "the JSON path); 2 bad usage.\n"
     "\n"
     "examples:\n"
-    "  verdict decide --policy examples/policies examples/requests/request_gate.json\n"
+    "  verdict decide --policy examples/policies examples/requests/gate.json\n"
     "  echo '{\"action\":\"request_gate\",\"context\":{\"path\":\"/\"}}' | verdict decide -p DIR "
     "--trace\n"
     "  verdict decide -p DIR --jsonl requests.jsonl > decisions.jsonl\n"
+    "  verdict decide -p DIR --snapshots /var/lib/verdict/snapshots --durability always req.json\n"
     "\n"
     "The policy language: docs/policy.md; the decision fields: docs/engine.md\n";
 
@@ -201,9 +216,44 @@ static int run_jsonl(vd_engine *e, vd_decision *d, const char *path, int flags) 
   return failed;
 }
 
+/* Opens the engine. Another process writing snapshots to the same folder
+ * (a parallel `verdict decide`) holds it only for its run: wait for it, up
+ * to a limit, rather than fail at once. */
+static int open_engine(const char *policy, const vd_engine_opts *opts, vd_engine **e,
+                       vd_error *err) {
+  int waited_ms = 0;
+  for (;;) {
+    int rc = vd_engine_open(policy, opts, e, err);
+    if (rc != VD_EBUSY || waited_ms >= 10000) return rc;
+    struct timespec ts = {0, 20 * 1000000};
+    nanosleep(&ts, NULL);
+    waited_ms += 20;
+  }
+}
+
+/* Says so on stderr when snapshots were lost or are failing to be written. */
+static int report_snapshots(vd_engine *e) {
+  vd_engine_counters c;
+  if (vd_engine_stats(e, &c) != 0 || !c.snapshots_on) return 0;
+  if (c.snapshots_dropped || c.snapshots_failed) {
+    fprintf(stderr,
+            "verdict decide: %llu decision%s not recorded (%llu dropped, %llu failed)%s%s\n",
+            c.snapshots_dropped + c.snapshots_failed,
+            c.snapshots_dropped + c.snapshots_failed == 1 ? "" : "s", c.snapshots_dropped,
+            c.snapshots_failed, c.snapshot_last_error[0] ? ": " : "", c.snapshot_last_error);
+    return 1;
+  }
+  if (c.snapshot_write_errors)
+    fprintf(stderr, "verdict decide: snapshot writes failed %llu time%s (retried): %s\n",
+            c.snapshot_write_errors, c.snapshot_write_errors == 1 ? "" : "s",
+            c.snapshot_last_error);
+  return 0;
+}
+
 int cmd_decide(int argc, char **argv) {
-  const char *policy = NULL, *store = NULL, *input = NULL;
-  int jsonl = 0, trace = 0, pretty = 0, no_store = 0;
+  const char *policy = NULL, *store = NULL, *input = NULL, *snapshots = NULL;
+  int jsonl = 0, trace = 0, pretty = 0, no_store = 0, no_snapshots = 0;
+  int durability = VD_DURABILITY_INTERVAL;
   int i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i];
@@ -222,6 +272,27 @@ int cmd_decide(int argc, char **argv) {
       store = argv[++i];
     } else if (strcmp(a, "--no-store") == 0) {
       no_store = 1;
+    } else if (strcmp(a, "-s") == 0 || strcmp(a, "--snapshots") == 0) {
+      if (i + 1 >= argc) return usage_error("missing value after", a);
+      snapshots = argv[++i];
+    } else if (strncmp(a, "--snapshots=", 12) == 0) {
+      snapshots = a + 12;
+    } else if (strcmp(a, "--no-snapshots") == 0) {
+      no_snapshots = 1;
+    } else if (strcmp(a, "--durability") == 0 || strncmp(a, "--durability=", 13) == 0) {
+      const char *v = a[12] == '=' ? a + 13 : NULL;
+      if (!v) {
+        if (i + 1 >= argc) return usage_error("missing value after", a);
+        v = argv[++i];
+      }
+      if (strcmp(v, "none") == 0)
+        durability = VD_DURABILITY_NONE;
+      else if (strcmp(v, "interval") == 0)
+        durability = VD_DURABILITY_INTERVAL;
+      else if (strcmp(v, "always") == 0)
+        durability = VD_DURABILITY_ALWAYS;
+      else
+        return usage_error("--durability takes none, interval or always, not", v);
     } else if (strcmp(a, "--jsonl") == 0) {
       jsonl = 1;
     } else if (strcmp(a, "--trace") == 0) {
@@ -237,14 +308,39 @@ int cmd_decide(int argc, char **argv) {
   if (!policy || !*policy) return usage_error("--policy DIR is required", NULL);
   if (pretty && jsonl) return usage_error("--pretty does not go with --jsonl", NULL);
   if (store && no_store) return usage_error("give --store or --no-store, not both", NULL);
+  if (snapshots && no_snapshots)
+    return usage_error("give --snapshots or --no-snapshots, not both", NULL);
+  if (snapshots && !*snapshots) return usage_error("--snapshots needs a folder", NULL);
   if (!input) input = "-";
+
+  /* Snapshots are on unless asked not to be: beside the version store. */
+  char *default_dir = NULL;
+  if (!no_snapshots && !snapshots) {
+    const char *env = getenv("VERDICT_SNAPSHOTS");
+    if (env && *env) {
+      snapshots = env;
+    } else {
+      size_t n = strlen(policy) + sizeof "/.verdict/snapshots";
+      default_dir = malloc(n);
+      if (!default_dir) {
+        fprintf(stderr, "verdict decide: out of memory\n");
+        return 1;
+      }
+      snprintf(default_dir, n, "%s/.verdict/snapshots", policy);
+      snapshots = default_dir;
+    }
+  }
 
   vd_engine_opts opts;
   memset(&opts, 0, sizeof opts);
   opts.store_dir = no_store ? "" : store;
+  opts.snapshots_dir = no_snapshots ? NULL : snapshots;
+  opts.snapshot_durability = durability;
   vd_error err;
   vd_engine *e;
-  if (vd_engine_open(policy, &opts, &e, &err) != 0) {
+  int orc = open_engine(policy, &opts, &e, &err);
+  free(default_dir);
+  if (orc != 0) {
     fprintf(stderr, "verdict decide: %s\n", err.message);
     return 1;
   }
@@ -273,6 +369,7 @@ int cmd_decide(int argc, char **argv) {
     }
     free(buf);
   }
+  if (report_snapshots(e)) rc = 1;
   vd_decision_free(d);
   vd_engine_close(e);
   return rc;

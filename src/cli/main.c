@@ -22,6 +22,10 @@ static const command commands[] = {
     {"test", "run a policy bundle's inline tests", cmd_test, cmd_test_help},
     {"snapshots", "list, show, export and trim recorded decision snapshots", cmd_snapshots,
      cmd_snapshots_help},
+    {"replay", "decide recorded snapshots again: determinism check, score a candidate",
+     cmd_replay, cmd_replay_help},
+    {"gen", "generate realistic labelled requests for the example strategies", cmd_gen,
+     cmd_gen_help},
 };
 
 static void usage(FILE *out) {

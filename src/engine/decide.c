@@ -19,13 +19,29 @@
  * All memory comes from the decision's arena; strings the decision keeps are
  * copied there, because the bundle may be freed by a reload once the caller
  * leaves its RCU read section. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/names.h"
 #include "expr/expr.h"
 
 enum { LET_TODO = 0, LET_BUSY, LET_DONE };
+
+/* Names resolved during this decision. What a name resolves to cannot
+ * change within a decision (lets are computed once; the request and the
+ * constants are fixed), and a rule set reads `path`, `ua` or `client` in
+ * rule after rule: after the first read, each costs a probe here instead of
+ * the let/constant table and a scan of the context's fields. Open
+ * addressing on a cheap hash of the name; when the table is full, names are
+ * simply resolved again. */
+#define NAME_CACHE 64
+
+/* The values of the strategy's bindings (names.h) this decision has read:
+ * the fast road for the evaluator's own lookups, by the name's pointer. */
+#define MAX_BINDS 64
+enum { BIND_TODO = 0, BIND_BOUND, BIND_UNBOUND };
 
 typedef struct dctx {
   const strategy *s;
@@ -38,6 +54,14 @@ typedef struct dctx {
   uint8_t *let_state;
   value request; /* the `request` variable, built on first read */
   int have_request;
+  const name_refs *refs;              /* s's lookup names by pointer, or NULL */
+  uint8_t bind_state[MAX_BINDS];      /* BIND_* */
+  int uncacheable;                    /* set while resolving a name whose answer must not be kept */
+  const char *cache_name[NAME_CACHE]; /* NULL: empty */
+  uint32_t cache_len[NAME_CACHE];
+  int8_t cache_bound[NAME_CACHE];
+  value cache_val[NAME_CACHE];
+  value bind_val[MAX_BINDS]; /* read where bind_state says so */
 } dctx;
 
 static const char SRC_RULE[] = "rule", SRC_DEFAULT[] = "default", SRC_ERROR[] = "error";
@@ -64,7 +88,7 @@ void action_name_defaults(const char *name, size_t n, bool *allowed, bool *revie
 
 static value request_value(dctx *x) {
   if (x->have_request) return x->request;
-  map_entry *e = arena_alloc(x->ectx.arena, 4 * sizeof *e);
+  map_entry *e = arena_alloc(x->ectx.arena, 5 * sizeof *e);
   if (!e) return VALUE_ERR("memory limit exceeded during evaluation");
   e[0].key = value_str("action", 6);
   e[0].val = x->req->action;
@@ -74,8 +98,10 @@ static value request_value(dctx *x) {
   e[2].val = x->req->key;
   e[3].key = value_str("context", 7);
   e[3].val = x->req->context;
-  for (int i = 0; i < 4; i++) e[i].key.flags |= VF_ASCII;
-  x->request = value_map(e, 4);
+  e[4].key = value_str("time", 4); /* the decision's clock reading (record.c records it) */
+  e[4].val = decision_time(x->d);
+  for (int i = 0; i < 5; i++) e[i].key.flags |= VF_ASCII;
+  x->request = value_map(e, 5);
   x->have_request = 1;
   return x->request;
 }
@@ -91,13 +117,16 @@ static value let_value(dctx *x, uint32_t i) {
     }
     if (x->d->trace_on) {
       x->d->lets = arena_alloc(x->ectx.arena, s->nlets * sizeof *x->d->lets);
-      if (!x->d->lets) return VALUE_ERR("memory limit exceeded during evaluation");
+      x->d->let_values = arena_alloc(x->ectx.arena, s->nlets * sizeof *x->d->let_values);
+      if (!x->d->lets || !x->d->let_values)
+        return VALUE_ERR("memory limit exceeded during evaluation");
     }
   }
   switch (x->let_state[i]) {
     case LET_DONE:
       return x->let_vals[i];
     case LET_BUSY:
+      x->uncacheable = 1; /* once the let is done, its name reads its value */
       return value_errorf(x->ectx.arena, "let '%s' depends on itself", s->lets[i].name);
     default:
       break;
@@ -110,6 +139,7 @@ static value let_value(dctx *x, uint32_t i) {
   x->let_state[i] = LET_DONE;
   if (x->d->trace_on && x->d->lets) {
     const char *nm = arena_strndup(x->ectx.arena, s->lets[i].name, s->lets[i].name_len);
+    x->d->let_values[x->d->nlets] = v;
     x->d->lets[x->d->nlets++] = nm ? nm : "?";
   }
   return v;
@@ -123,9 +153,79 @@ static int is_type_name(const char *s, size_t n) {
   return 0;
 }
 
-/* The activation: resolves one name for the evaluator. */
-static int lookup(void *user, const char *name, size_t len, value *out) {
-  dctx *x = user;
+static uint32_t name_hash(const char *s, size_t n) {
+  uint32_t h = (uint32_t)n * 0x9e3779b1u;
+  if (n)
+    h ^= (uint32_t)(unsigned char)s[0] * 0x85ebca6bu ^
+         (uint32_t)(unsigned char)s[n - 1] * 0xc2b2ae35u ^ (uint32_t)(unsigned char)s[n / 2];
+  return h ^ (h >> 16);
+}
+
+/* a[0..n) == b[0..n), a word at a time where the lengths allow (loads that
+ * overlap in the middle, never past either end). */
+static int same_name(const char *a, const char *b, size_t n) {
+  if (n >= 8) {
+    uint64_t x, y;
+    for (size_t i = 0; i + 8 < n; i += 8) {
+      memcpy(&x, a + i, 8);
+      memcpy(&y, b + i, 8);
+      if (x != y) return 0;
+    }
+    memcpy(&x, a + n - 8, 8);
+    memcpy(&y, b + n - 8, 8);
+    return x == y;
+  }
+  if (n >= 4) {
+    uint32_t x, y, z, w;
+    memcpy(&x, a, 4);
+    memcpy(&y, b, 4);
+    memcpy(&z, a + n - 4, 4);
+    memcpy(&w, b + n - 4, 4);
+    return x == y && z == w;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (a[i] != b[i]) return 0;
+  return 1;
+}
+
+/* A context field by name (the context is a map with string keys). */
+static const value *context_field(const value *ctx, const char *name, size_t len) {
+  for (uint32_t i = 0; i < ctx->n; i++) {
+    const value *k = &ctx->entries[i].key;
+    if (k->kind == V_STRING && k->n == len && same_name(k->s, name, len))
+      return &ctx->entries[i].val;
+  }
+  return NULL;
+}
+
+/* A name that is not the strategy's own (a let or a constant): `context`,
+ * `request` or a context field. */
+static int resolve_request(dctx *x, const char *name, size_t len, value *out) {
+  if (name_is(name, len, "context", 7)) {
+    *out = x->req->context;
+    return 0;
+  }
+  if (name_is(name, len, "request", 7)) {
+    *out = request_value(x);
+    return 0;
+  }
+  const value *f = context_field(&x->req->context, name, len);
+  if (f) {
+    *out = *f;
+    return 0;
+  }
+  /* An absent context field reads as a missing key, as docs/policy.md
+   * says. Dotted names are left unbound (the evaluator then tries the
+   * shorter name, "env" for "env.country"), and so are type names, which the
+   * evaluator resolves itself when no variable has them. */
+  if (memchr(name, '.', len) || is_type_name(name, len)) return -1;
+  *out = value_errorf(x->ectx.arena, "no such key: '%.*s' (the context has no such field)",
+                      (int)len, name);
+  return 0;
+}
+
+/* Resolves one name the slow way (see lookup). */
+__attribute__((noinline)) static int resolve(dctx *x, const char *name, size_t len, value *out) {
   const strategy *s = x->s;
   if (x->names) {
     const name_slot *n = name_table_find(x->names, name, len);
@@ -147,27 +247,83 @@ static int lookup(void *user, const char *name, size_t len, value *out) {
       }
     }
   }
-  if (name_is(name, len, "context", 7)) {
-    *out = x->req->context;
+  return resolve_request(x, name, len, out);
+}
+
+/* A name the cache does not hold (yet): probes on from slot h, then
+ * resolves and remembers it. */
+__attribute__((noinline)) static int lookup_miss(dctx *x, const char *name, size_t len, value *out,
+                                                 uint32_t h) {
+  for (uint32_t probes = 0; probes < NAME_CACHE; probes++, h = (h + 1) & (NAME_CACHE - 1)) {
+    const char *c = x->cache_name[h];
+    if (!c) break;
+    if (x->cache_len[h] == len && (c == name || same_name(c, name, len))) {
+      if (!x->cache_bound[h]) return -1;
+      *out = x->cache_val[h];
+      return 0;
+    }
+  }
+  int saved = x->uncacheable;
+  x->uncacheable = 0;
+  int rc = resolve(x, name, len, out);
+  /* the first empty slot (resolving a let may have filled the one found above) */
+  uint32_t probes = 0;
+  while (x->cache_name[h] && probes++ < NAME_CACHE) h = (h + 1) & (NAME_CACHE - 1);
+  if (!x->uncacheable && !x->cache_name[h] && len <= UINT32_MAX) {
+    x->cache_name[h] = name;
+    x->cache_len[h] = (uint32_t)len;
+    x->cache_bound[h] = rc == 0;
+    if (rc == 0) x->cache_val[h] = *out;
+  }
+  x->uncacheable = saved; /* a name read along the way does not make this one uncacheable */
+  return rc;
+}
+
+/* A binding (names.h) read for the first time in this decision. */
+__attribute__((noinline)) static int bind_miss(dctx *x, const name_bind *b, const char *name,
+                                               size_t len, value *out) {
+  int saved = x->uncacheable;
+  x->uncacheable = 0;
+  int rc = 0;
+  if (b->let >= 0)
+    *out = let_value(x, (uint32_t)b->let);
+  else if (b->constant)
+    *out = *b->constant;
+  else
+    rc = resolve_request(x, name, len, out);
+  if (!x->uncacheable) {
+    x->bind_state[b->id] = rc == 0 ? BIND_BOUND : BIND_UNBOUND;
+    if (rc == 0) x->bind_val[b->id] = *out;
+  }
+  x->uncacheable = saved;
+  return rc;
+}
+
+/* The activation: resolves one name for the evaluator. A name from one of
+ * the strategy's programs is found by its pointer (names.h); any other (the
+ * rule index asks too) goes through the cache by content. */
+static int lookup(void *user, const char *name, size_t len, value *out) {
+  dctx *x = user;
+  const name_bind *b;
+  if (x->refs && (b = name_refs_find(x->refs, name)) && b->id < MAX_BINDS) {
+    switch (x->bind_state[b->id]) {
+      case BIND_BOUND:
+        *out = x->bind_val[b->id];
+        return 0;
+      case BIND_UNBOUND:
+        return -1;
+      default:
+        return bind_miss(x, b, name, len, out);
+    }
+  }
+  uint32_t h = name_hash(name, len) & (NAME_CACHE - 1);
+  const char *c = x->cache_name[h];
+  if (c && x->cache_len[h] == len && (c == name || same_name(c, name, len))) {
+    if (!x->cache_bound[h]) return -1;
+    *out = x->cache_val[h];
     return 0;
   }
-  if (name_is(name, len, "request", 7)) {
-    *out = request_value(x);
-    return 0;
-  }
-  const value *f = value_map_get(&x->req->context, name, len);
-  if (f) {
-    *out = *f;
-    return 0;
-  }
-  /* An absent context field reads as a missing key, as docs/policy.md
-   * says. Dotted names are left unbound (the evaluator then tries the
-   * shorter name, "env" for "env.country"), and so are type names, which the
-   * evaluator resolves itself when no variable has them. */
-  if (memchr(name, '.', len) || is_type_name(name, len)) return -1;
-  *out = value_errorf(x->ectx.arena, "no such key: '%.*s' (the context has no such field)",
-                      (int)len, name);
-  return 0;
+  return lookup_miss(x, name, len, out, h);
 }
 
 static const char *dup(vd_decision *d, const char *s) {
@@ -284,9 +440,10 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
   }
 
   dctx x;
-  memset(&x, 0, sizeof x);
+  memset(&x, 0, offsetof(dctx, cache_len)); /* all but the cache, whose names say it is empty */
   x.s = s;
   x.names = names ? &names[s - b->strategies] : NULL;
+  x.refs = x.names ? name_table_refs(x.names) : NULL;
   x.req = req;
   x.d = d;
   x.ectx.arena = &d->mem;

@@ -1,5 +1,5 @@
-/* decision.c — the vd_decision object: its lifecycle, its accessors, and the
- * engine's vd_error helpers.
+/* decision.c — the vd_decision object: its lifecycle, its accessors, its
+ * clock reading (request.time), and the engine's vd_error helpers.
  *
  * A vd_decision is meant to be reused: each decision resets its arena, which
  * keeps its largest chunk, so that once a decision object has seen the
@@ -67,6 +67,23 @@ const char *vd_decision_policy_version(const vd_decision *d) {
 }
 double vd_decision_latency_us(const vd_decision *d) {
   return d && d->decided ? d->latency_us : 0.0;
+}
+const char *vd_decision_snapshot_id(const vd_decision *d) {
+  return d && d->decided ? d->snapshot_id : NULL;
+}
+
+value decision_time(vd_decision *d) {
+  if (!d->clock_set) {
+    d->clock_ns = engine_wall_ns();
+    d->clock_set = true;
+  }
+  /* Floor division: a (test's) time before 1970 keeps nanos in [0, 1e9). */
+  int64_t sec = d->clock_ns / 1000000000, ns = d->clock_ns % 1000000000;
+  if (ns < 0) {
+    ns += 1000000000;
+    sec--;
+  }
+  return value_timestamp(sec, (int32_t)ns);
 }
 
 void engine_error_clear(vd_error *err) {

@@ -12,7 +12,14 @@
  *
  * A bundle that fails to compile never replaces the live one: the error
  * (every diagnostic, the first one's place in line/column) goes back to the
- * caller and the old bundle keeps serving. */
+ * caller and the old bundle keeps serving..
+ *
+ * Each decision reads the wall clock once, up front: that reading is
+ * `request.time` for the rules and the time of the decision's snapshot.
+ * With snapshots on (record.c), a decision that succeeded is recorded
+ * before the call returns; the trace is then always kept, because the
+ * snapshot carries it. engine_decide_json_at is the same path with the clock
+ * reading given instead of read, for replay. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -37,12 +44,19 @@ struct vd_engine {
   int warnings_as_errors;
   decide_limits lim;
   pthread_mutex_t reload_lock;
+  recorder *rec; /* NULL: snapshots off */
 };
 
 uint64_t engine_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int64_t engine_wall_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + (int64_t)ts.tv_nsec;
 }
 
 void decide_limits_init(decide_limits *lim, const vd_engine_opts *o) {
@@ -151,6 +165,11 @@ int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out,
     return rc;
   }
   e->live = l; /* not yet shared: no barrier needed */
+  if (opts && opts->snapshots_dir && opts->snapshots_dir[0] &&
+      (rc = recorder_open(opts->snapshots_dir, opts, &e->rec, err))) {
+    vd_engine_close(e);
+    return rc;
+  }
   *out = e;
   return 0;
 }
@@ -183,6 +202,7 @@ const char *vd_engine_policy_version(vd_engine *e, char buf[65]) {
 
 void vd_engine_close(vd_engine *e) {
   if (!e) return;
+  recorder_close(e->rec);
   live_free(e->live);
   pthread_mutex_destroy(&e->reload_lock);
   free(e->dir);
@@ -190,15 +210,20 @@ void vd_engine_close(vd_engine *e) {
   free(e);
 }
 
-/* The part both decide calls share once the request is parsed. t1 (the end
- * of parsing) is read only for the trace: a clock read is not free. */
-static int decide_parsed(vd_engine *e, const decide_request *req, vd_decision *d, uint64_t t0,
-                         vd_error *err) {
+int vd_engine_stats(vd_engine *e, vd_engine_counters *out) {
+  if (!e || !out) return VD_EINVAL;
+  memset(out, 0, sizeof *out);
+  if (e->rec) recorder_counters(e->rec, out);
+  return 0;
+}
+
+/* The stages every decide call shares once the request is parsed. t1 (the
+ * end of parsing) is read only for the trace: a clock read is not free. */
+static int decide_stages(const policy_bundle *b, const name_table *names, const decide_limits *lim,
+                         const decide_request *req, vd_decision *d, uint64_t t0, vd_error *err) {
   uint64_t t1 = d->trace_on ? engine_now_ns() : t0;
-  rcu_read_lock();
-  const live *l = rcu_dereference(e->live);
-  int rc = decide_run(l->bundle, l->names, req, &e->lim, d, err);
-  rcu_read_unlock();
+  int rc = decide_run(b, names, req, lim, d, err);
+  if (rc == 0) memcpy(d->bundle_version, b->version, sizeof d->bundle_version);
   uint64_t t2 = engine_now_ns();
   if (d->trace_on) {
     d->ns_parse = t1 - t0;
@@ -207,6 +232,20 @@ static int decide_parsed(vd_engine *e, const decide_request *req, vd_decision *d
   d->latency_ns = t2 - t0;
   d->latency_us = (double)(t2 - t0) / 1000.0;
   if (rc) d->decided = 0;
+  return rc;
+}
+
+/* Against the live bundle, held for the length of the decision and, with
+ * snapshots on, while its payload is written (let values may point into the
+ * bundle); the append itself, which may wait, comes after. */
+static int decide_live(vd_engine *e, const decide_request *req, vd_decision *d, uint64_t t0,
+                       record_input *rin, vd_error *err) {
+  rcu_read_lock();
+  const live *l = rcu_dereference(e->live);
+  int rc = decide_stages(l->bundle, l->names, &e->lim, req, d, t0, err);
+  if (rc == 0 && rin) record_build(e->rec, d, rin);
+  rcu_read_unlock();
+  if (rc == 0 && rin) record_commit(e->rec, d, rin);
   return rc;
 }
 
@@ -220,26 +259,54 @@ static int check_args(vd_engine *e, const void *req, vd_decision *d, vd_error *e
                                : "the decision");
   decision_reset(d);
   d->mem.limit = e->lim.memory_limit;
+  /* The one clock reading of this decision: request.time, the snapshot's time. */
+  d->clock_ns = engine_wall_ns();
+  d->clock_set = true;
   return 0;
 }
 
 int vd_decide_json(vd_engine *e, const char *json, long len, vd_decision *d, vd_error *err) {
   int rc = check_args(e, json, d, err, "vd_decide_json");
   if (rc) return rc;
+  int trace = d->trace_on;
+  if (e->rec) d->trace_on = 1; /* the snapshot carries the trace */
   uint64_t t0 = engine_now_ns();
   decide_request req;
   size_t n = len < 0 ? strlen(json) : (size_t)len;
+  record_input in = {.req = &req, .json = json, .json_len = n, .lim = &e->lim};
   rc = request_parse_json(&d->mem, json, n, &e->lim, &req, err);
-  if (rc) return rc;
-  return decide_parsed(e, &req, d, t0, err);
+  if (rc == 0) rc = decide_live(e, &req, d, t0, e->rec ? &in : NULL, err);
+  d->trace_on = trace;
+  return rc;
 }
 
 int vd_decide(vd_engine *e, const vd_request *r, vd_decision *d, vd_error *err) {
   int rc = check_args(e, r, d, err, "vd_decide");
   if (rc) return rc;
+  int trace = d->trace_on;
+  if (e->rec) d->trace_on = 1;
   uint64_t t0 = engine_now_ns();
   decide_request req;
+  record_input in = {.req = &req, .creq = r, .lim = &e->lim};
   rc = request_from_c(&d->mem, r, &e->lim, &req, err);
+  if (rc == 0) rc = decide_live(e, &req, d, t0, e->rec ? &in : NULL, err);
+  d->trace_on = trace;
+  return rc;
+}
+
+int engine_decide_json_at(const policy_bundle *b, const name_table *names, const decide_limits *lim,
+                          const char *json, size_t len, int64_t clock_ns, vd_decision *d,
+                          vd_error *err) {
+  engine_error_clear(err);
+  if (!b || !lim || !json || !d)
+    return engine_error(err, VD_EINVAL, 0, 0, NULL, "engine_decide_json_at: an argument is NULL");
+  decision_reset(d);
+  d->mem.limit = lim->memory_limit;
+  d->clock_ns = clock_ns;
+  d->clock_set = true;
+  uint64_t t0 = engine_now_ns();
+  decide_request req;
+  int rc = request_parse_json(&d->mem, json, len, lim, &req, err);
   if (rc) return rc;
-  return decide_parsed(e, &req, d, t0, err);
+  return decide_stages(b, names, lim, &req, d, t0, err);
 }

@@ -7,6 +7,7 @@
  *   decision.c vd_decision's lifecycle and accessors, vd_error helpers
  *   names.c    a strategy's let and constant names in a hash table
  *   engine.c   vd_engine: the live bundle under RCU, reload, the public calls
+ *   record.c   the decision snapshot: payload JSON, id, append to the log
  *
  * Everything a decision allocates comes from the decision's arena, which is
  * reset (not freed) when the decision object is reused, so that a warmed-up
@@ -96,6 +97,23 @@ struct vd_decision {
   uint32_t nlets;
   const char *no_candidate; /* what on_no_candidate did, or NULL */
   uint64_t cost;            /* evaluation work spent */
+  value *let_values;        /* parallel to lets: each let's value (V_ERROR if it failed) */
+
+  /* request.time: the wall clock read once per decision (unix ns), or the
+   * recorded reading fed back by replay; decision_time() reads the clock on
+   * first use when the caller has not set it */
+  int64_t clock_ns;
+  bool clock_set;
+
+  /* the snapshot (record.c): NULL when snapshots are off or this decision
+   * could not be recorded; the text lives in snapshot_id_buf */
+  const char *snapshot_id;
+  char snapshot_id_buf[40];
+  char bundle_version[65]; /* the bundle that decided (for the snapshot) */
+  /* the decision JSON without flags, rendered while recording (to time the
+   * render stage); vd_decision_render hands it out instead of rendering again */
+  const char *answer;
+  size_t answer_len;
 };
 
 /* Forgets the previous decision and resets the arena (keeping its memory). */
@@ -153,5 +171,60 @@ void engine_error_clear(vd_error *err);
 
 /* engine.c: monotonic clock in ns. */
 uint64_t engine_now_ns(void);
+/* engine.c: the wall clock (CLOCK_REALTIME) in unix ns. */
+int64_t engine_wall_ns(void);
+
+/* decision.c: request.time for this decision as a timestamp value: the
+ * clock reading set by the engine (or by replay), read now if unset. */
+value decision_time(vd_decision *d);
+
+/* engine.c: decides request JSON against b as vd_decide_json does — same
+ * parsing, same stages, same latency fields — except that request.time is
+ * clock_ns (unix ns) instead of a clock reading, and nothing is recorded.
+ * Replay uses it to re-run a snapshot; names may be NULL (scan). */
+int engine_decide_json_at(const policy_bundle *b, const name_table *names, const decide_limits *lim,
+                          const char *json, size_t len, int64_t clock_ns, vd_decision *d,
+                          vd_error *err);
+
+/* ---- record.c: decision snapshots ---- */
+typedef struct recorder recorder;
+
+/* Opens the snapshot log in dir (created if needed) as opts says. Returns 0,
+ * or VD_EBUSY / VD_ESNAPSHOT with a message in err. */
+int recorder_open(const char *dir, const vd_engine_opts *opts, recorder **out, vd_error *err);
+/* Drains the queue into the log, syncs and closes it. */
+void recorder_close(recorder *r);
+
+/* What the snapshot needs beyond the decision itself, and (filled by
+ * record_build) the record waiting to be appended. */
+typedef struct record_input {
+  const decide_request *req;
+  const char *json; /* the request as received (validated JSON), or NULL */
+  size_t json_len;
+  const vd_request *creq; /* or the request built in C */
+  const decide_limits *lim;
+  /* filled by record_build */
+  uint8_t id[16];
+  const char *payload; /* in d's arena; NULL: could not be built */
+  size_t payload_len;
+} record_input;
+
+/* Records decision d in two steps. record_build runs while the bundle that
+ * decided is still held (let values may point into it): takes an id, renders
+ * the answer (timed: the render stage) and writes the payload into d's
+ * arena. record_commit runs after: appends the record and, with durability
+ * ALWAYS, waits until it is on disk. d->snapshot_id is set when the record
+ * was accepted; a decision is never refused because its snapshot could not
+ * be written — it then has no snapshot_id and the counters say why. */
+void record_build(recorder *r, vd_decision *d, record_input *in);
+void record_commit(recorder *r, vd_decision *d, record_input *in);
+/* Counters into out (which the caller zeroed). */
+void recorder_counters(recorder *r, vd_engine_counters *out);
+
+/* record.c: the snapshot payload of decision d (format 1, docs/snapshots.md)
+ * written into d's arena: what record_build prepares for the log. id may be
+ * NULL (written as null); no log is needed (benchmarks and tests use it). */
+int record_payload(vd_decision *d, const record_input *in, const char *id, const char *node,
+                   const char **out, size_t *len);
 
 #endif

@@ -10,14 +10,48 @@
  * the scans, with the same result (`verdict test` uses that). On the example
  * request_gate (5 lets, 16 constants) it saves 2-3% of a decision; the gain
  * grows with the number of constants a strategy declares. */
+#include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/names.h"
+#include "expr/refs.h"
 
+/* The length and three bytes: names in one strategy rarely agree on all
+ * four, and the hash is computed on every variable read. */
 static uint32_t hash_name(const char *s, size_t n) {
-  uint32_t h = 2166136261u; /* FNV-1a */
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
-  return h;
+  uint32_t h = (uint32_t)n * 0x9e3779b1u;
+  if (n)
+    h ^= (uint32_t)(unsigned char)s[0] * 0x85ebca6bu ^
+         (uint32_t)(unsigned char)s[n - 1] * 0xc2b2ae35u ^
+         (uint32_t)(unsigned char)s[n / 2] * 0x27d4eb2fu;
+  return h ^ (h >> 15);
+}
+
+/* a[0..n) == b[0..n), a word at a time where the lengths allow (loads that
+ * overlap in the middle, never past either end). */
+static int same(const char *a, const char *b, size_t n) {
+  if (n >= 8) {
+    uint64_t x, y;
+    for (size_t i = 0; i + 8 < n; i += 8) {
+      memcpy(&x, a + i, 8);
+      memcpy(&y, b + i, 8);
+      if (x != y) return 0;
+    }
+    memcpy(&x, a + n - 8, 8);
+    memcpy(&y, b + n - 8, 8);
+    return x == y;
+  }
+  if (n >= 4) {
+    uint32_t x, y, z, w;
+    memcpy(&x, a, 4);
+    memcpy(&y, b, 4);
+    memcpy(&z, a + n - 4, 4);
+    memcpy(&w, b + n - 4, 4);
+    return x == y && z == w;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (a[i] != b[i]) return 0;
+  return 1;
 }
 
 static void put(name_table *t, const char *name, uint32_t len, int32_t let, const value *c) {
@@ -41,11 +75,78 @@ static void put(name_table *t, const char *name, uint32_t len, int32_t let, cons
   }
 }
 
+/* ---- the lookup names of the strategy's programs (names.h) ----
+ *
+ * engine.h's name_table has no field for them, so the name_refs sits right
+ * after the table's slots, in the same allocation: name_table_refs finds it
+ * at slots + mask + 1. */
+
+static int program_refs(const expr_program *p, expr_ref **buf, uint32_t *n, uint32_t *cap) {
+  for (;;) {
+    uint32_t want = expr_refs(p, *buf + *n, *cap - *n);
+    if (*n + want <= *cap) {
+      *n += want;
+      return 0;
+    }
+    uint32_t ncap = (*cap ? *cap : 64) * 2;
+    while (ncap < *n + want) ncap *= 2;
+    expr_ref *b = realloc(*buf, ncap * sizeof *b);
+    if (!b) return -1;
+    *buf = b;
+    *cap = ncap;
+  }
+}
+
+static int build_refs(arena *a, const strategy *s, const name_table *t, name_refs *out) {
+  expr_ref *refs = NULL;
+  uint32_t n = 0, cap = 0;
+  int rc = -1;
+  for (uint32_t i = 0; i < s->nlets; i++)
+    if (s->lets[i].prog && program_refs(s->lets[i].prog, &refs, &n, &cap)) goto out;
+  for (uint32_t i = 0; i < s->nrules; i++)
+    if (s->rules[i].cond && program_refs(s->rules[i].cond, &refs, &n, &cap)) goto out;
+  uint32_t rcap = 16;
+  while (rcap < n * 2 + 2) rcap *= 2;
+  name_ref *map = arena_zalloc(a, rcap * sizeof *map);
+  name_bind *binds = arena_alloc(a, (n ? n : 1) * sizeof *binds);
+  if (!map || !binds) goto out;
+  uint32_t nb = 0;
+  for (uint32_t k = 0; k < n; k++) {
+    const char *ptr = refs[k].name;
+    uint32_t len = refs[k].len;
+    /* one binding per distinct name (few: a linear search is fine at load) */
+    const name_bind *b = NULL;
+    for (uint32_t j = 0; j < nb && !b; j++)
+      if (binds[j].len == len && same(binds[j].name, ptr, len)) b = &binds[j];
+    if (!b) {
+      const name_slot *ns = name_table_find(t, ptr, len);
+      binds[nb] =
+          (name_bind){ptr, len, nb, ns ? ns->let : -1, ns && ns->let < 0 ? ns->constant : NULL};
+      b = &binds[nb++];
+    }
+    uintptr_t u = (uintptr_t)ptr;
+    uint32_t i = (uint32_t)((u >> 3) * 0x9e3779b97f4a7c15ull >> 40) & (rcap - 1);
+    while (map[i].ptr && map[i].ptr != ptr) i = (i + 1) & (rcap - 1);
+    map[i] = (name_ref){ptr, b};
+  }
+  out->refs = map;
+  out->mask = rcap - 1;
+  out->nbinds = nb;
+  rc = 0;
+out:
+  free(refs);
+  return rc;
+}
+
+const name_refs *name_table_refs(const name_table *t) {
+  return (const name_refs *)(const void *)(t->slots + t->mask + 1);
+}
+
 int name_table_build(arena *a, const strategy *s, name_table *t) {
   uint32_t n = s->nlets + (s->constants.kind == V_MAP ? s->constants.n : 0);
   uint32_t cap = 8;
   while (cap < n * 2 + 2) cap *= 2;
-  t->slots = arena_zalloc(a, cap * sizeof *t->slots);
+  t->slots = arena_zalloc(a, cap * sizeof *t->slots + sizeof(name_refs));
   if (!t->slots) return -1;
   t->mask = cap - 1;
   for (uint32_t i = 0; i < cap; i++) t->slots[i].let = -1;
@@ -56,7 +157,7 @@ int name_table_build(arena *a, const strategy *s, name_table *t) {
       const map_entry *e = &s->constants.entries[i];
       if (e->key.kind == V_STRING) put(t, e->key.s, e->key.n, -1, &e->val);
     }
-  return 0;
+  return build_refs(a, s, t, (name_refs *)(void *)(t->slots + cap));
 }
 
 const name_slot *name_table_find(const name_table *t, const char *name, size_t len) {
@@ -64,7 +165,7 @@ const name_slot *name_table_find(const name_table *t, const char *name, size_t l
   for (;; i = (i + 1) & t->mask) {
     const name_slot *s = &t->slots[i];
     if (!s->name) return NULL;
-    if (s->len == len && memcmp(s->name, name, len) == 0) return s;
+    if (s->len == len && same(s->name, name, len)) return s;
   }
 }
 

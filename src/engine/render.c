@@ -3,7 +3,7 @@
  * The shape is fixed (docs/engine.md):
  *   {"action":..,"allowed":..,"review":..,"confidence":..,"source":..,
  *    "reason":{"rule":..,"message":..},"strategy":..,"policy_version":..,
- *    "model_version":null,"latency_us":..}
+ *    "model_version":null,"latency_us":..,"snapshot_id":..}
  * plus "trace":{..} on request. The fields are written by hand rather than
  * built as a value and serialised: it is the last stage of the hot path and
  * this way it costs one pass over a few short strings. */
@@ -31,18 +31,6 @@ static void put_u64(json_buf *b, uint64_t u) {
     u /= 10;
   } while (u);
   json_buf_put(b, t + i, sizeof t - i);
-}
-
-/* ns as microseconds with up to three decimals ("0.734", "12.5", "3.0"),
- * without going through a double. */
-static void put_us(json_buf *b, uint64_t ns) {
-  put_u64(b, ns / 1000);
-  unsigned frac = (unsigned)(ns % 1000);
-  char t[4] = {'.', (char)('0' + frac / 100), (char)('0' + frac / 10 % 10),
-               (char)('0' + frac % 10)};
-  size_t n = 4;
-  while (n > 2 && t[n - 1] == '0') n--;
-  json_buf_put(b, t, n);
 }
 
 static const char *result_name(uint8_t r) {
@@ -98,36 +86,111 @@ static void put_trace(json_buf *b, const vd_decision *d) {
   put_lit(b, "}}");
 }
 
+/* ---- the decision itself: room reserved once, plain strings copied ---- */
+
+static void raw(json_buf *b, const char *s, size_t n) {
+  memcpy(b->data + b->len, s, n);
+  b->len += n;
+}
+
+#define RAW(b, lit) raw(b, lit, sizeof(lit) - 1)
+
+/* Whether s[0..n) needs more than quotes: control bytes, '"', '\\', or
+ * non-ASCII (which json_write_string checks as UTF-8). */
+static int needs_escape(const char *s, size_t n) {
+  const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) { /* the high bit of a byte marks one to look at */
+    uint64_t w, q, b;
+    memcpy(&w, s + i, 8);
+    q = w ^ (ones * '"');
+    b = w ^ (ones * '\\');
+    if (((w - ones * 0x20) | w | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs) return 1;
+  }
+  for (; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c < 0x20 || c == '"' || c == '\\' || c >= 0x80) return 1;
+  }
+  return 0;
+}
+
+static void raw_str_or_null(json_buf *b, const char *s, size_t n) {
+  if (!s) {
+    RAW(b, "null");
+  } else if (needs_escape(s, n)) {
+    json_write_string(b, s, n);
+  } else {
+    b->data[b->len++] = '"';
+    raw(b, s, n);
+    b->data[b->len++] = '"';
+  }
+}
+
+static void raw_u64(json_buf *b, uint64_t u) {
+  char t[24];
+  size_t i = sizeof t;
+  do {
+    t[--i] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  raw(b, t + i, sizeof t - i);
+}
+
 int decision_render(vd_decision *d, int flags, const char **out, size_t *len) {
   uint64_t t0 = flags & VD_JSON_TRACE ? engine_now_ns() : 0;
+  enum { ACTION, SOURCE, RULE, REASON, STRATEGY, SNAPSHOT, NSTR };
+  const char *str[NSTR] = {d->action, d->source, d->rule, d->reason, d->strategy, d->snapshot_id};
+  size_t n[NSTR], room = 256 + 32 + 64; /* the fixed text, the numbers, the version */
+  for (int i = 0; i < NSTR; i++) {
+    n[i] = str[i] ? strlen(str[i]) : 0;
+    room += 6 * n[i] + 6; /* escaped at worst (\u00XX a byte) */
+  }
   json_buf b;
   json_buf_init(&b, &d->mem);
-  put_lit(&b, "{\"action\":");
-  put_str_or_null(&b, d->action);
-  put_lit(&b, d->allowed ? ",\"allowed\":true" : ",\"allowed\":false");
-  put_lit(&b, d->review ? ",\"review\":true" : ",\"review\":false");
-  put_lit(&b, ",\"confidence\":");
+  b.data = arena_alloc(&d->mem, room);
+  if (!b.data) return VD_ENOMEM;
+  b.cap = room;
+  RAW(&b, "{\"action\":");
+  raw_str_or_null(&b, str[ACTION], n[ACTION]);
+  if (d->allowed)
+    RAW(&b, ",\"allowed\":true");
+  else
+    RAW(&b, ",\"allowed\":false");
+  if (d->review)
+    RAW(&b, ",\"review\":true");
+  else
+    RAW(&b, ",\"review\":false");
+  RAW(&b, ",\"confidence\":");
   if (d->confidence == 1.0)
-    put_lit(&b, "1.0");
+    RAW(&b, "1.0");
   else if (d->confidence == 0.0)
-    put_lit(&b, "0.0");
+    RAW(&b, "0.0");
   else
     json_write_double(&b, d->confidence);
-  put_lit(&b, ",\"source\":");
-  put_str_or_null(&b, d->source);
-  put_lit(&b, ",\"reason\":{\"rule\":");
-  put_str_or_null(&b, d->rule);
-  put_lit(&b, ",\"message\":");
-  put_str_or_null(&b, d->reason);
-  put_lit(&b, "},\"strategy\":");
-  put_str_or_null(&b, d->strategy);
+  RAW(&b, ",\"source\":");
+  raw_str_or_null(&b, str[SOURCE], n[SOURCE]);
+  RAW(&b, ",\"reason\":{\"rule\":");
+  raw_str_or_null(&b, str[RULE], n[RULE]);
+  RAW(&b, ",\"message\":");
+  raw_str_or_null(&b, str[REASON], n[REASON]);
+  RAW(&b, "},\"strategy\":");
+  raw_str_or_null(&b, str[STRATEGY], n[STRATEGY]);
   /* The version is 64 hex digits: nothing to escape. */
-  put_lit(&b, ",\"policy_version\":\"");
-  json_buf_put(&b, d->policy_version, strlen(d->policy_version));
-  json_buf_putc(&b, '"');
-  put_lit(&b, ",\"model_version\":null,\"latency_us\":");
-  /* Nanosecond resolution is all the clock gives: three decimals. */
-  put_us(&b, d->latency_ns);
+  RAW(&b, ",\"policy_version\":\"");
+  raw(&b, d->policy_version, strnlen(d->policy_version, 64));
+  RAW(&b, "\",\"model_version\":null,\"latency_us\":");
+  /* Nanosecond resolution is all the clock gives: three decimals
+   * ("0.734", "12.5", "3.0"), without going through a double. */
+  raw_u64(&b, d->latency_ns / 1000);
+  unsigned frac = (unsigned)(d->latency_ns % 1000);
+  char t[4] = {'.', (char)('0' + frac / 100), (char)('0' + frac / 10 % 10),
+               (char)('0' + frac % 10)};
+  size_t tn = 4;
+  while (tn > 2 && t[tn - 1] == '0') tn--;
+  raw(&b, t, tn);
+  RAW(&b, ",\"snapshot_id\":"); /* 36 characters of hex and '-': nothing to escape */
+  raw_str_or_null(&b, str[SNAPSHOT], n[SNAPSHOT]);
+  b.data[b.len] = '\0';
   if (flags & VD_JSON_TRACE) {
     /* The render stage is timed up to here: the trace reports it. */
     d->ns_render = engine_now_ns() - t0;
@@ -146,6 +209,11 @@ int vd_decision_render(vd_decision *d, int flags, const char **out, size_t *len)
   *out = NULL;
   if (len) *len = 0;
   if (!d->decided) return VD_EINVAL;
+  if (!flags && d->answer) { /* rendered already, while recording the snapshot */
+    *out = d->answer;
+    if (len) *len = d->answer_len;
+    return 0;
+  }
   return decision_render(d, flags, out, len);
 }
 

@@ -40,7 +40,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "expr/litset.h"
 #include "expr/program.h"
+#include "expr/refs.h"
 
 #define NONE UINT32_MAX
 #define FOLD_ARENA_LIMIT ((size_t)64 << 20) /* scratch memory a constant fold may use */
@@ -65,7 +67,7 @@ typedef struct compiler {
   expr_error *err;
   arena *mem; /* the program's arena */
   int failed;
-  vec nodes, kids, calls, quals, sets, unknown, scope;
+  vec nodes, kids, calls, quals, sets, lits, unknown, scope;
   uint32_t depth;     /* next free slot */
   uint32_t max_slots; /* slots the program needs */
   /* the innermost cel.block: its first slot and how many entries are defined */
@@ -184,11 +186,11 @@ static int is_const(compiler *c, uint32_t i) { return NODES(c)[i].op == OP_CONST
 
 /* Where a subtree starts in every array, so a folded subtree can be dropped. */
 typedef struct mark {
-  uint32_t nodes, kids, calls, sets, quals;
+  uint32_t nodes, kids, calls, sets, quals, lits;
 } mark;
 
 static mark mark_here(compiler *c) {
-  mark m = {c->nodes.n, c->kids.n, c->calls.n, c->sets.n, c->quals.n};
+  mark m = {c->nodes.n, c->kids.n, c->calls.n, c->sets.n, c->quals.n, c->lits.n};
   return m;
 }
 
@@ -204,6 +206,7 @@ static expr_program view_of(compiler *c) {
   p.ncalls = c->calls.n;
   p.quals = c->quals.v;
   p.sets = c->sets.v;
+  p.lits = c->lits.v;
   p.src = c->src;
   p.src_len = c->len;
   return p;
@@ -250,6 +253,7 @@ static uint32_t fold(compiler *c, uint32_t i, mark m) {
   c->calls.n = m.calls;
   c->sets.n = m.sets;
   c->quals.n = m.quals;
+  c->lits.n = m.lits;
   return emit_const(c, pos, k);
 }
 
@@ -276,8 +280,8 @@ static const char *own_str(compiler *c, const char *s, size_t n, uint32_t pos) {
   return p;
 }
 
-static int name_is(const char *s, size_t n, const char *lit) {
-  return n == strlen(lit) && memcmp(s, lit, n) == 0;
+static int name_is(const char *s, size_t n, const char *word) {
+  return n == strlen(word) && memcmp(s, word, n) == 0;
 }
 
 /* The type a name denotes when no variable has it, as value_kind + 1, else 0. */
@@ -556,6 +560,39 @@ static void release_aux(const pcall *calls, uint32_t n) {
       if (calls[i].aux[j] && calls[i].cand[j]->release) calls[i].cand[j]->release(calls[i].aux[j]);
 }
 
+/* The inline forms of some calls (OP_STR_PRED, OP_CONTAINS_IP): a
+ * receiver-style call with one overload, of two strings, whose argument
+ * (or receiver) is a constant. */
+static void specialize_call(compiler *c, uint32_t node) {
+  static const struct {
+    const char *name;
+    uint8_t kind;
+  } preds[] = {{"startsWith", PLIT_STARTS}, {"endsWith", PLIT_ENDS}, {"contains", PLIT_CONTAINS}};
+  pnode *n = &NODES(c)[node];
+  const pcall *call = &((const pcall *)c->calls.v)[n->aux];
+  if (n->nkids != 2 || call->ncand != 1 || !call->cand[0]->receiver ||
+      call->cand[0]->kinds[0] != V_STRING || call->cand[0]->kinds[1] != V_STRING)
+    return;
+  const pnode *recv = &NODES(c)[KIDS(c)[n->kids]];
+  const pnode *arg = &NODES(c)[KIDS(c)[n->kids + 1]];
+  if (arg->op == OP_CONST && arg->k.kind == V_STRING) {
+    for (int i = 0; i < 3; i++)
+      if (name_is(call->name, call->name_len, preds[i].name)) {
+        n->op = OP_STR_PRED;
+        n->flags = preds[i].kind;
+        n->k = arg->k;
+        n->fn = eval_op_fn(OP_STR_PRED);
+        return;
+      }
+  }
+  if (recv->op == OP_CONST && recv->k.kind == V_STRING && net_value_extra(&recv->k) &&
+      name_is(call->name, call->name_len, "containsIP")) {
+    n->op = OP_CONTAINS_IP;
+    n->k = recv->k;
+    n->fn = eval_op_fn(OP_CONTAINS_IP);
+  }
+}
+
 /* A call of the built-in `name` over compiled arguments kids[0..nk). */
 static uint32_t emit_call(compiler *c, const char *name, size_t name_len, int receiver,
                           const uint32_t *kids, uint32_t nk, uint32_t pos, mark m) {
@@ -600,7 +637,11 @@ static uint32_t emit_call(compiler *c, const char *name, size_t name_len, int re
     return NONE;
   }
   uint32_t i = emit(c, OP_CALL, pos, kids, nk, c->calls.n - 1, value_null());
-  if (i == NONE || has_prepare || !ncand || !all_const(c, kids, nk)) return i;
+  if (i == NONE) return i;
+  if (has_prepare || !ncand || !all_const(c, kids, nk)) {
+    specialize_call(c, i);
+    return i;
+  }
   return fold(c, i, m);
 }
 
@@ -738,6 +779,74 @@ static void scope_pop(compiler *c) {
   c->depth--;
 }
 
+/* Whether node i is a plain reference (a variable, a constant, an outer
+ * slot, fields selected from one) that does not read slots >= slot. */
+static int plain_ref(compiler *c, uint32_t i, uint32_t slot) {
+  const pnode *n = &NODES(c)[i];
+  switch (n->op) {
+    case OP_CONST:
+    case OP_VAR:
+    case OP_QVAR:
+      return 1;
+    case OP_SLOT:
+      return n->aux < slot;
+    case OP_SELECT:
+      return plain_ref(c, KIDS(c)[n->kids], slot);
+    default:
+      return 0;
+  }
+}
+
+/* `LIST.exists(x, R.startsWith(x))` (or endsWith, contains) over a constant
+ * list of strings, R a plain reference: the node becomes OP_EXISTS_LIT,
+ * which tests R against all the strings in one pass. Anything the
+ * specialization does not cover at run time (R not a string, an error, a
+ * cost limit close by) still runs the general loop on the same node. */
+static void specialize_exists(compiler *c, uint32_t node, uint32_t slot) {
+  static const struct {
+    const char *name;
+    uint8_t kind, anchors;
+  } preds[] = {{"startsWith", PLIT_STARTS, LIT_START},
+               {"endsWith", PLIT_ENDS, LIT_END},
+               {"contains", PLIT_CONTAINS, 0}};
+  pnode *n = &NODES(c)[node];
+  if (n->nkids != 2) return;
+  const pnode *range = &NODES(c)[KIDS(c)[n->kids]];
+  const pnode *body = &NODES(c)[KIDS(c)[n->kids + 1]];
+  if (range->op != OP_CONST || range->k.kind != V_LIST || body->op != OP_CALL ||
+      body->nkids != 2)
+    return;
+  const pcall *call = &((const pcall *)c->calls.v)[body->aux];
+  const pnode *arg = &NODES(c)[KIDS(c)[body->kids + 1]];
+  if (call->ncand != 1 || !call->cand[0]->receiver || call->cand[0]->kinds[0] != V_STRING ||
+      call->cand[0]->kinds[1] != V_STRING || arg->op != OP_SLOT || arg->aux != slot ||
+      !plain_ref(c, KIDS(c)[body->kids], slot))
+    return;
+  int which = -1;
+  for (int i = 0; i < 3; i++)
+    if (name_is(call->name, call->name_len, preds[i].name)) which = i;
+  if (which < 0) return;
+  const value *list = &range->k;
+  lit *lits = malloc(((size_t)list->n + 1) * sizeof *lits);
+  if (!lits) return;
+  for (uint32_t i = 0; i < list->n; i++) {
+    if (list->items[i].kind != V_STRING) {
+      free(lits);
+      return;
+    }
+    lits[i] = (lit){list->items[i].s, list->items[i].n, preds[which].anchors};
+  }
+  const litset *set = litset_build(c->mem, lits, list->n, 0);
+  free(lits);
+  if (!set) return; /* too big for the tables: the general loop it is */
+  plits pl = {set, preds[which].kind};
+  if (vec_push(c, &c->lits, &pl, sizeof pl)) return;
+  n = &NODES(c)[node];
+  n->op = OP_EXISTS_LIT;
+  n->fn = eval_op_fn(OP_EXISTS_LIT);
+  n->reserved2 = c->lits.n - 1;
+}
+
 static uint32_t compile_macro(compiler *c, const ast *e) {
   static const uint8_t ops[] = {OP_ALL, OP_EXISTS, OP_EXISTS_ONE, OP_MAP_MACRO, OP_FILTER};
   uint32_t kids[3];
@@ -755,7 +864,9 @@ static uint32_t compile_macro(compiler *c, const ast *e) {
     fail_at(c, e->pos, "unknown macro");
     return NONE;
   }
-  return emit(c, ops[e->macro], e->pos, kids, nk, slot, value_null());
+  uint32_t r = emit(c, ops[e->macro], e->pos, kids, nk, slot, value_null());
+  if (r != NONE && e->macro == M_EXISTS) specialize_exists(c, r, slot);
+  return r;
 }
 
 /* The macros the parser leaves as calls: CEL's two-variable comprehensions
@@ -1001,6 +1112,7 @@ static void compiler_free(compiler *c) {
   free(c->calls.v);
   free(c->quals.v);
   free(c->sets.v);
+  free(c->lits.v);
   free(c->unknown.v);
   free(c->scope.v);
 }
@@ -1054,6 +1166,7 @@ int expr_compile(const char *src, size_t len, const expr_opts *opts, expr_progra
     p->ncalls = c.calls.n;
     p->quals = settle(&c, &c.quals, sizeof(pqual));
     p->sets = settle(&c, &c.sets, sizeof(pset));
+    p->lits = settle(&c, &c.lits, sizeof(plits));
     p->unknown_fns = settle(&c, &c.unknown, sizeof(const char *));
     p->nunknown = c.unknown.n;
     p->nslots = c.max_slots;
@@ -1079,6 +1192,22 @@ void expr_free(expr_program *p) {
   release_aux(p->calls, p->ncalls);
   arena_free(&p->mem);
   free(p);
+}
+
+uint32_t expr_refs(const expr_program *p, expr_ref *out, uint32_t max) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < p->nnodes; i++) {
+    const pnode *nd = &p->nodes[i];
+    if (nd->op == OP_VAR) {
+      if (n < max) out[n] = (expr_ref){nd->k.s, nd->k.n};
+      n++;
+    } else if (nd->op == OP_QVAR) {
+      const pqual *q = &p->quals[nd->aux];
+      for (uint32_t c = 0; c < q->ncand; c++, n++)
+        if (n < max) out[n] = (expr_ref){q->cands[c].name, q->cands[c].len};
+    }
+  }
+  return n;
 }
 
 uint32_t expr_unknown_functions(const expr_program *p, const char *const **names) {

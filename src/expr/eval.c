@@ -24,11 +24,13 @@
  *
  * Not here: parsing and name resolution (compile.c), the built-in functions
  * (lib_*.c), equality/ordering of values (core/value.c). */
+#define _GNU_SOURCE /* memmem */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/timefmt.h"
+#include "expr/litset.h"
 #include "expr/program.h"
 
 typedef int (*lookup_fn)(void *user, const char *name, size_t len, value *out);
@@ -43,7 +45,7 @@ struct est {
 typedef struct est est;
 
 static value ev(est *s, uint32_t i);
-static inline value evk(est *s, uint32_t i);
+static inline __attribute__((always_inline)) value evk(est *s, uint32_t i);
 static value op_eq_const(est *s, const pnode *n);
 static value op_in_const(est *s, const pnode *n);
 static value op_logic(est *s, const pnode *n);
@@ -93,9 +95,52 @@ COLD static value select_failed(est *s, const value *v, const value *key) {
                       kname(v), (int)key->n, key->s);
 }
 
+/* The bytes of two strings of the same length n agree: a word at a time
+ * (loads that overlap in the middle, never past either end), since the
+ * strings compared here (field names, short constants) are mostly shorter
+ * than a call to memcmp is worth. */
+static inline int same_bytes(const char *a, const char *b, size_t n) {
+  if (n >= 8) {
+    uint64_t x, y;
+    for (size_t i = 0; i + 8 < n; i += 8) {
+      memcpy(&x, a + i, 8);
+      memcpy(&y, b + i, 8);
+      if (x != y) return 0;
+    }
+    memcpy(&x, a + n - 8, 8);
+    memcpy(&y, b + n - 8, 8);
+    return x == y;
+  }
+  if (n >= 4) {
+    uint32_t x, y, z, w;
+    memcpy(&x, a, 4);
+    memcpy(&y, b, 4);
+    memcpy(&z, a + n - 4, 4);
+    memcpy(&w, b + n - 4, 4);
+    return x == y && z == w;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (a[i] != b[i]) return 0;
+  return 1;
+}
+
+static inline int str_eq(const value *a, const value *b) {
+  return a->n == b->n && same_bytes(a->s, b->s, a->n);
+}
+
+/* value_map_find for a string key, inline: a map's string keys are matched
+ * by their bytes, and keys of other kinds never equal a string. */
+static inline const value *map_get_str(const value *map, const char *k, uint32_t n) {
+  const map_entry *e = map->entries;
+  for (uint32_t i = 0; i < map->n; i++)
+    if (e[i].key.kind == V_STRING && e[i].key.n == n && same_bytes(e[i].key.s, k, n))
+      return &e[i].val;
+  return NULL;
+}
+
 static inline value select_field(est *s, const value *v, const value *key) {
   if (v->kind == V_MAP) {
-    const value *r = value_map_find(v, key); /* key is a string value already */
+    const value *r = map_get_str(v, key->s, key->n); /* key is a string value already */
     if (r) return *r;
   }
   return select_failed(s, v, key);
@@ -179,10 +224,6 @@ static value eval_in(est *s, const value *x, const value *c) {
   if (c->kind == V_LIST) return value_bool(list_contains(c, x));
   if (c->kind == V_MAP) return value_bool(value_map_find(c, x) != NULL);
   return err_overload2(s, "@in", x, c);
-}
-
-static int str_eq(const value *a, const value *b) {
-  return a->n == b->n && (a->n == 0 || memcmp(a->s, b->s, a->n) == 0);
 }
 
 /* `x in CONST`: hash probe, or a byte scan when every element is a string. */
@@ -542,7 +583,7 @@ static const char *macro_name(int op) {
  * for a map, in slots aux and aux + 1; otherwise one variable, the element
  * of a list or the key of a map. */
 NOINLINE static value eval_macro(est *s, const pnode *n) {
-  const int op = n->op;
+  const int op = n->op == OP_EXISTS_LIT ? OP_EXISTS : n->op;
   value range = evk(s, KID(s, n, 0));
   if (range.kind == V_ERROR) return range;
   if (range.kind != V_LIST && range.kind != V_MAP) return err_overload1(s, macro_name(op), &range);
@@ -626,6 +667,69 @@ NOINLINE static value eval_macro(est *s, const pnode *n) {
   }
 }
 
+static int lit_pred(uint8_t kind, const value *r, const value *x) {
+  if (x->n > r->n) return 0;
+  if (x->n == 0) return 1;
+  switch (kind) {
+    case PLIT_STARTS:
+      return memcmp(r->s, x->s, x->n) == 0;
+    case PLIT_ENDS:
+      return memcmp(r->s + r->n - x->n, x->s, x->n) == 0;
+    default:
+      return memmem(r->s, r->n, x->s, x->n) != NULL;
+  }
+}
+
+/* OP_EXISTS_LIT (program.h). The answer and the cost charged are those of
+ * the general loop, which stops at the first element that matches: one
+ * unit an element tried, plus what `contains` charges per call. */
+NOINLINE static value eval_exists_lit(est *s, const pnode *n) {
+  const plits *pl = &s->p->lits[n->reserved2];
+  const value *list = &s->p->nodes[KID(s, n, 0)].k;
+  if (list->n == 0) return value_bool(0);
+  const pnode *call = &s->p->nodes[KID(s, n, 1)];
+  value r = evk(s, KID(s, call, 0));
+  if (r.kind != V_STRING) return eval_macro(s, n); /* errors as the loop makes them */
+  const uint64_t per = 1 + (pl->kind == PLIT_CONTAINS ? r.n / 16 + 1 : 0);
+  eval_ctx *ctx = s->ctx;
+  if (ctx->cost_limit &&
+      (ctx->cost > ctx->cost_limit || (ctx->cost_limit - ctx->cost) / per < list->n))
+    return eval_macro(s, n); /* the limit may strike part-way: let the loop find where */
+  if (!litset_match(pl->set, r.s, r.n)) {
+    ctx->cost += per * list->n;
+    return value_bool(0);
+  }
+  for (uint32_t i = 0; i < list->n; i++)
+    if (lit_pred(pl->kind, &r, &list->items[i])) {
+      ctx->cost += per * (i + 1);
+      return value_bool(1);
+    }
+  return eval_macro(s, n); /* not reached: the set matched, so some element does */
+}
+
+/* OP_STR_PRED: startsWith/endsWith/contains of a constant, inline (with
+ * what `contains` charges). */
+NOINLINE static value op_str_pred(est *s, const pnode *n) {
+  value r = evk(s, KID(s, n, 0));
+  if (r.kind != V_STRING) return r.kind == V_ERROR ? r : eval_call(s, n);
+  if (n->flags == PLIT_CONTAINS) {
+    const uint64_t units = r.n / 16 + 1;
+    eval_ctx *ctx = s->ctx;
+    /* over the limit: the call itself says so */
+    if (ctx->cost_limit && (ctx->cost > ctx->cost_limit || ctx->cost_limit - ctx->cost < units))
+      return eval_call(s, n);
+    ctx->cost += units;
+  }
+  return value_bool(lit_pred(n->flags, &r, &n->k));
+}
+
+/* OP_CONTAINS_IP: a constant cidr() against an ip() value, both parsed. */
+NOINLINE static value op_contains_ip(est *s, const pnode *n) {
+  value a = evk(s, KID(s, n, 1));
+  int r = net_contains_ip_fast(&n->k, &a);
+  return r >= 0 ? value_bool(r) : eval_call(s, n);
+}
+
 /* ---- the walk ----
  *
  * One small function per opcode, reached through the node's `fn`: the
@@ -656,7 +760,7 @@ OPFN op_select(est *s, const pnode *n) {
 
 OPFN op_has(est *s, const pnode *n) {
   value v = evk(s, KID(s, n, 0));
-  if (v.kind == V_MAP) return value_bool(value_map_get(&v, n->k.s, n->k.n) != NULL);
+  if (v.kind == V_MAP) return value_bool(map_get_str(&v, n->k.s, n->k.n) != NULL);
   if (v.kind == V_ERROR) return v;
   return value_errorf(s->ctx->arena, "has(): type '%s' does not support field selection",
                       kname(&v));
@@ -827,6 +931,12 @@ pnode_fn eval_op_fn(opcode op) {
       return op_bind;
     case OP_BLOCK:
       return op_block;
+    case OP_EXISTS_LIT:
+      return eval_exists_lit;
+    case OP_STR_PRED:
+      return op_str_pred;
+    case OP_CONTAINS_IP:
+      return op_contains_ip;
     case OP_COUNT:
       break;
   }
@@ -840,11 +950,16 @@ static value ev(est *s, uint32_t i) {
 
 /* Evaluates a child: constants and variable references are answered here,
  * everything else goes through the dispatcher. */
-static inline value evk(est *s, uint32_t i) {
+static inline __attribute__((always_inline)) value evk(est *s, uint32_t i) {
   const pnode *n = &s->p->nodes[i];
   switch (n->op) {
     case OP_CONST:
       return n->k;
+    case OP_VAR: {
+      value v;
+      if (lookup(s, n->k.s, n->k.n, &v)) return v;
+      return op_var(s, n); /* unbound: a type name or an error */
+    }
     case OP_QVAR:
       return eval_qvar(s, &s->p->quals[n->aux]);
     case OP_EQ_CONST:

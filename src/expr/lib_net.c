@@ -469,6 +469,22 @@ static value fn_contains_ip(eval_ctx *ctx, const value *args, uint32_t nargs, vo
   return value_bool(net.v4 == a.v4 && same_prefix(&net, &a, bits));
 }
 
+int net_contains_ip_fast(const value *cidr, const value *ip) {
+  const uint8_t want = VF_NETBIN | VF_CIDR;
+  if (cidr->kind != V_STRING || ip->kind != V_STRING || (cidr->flags & want) != want ||
+      (ip->flags & (VF_NETBIN | VF_IP | VF_CIDR)) != (VF_NETBIN | VF_IP))
+    return -1;
+  /* straight from the parsed forms: family, prefix length, address */
+  const uint8_t *c = (const uint8_t *)cidr->s + cidr->n + 1,
+                *a = (const uint8_t *)ip->s + ip->n + 1;
+  if (c[0] != a[0]) return 0;
+  int bits = c[1], whole = bits / 8, rest = bits % 8;
+  for (int i = 0; i < whole; i++)
+    if (c[2 + i] != a[2 + i]) return 0;
+  uint8_t mask = (uint8_t)(0xff << (8 - rest));
+  return !rest || ((c[2 + whole] ^ a[2 + whole]) & mask) == 0;
+}
+
 static value fn_contains_cidr(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
   netaddr outer, inner;
   int obits, ibits;

@@ -220,15 +220,39 @@ static value fn_last_index_of(eval_ctx *ctx, const value *args, uint32_t nargs, 
 
 /* ------------------------------------------------------ ASCII case */
 
+/* The high bit of each byte of w that is an ASCII letter of the case to
+ * change ('A'..'Z' when lowering): eight bytes at once. Bytes >= 0x80 (parts
+ * of other characters) never count; no carry crosses a byte, because each
+ * sum stays below 0x100. */
+static uint64_t case_marks(uint64_t w, int upper) {
+  const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+  const uint64_t lo = upper ? 'a' : 'A', hi = upper ? 'z' : 'Z';
+  uint64_t h = w & ~highs;
+  uint64_t ge_lo = h + ones * (0x80 - lo);
+  uint64_t gt_hi = h + ones * (0x7f - hi);
+  return ge_lo & ~gt_hi & ~w & highs;
+}
+
 static value change_case(eval_ctx *ctx, const value *s, int upper) {
   if (!eval_charge(ctx, s->n / 8 + 1)) return COST_ERROR;
-  char lo = upper ? 'a' : 'A', hi = upper ? 'z' : 'Z';
-  size_t i = 0;
-  while (i < s->n && !(s->s[i] >= lo && s->s[i] <= hi)) i++;
-  if (i == s->n) return plain(s); /* nothing to change */
-  char *p = arena_memdup(ctx->arena, s->s, s->n);
+  const char lo = upper ? 'a' : 'A', hi = upper ? 'z' : 'Z';
+  size_t i = 0, n = s->n;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, s->s + i, 8);
+    if (case_marks(w, upper)) break;
+  }
+  while (i < n && !(s->s[i] >= lo && s->s[i] <= hi)) i++;
+  if (i == n) return plain(s); /* nothing to change */
+  char *p = arena_memdup(ctx->arena, s->s, n);
   if (!p) return OOM_ERROR;
-  for (; i < s->n; i++)
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, p + i, 8);
+    w ^= case_marks(w, upper) >> 2; /* 0x80 >> 2 is the case bit, 0x20 */
+    memcpy(p + i, &w, 8);
+  }
+  for (; i < n; i++)
     if (p[i] >= lo && p[i] <= hi) p[i] = (char)(p[i] ^ 0x20);
   value v = value_str(p, s->n);
   v.flags = s->flags & VF_ASCII;

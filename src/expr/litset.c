@@ -7,13 +7,15 @@
  *   the first byte. Most subjects leave it after a byte or two.
  * - tied to the end only: a trie of the reversed literals, walked backward
  *   from the last byte.
- * - free (anywhere): a filter over the first k bytes (k = the shortest free
- *   literal, at most 4) of every position of the subject: those k bytes are
- *   hashed into a 4,096-bit table holding the hashes of every free literal's
- *   first k bytes. The positions are independent of each other (no state
- *   carried from byte to byte, unlike an Aho-Corasick automaton), so the
- *   scan runs at the speed of loads; a set bit is checked against the
- *   literals with that hash, which rarely happens when nothing matches.
+ * - free (anywhere): Wu and Manber's multi-pattern shift table. A window as
+ *   long as the shortest free literal (m bytes) slides over the subject; the
+ *   last two bytes of the window, hashed, index a table saying how far the
+ *   window may move without skipping an occurrence (up to m - 1). A 0 there
+ *   means the window ends like the start of some literal: the literals of
+ *   that bucket are compared at the window. On text that matches nothing
+ *   the window mostly jumps, so a user agent of 80 bytes against a dozen
+ *   names costs a few dozen steps. With one-byte literals (m = 1) every
+ *   position is checked against a bitmap of first bytes instead.
  *
  * Trie nodes are rows of a table indexed by byte class: the bytes that occur
  * in some literal get a class each (both cases of a letter share one in a
@@ -29,8 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BLOOM_LOG2 12
-#define BLOOM_WORDS ((1u << BLOOM_LOG2) / 64)
+#define SHIFT_SIZE 4096
 #define MAX_CELLS (1u << 18) /* trie table entries, per trie */
 #define MAX_LITS 1024u
 #define MAX_LIT_LEN 1024u
@@ -52,33 +53,22 @@ struct litset {
   uint32_t nrev;
   /* free literals */
   const lit *free_lits;
-  const uint32_t *free_hash;
   uint32_t nfree;
-  uint32_t k;     /* bytes the filter reads at each position */
-  uint32_t kmask; /* those bytes of a 4-byte load */
-  uint64_t bloom[BLOOM_WORDS];
+  uint32_t m; /* the shortest free literal */
+  /* m >= 2: per hash of two bytes, the shift (< 0x8000), or 0x8000 | bucket */
+  const uint16_t *shift;
+  const uint16_t *bucket_off; /* bucket b: free_lits indexes bucket_lit[off[b] .. off[b+1]) */
+  const uint16_t *bucket_lit;
+  uint8_t code[256]; /* a byte's 6-bit code in the shift index; 0: no literal has it there */
+  /* m == 1: the literals' first bytes */
+  uint64_t first[4];
 };
 
 static uint8_t lower(uint8_t c) { return c >= 'A' && c <= 'Z' ? (uint8_t)(c + 32) : c; }
 
-/* ASCII letters of four ASCII bytes to lower case, all at once. */
-static uint32_t fold4(uint32_t x) {
-  uint32_t hi = x | 0x80808080u;
-  uint32_t ge_a = hi - 0x41414141u; /* high bit kept where the byte >= 'A' */
-  uint32_t gt_z = hi - 0x5b5b5b5bu; /* ... where the byte > 'Z' */
-  uint32_t upper = ge_a & ~gt_z & 0x80808080u;
-  return x | (upper >> 2);
-}
-
-static uint32_t hash4(uint32_t x) { return (x * 2654435761u) >> (32 - BLOOM_LOG2); }
-
-/* The first k bytes at p as a 4-byte word (the same layout as a load). */
-static uint32_t first_k(const char *p, uint32_t k) {
-  unsigned char b[4] = {0, 0, 0, 0};
-  memcpy(b, p, k);
-  uint32_t x;
-  memcpy(&x, b, 4);
-  return x;
+/* The shift table's index for the bytes a, b: their codes side by side. */
+static uint32_t pair_index(const litset *s, uint8_t a, uint8_t b) {
+  return (uint32_t)s->code[a] << 6 | s->code[b];
 }
 
 int litset_caseless(const litset *s) { return s->caseless; }
@@ -133,14 +123,85 @@ static int build_trie(arena *a, litset *s, const lit *lits, uint32_t n, int reve
   return 0;
 }
 
+/* The shift table and buckets of the free literals (own[0..m) holds them
+ * among the others), or the first-byte map when the shortest is one byte. */
+static int build_free(arena *a, litset *s, const lit *own, uint32_t m, uint32_t nfree,
+                      uint32_t minlen) {
+  lit *fl = arena_alloc(a, nfree * sizeof *fl);
+  if (!fl) return -1;
+  uint32_t f = 0;
+  for (uint32_t i = 0; i < m; i++)
+    if (!own[i].anchors) fl[f++] = own[i];
+  s->free_lits = fl;
+  s->nfree = nfree;
+  s->m = minlen;
+  if (minlen == 1) {
+    for (uint32_t i = 0; i < nfree; i++) {
+      uint8_t b = (uint8_t)fl[i].s[0];
+      s->first[b / 64] |= (uint64_t)1 << (b % 64);
+      if (s->caseless && b >= 'a' && b <= 'z')
+        s->first[(b - 32) / 64] |= (uint64_t)1 << ((b - 32) % 64);
+    }
+    return 0;
+  }
+  /* Every two-byte block inside the first minlen bytes of a literal limits
+   * the shift of its hash: a window ending with that block could hold the
+   * literal's start minlen - 2 - j bytes further on. */
+  uint16_t *shift = arena_alloc(a, SHIFT_SIZE * sizeof *shift);
+  uint16_t *off = arena_alloc(a, (nfree + 1) * sizeof *off);
+  uint16_t *blit = arena_alloc(a, nfree * sizeof *blit);
+  uint32_t *end_hash = malloc(nfree * sizeof *end_hash);
+  if (!shift || !off || !blit || !end_hash || minlen > 0x7fff) {
+    free(end_hash);
+    return -1;
+  }
+  /* codes: one per byte that occurs in the literals' first minlen bytes (both
+   * cases of a letter share one when caseless); past 63, bytes share codes,
+   * which only costs an extra comparison now and then */
+  uint32_t ncode = 1;
+  for (uint32_t i = 0; i < nfree; i++)
+    for (uint32_t j = 0; j < minlen; j++) {
+      uint8_t b = (uint8_t)fl[i].s[j];
+      if (s->code[b]) continue;
+      s->code[b] = (uint8_t)(ncode < 64 ? ncode++ : 1u + b % 63u);
+      if (s->caseless && b >= 'a' && b <= 'z') s->code[b - 32] = s->code[b];
+    }
+  for (uint32_t h = 0; h < SHIFT_SIZE; h++) shift[h] = (uint16_t)(minlen - 1);
+  for (uint32_t i = 0; i < nfree; i++) {
+    const uint8_t *p = (const uint8_t *)fl[i].s;
+    for (uint32_t j = 0; j + 2 <= minlen; j++) {
+      uint32_t h = pair_index(s, p[j], p[j + 1]);
+      uint16_t sh = (uint16_t)(minlen - 2 - j);
+      if (sh < shift[h]) shift[h] = sh;
+    }
+    end_hash[i] = pair_index(s, p[minlen - 2], p[minlen - 1]);
+  }
+  /* buckets: the literals whose window-end block hashes alike, grouped */
+  uint32_t nb = 0, k = 0;
+  for (uint32_t i = 0; i < nfree; i++) {
+    uint32_t h = end_hash[i];
+    if (shift[h] & 0x8000) continue; /* bucket made already */
+    shift[h] = (uint16_t)(0x8000 | nb);
+    off[nb++] = (uint16_t)k;
+    for (uint32_t j = i; j < nfree; j++)
+      if (end_hash[j] == h) blit[k++] = (uint16_t)j;
+  }
+  off[nb] = (uint16_t)k;
+  free(end_hash);
+  s->shift = shift;
+  s->bucket_off = off;
+  s->bucket_lit = blit;
+  return 0;
+}
+
 const litset *litset_build(arena *a, const lit *lits, uint32_t n, int caseless) {
-  if (n > MAX_LITS) return NULL;
+  if (n > MAX_LITS || n > 0x7fff) return NULL;
   litset *s = arena_zalloc(a, sizeof *s);
   lit *own = arena_alloc(a, (n ? n : 1) * sizeof *own);
   if (!s || !own) return NULL;
   s->caseless = (uint8_t)(caseless != 0);
   /* own copies (folded when caseless), and the empty literals */
-  uint32_t m = 0, minfree = 4, nfree = 0;
+  uint32_t m = 0, minfree = UINT32_MAX, nfree = 0;
   for (uint32_t i = 0; i < n; i++) {
     if (lits[i].n > MAX_LIT_LEN) return NULL;
     if (lits[i].n == 0) {
@@ -175,27 +236,8 @@ const litset *litset_build(arena *a, const lit *lits, uint32_t n, int caseless) 
   }
   if (build_trie(a, s, own, m, 0, &s->fwd, &s->fwd_flag, &s->nfwd)) return NULL;
   if (build_trie(a, s, own, m, 1, &s->rev, &s->rev_flag, &s->nrev)) return NULL;
-  /* free literals: the filter */
-  if (nfree) {
-    lit *fl = arena_alloc(a, nfree * sizeof *fl);
-    uint32_t *fh = arena_alloc(a, nfree * sizeof *fh);
-    if (!fl || !fh) return NULL;
-    s->k = minfree;
-    unsigned char ones[4] = {0, 0, 0, 0};
-    memset(ones, 0xff, s->k);
-    memcpy(&s->kmask, ones, 4);
-    uint32_t f = 0;
-    for (uint32_t i = 0; i < m; i++) {
-      if (own[i].anchors) continue;
-      uint32_t h = hash4(first_k(own[i].s, s->k));
-      fl[f] = own[i];
-      fh[f++] = h;
-      s->bloom[h / 64] |= (uint64_t)1 << (h % 64);
-    }
-    s->free_lits = fl;
-    s->free_hash = fh;
-    s->nfree = nfree;
-  }
+  /* free literals */
+  if (nfree && build_free(a, s, own, m, nfree, minfree)) return NULL;
   return s;
 }
 
@@ -229,32 +271,32 @@ static int same_at(const litset *s, const unsigned char *p, const lit *l) {
   return 1;
 }
 
-/* A filter hit at position i: the literals with that hash, checked. */
-static int check_at(const litset *s, const unsigned char *p, size_t n, size_t i, uint32_t h) {
-  for (uint32_t j = 0; j < s->nfree; j++) {
-    const lit *l = &s->free_lits[j];
-    if (s->free_hash[j] == h && l->n <= n - i && same_at(s, p + i, l)) return 1;
-  }
-  return 0;
-}
-
 static int scan_free(const litset *s, const unsigned char *p, size_t n) {
-  const uint32_t k = s->k, mask = s->kmask;
-  const int fold = s->caseless;
-  size_t i = 0;
-  for (; i + 4 <= n; i++) {
-    uint32_t x;
-    memcpy(&x, p + i, 4);
-    x &= mask;
-    if (fold) x = fold4(x);
-    uint32_t h = hash4(x);
-    if ((s->bloom[h / 64] >> (h % 64)) & 1 && check_at(s, p, n, i, h)) return 1;
+  if (s->m == 1) {
+    for (size_t i = 0; i < n; i++) {
+      uint8_t b = p[i];
+      if (!((s->first[b / 64] >> (b % 64)) & 1)) continue;
+      for (uint32_t j = 0; j < s->nfree; j++) {
+        const lit *l = &s->free_lits[j];
+        if (l->n <= n - i && same_at(s, p + i, l)) return 1;
+      }
+    }
+    return 0;
   }
-  for (; i + k <= n; i++) { /* the last positions: fewer than 4 bytes left */
-    uint32_t x = first_k((const char *)p + i, k);
-    if (fold) x = fold4(x);
-    uint32_t h = hash4(x);
-    if ((s->bloom[h / 64] >> (h % 64)) & 1 && check_at(s, p, n, i, h)) return 1;
+  const size_t m = s->m;
+  for (size_t pos = m - 1; pos < n;) {
+    uint32_t sh = s->shift[pair_index(s, p[pos - 1], p[pos])];
+    if (!(sh & 0x8000)) { /* >= 1: shifts of 0 became buckets */
+      pos += sh;
+      continue;
+    }
+    size_t start = pos + 1 - m;
+    uint32_t b = sh & 0x7fff;
+    for (uint32_t j = s->bucket_off[b]; j < s->bucket_off[b + 1]; j++) {
+      const lit *l = &s->free_lits[s->bucket_lit[j]];
+      if (l->n <= n - start && same_at(s, p + start, l)) return 1;
+    }
+    pos++;
   }
   return 0;
 }
@@ -264,7 +306,7 @@ int litset_match(const litset *s, const char *subj, size_t n) {
   if (s->always || (s->empty_whole && n == 0)) return 1;
   if (s->nfwd && walk_fwd(s, p, n)) return 1;
   if (s->nrev && walk_rev(s, p, n)) return 1;
-  return s->nfree && n >= s->k && scan_free(s, p, n);
+  return s->nfree && n >= s->m && scan_free(s, p, n);
 }
 
 /* ---- reading a regular expression ---- */
@@ -313,8 +355,8 @@ static int sset_product(rx *r, const sset *a, const sset *b, sset *out) {
 }
 
 static int is_punct(unsigned char c) {
-  return c > 0x20 && c < 0x7f && !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
-                                   (c >= 'A' && c <= 'Z'));
+  return c > 0x20 && c < 0x7f &&
+         !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'));
 }
 
 static int rx_alt(rx *r, sset *out, int top);

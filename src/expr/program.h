@@ -64,6 +64,17 @@ typedef enum opcode {
   OP_TRANSFORM_MAP, /* kid0.transformMap(slots aux, aux + 1, [kid2 filter,] kid1) */
   OP_BIND,          /* cel.bind(slot aux, kid0, kid1) */
   OP_BLOCK,         /* cel.block([kids 0..n-2] into slots aux.., kid n-1) */
+  /* kid0.exists(slot aux, kid1) where kid0 is a constant list of strings and
+   * kid1 is `R.startsWith(x)`, `R.endsWith(x)` or `R.contains(x)` of the
+   * element x, R not reading x: one pass of the literal set
+   * lits[reserved2] over R instead of a call per element. */
+  OP_EXISTS_LIT,
+  /* Calls of some built-ins in shapes policies use all the time, answered
+   * inline; each keeps the call's kids and calls[aux], and anything its fast
+   * path does not cover (an argument of another kind, an error) runs the
+   * ordinary call on the same node. */
+  OP_STR_PRED,   /* kid0.startsWith/endsWith/contains(k), k a constant string; flags: plit_kind */
+  OP_CONTAINS_IP, /* k.containsIP(kid1), k a constant cidr() (kid0) */
   OP_COUNT
 } opcode;
 
@@ -134,6 +145,14 @@ typedef struct pset {
   uint8_t all_strings; /* every element is a string: compare bytes only */
 } pset;
 
+/* The literal set of an OP_EXISTS_LIT node and the predicate it stands for. */
+typedef enum plit_kind { PLIT_STARTS, PLIT_ENDS, PLIT_CONTAINS } plit_kind;
+
+typedef struct plits {
+  const struct litset *set;
+  uint8_t kind; /* plit_kind */
+} plits;
+
 struct expr_program {
   const pnode *nodes;
   uint32_t nnodes;
@@ -143,6 +162,7 @@ struct expr_program {
   uint32_t ncalls;
   const pqual *quals;
   const pset *sets;
+  const plits *lits;
   uint32_t nslots;                /* comprehension/bind/block slots the evaluator needs */
   const char *const *unknown_fns; /* names of functions no library defines */
   uint32_t nunknown;
@@ -166,5 +186,9 @@ int value_copy_deep(arena *a, const value *in, value *out);
  * NUL (its parsed form; 0 for every other value). A copy of such a string
  * that keeps its flags must copy them too, as value_copy_deep does. */
 size_t net_value_extra(const value *v);
+
+/* lib_net.c: cidr.containsIP(ip) when both carry their parsed form (1 or
+ * 0), else -1 (the caller then makes the ordinary call). */
+int net_contains_ip_fast(const value *cidr, const value *ip);
 
 #endif

@@ -28,7 +28,9 @@ typedef struct replay_side {
   const char *rule;    /* NULL when no rule decided */
   double confidence;
   const char *policy_version; /* the strategy version that decided */
-  double latency_us;   /* as recorded / as measured in this replay (decide only) */
+  double latency_us;   /* parse + decide (as vd_decision_latency_us): as recorded / as
+                          measured in this replay */
+  const char *reason;  /* the reason message, or NULL (not part of `same`) */
 } replay_side;
 
 typedef struct replay_item {
@@ -54,7 +56,9 @@ typedef int (*replay_cb)(void *user, const replay_item *item);
 typedef struct replay_opts {
   const char *snapshots_dir;  /* required */
   const char *policy_dir;     /* NULL: each snapshot's recorded version from the store */
-  const char *store_dir;      /* the version store; NULL: the default beside the bundle */
+  const char *store_dir;      /* the version store; NULL: `versions` beside the snapshot
+                                 folder (<bundle>/.verdict/snapshots ->
+                                 <bundle>/.verdict/versions, the defaults of verdict decide) */
   int64_t since_ns, until_ns; /* 0: no bound */
   const char *point;          /* filters; NULL: any */
   const char *action;

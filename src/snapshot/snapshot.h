@@ -24,7 +24,7 @@
  *   if (snapshot_log_append(log, &r, &ticket) == 0 && durability_always)
  *     snapshot_log_wait_durable(log, ticket);  // answer only once on disk
  *   ...
- *   snapshot_log_close(log);                 // drains, fsyncs, seals
+ *   snapshot_log_close(log, NULL);           // drains, fsyncs, seals
  *
  * Threads: snapshot_id_new and snapshot_log_append may be called from any
  * number of threads at once; they take no lock, make no syscall (the clock is

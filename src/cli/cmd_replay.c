@@ -1,0 +1,410 @@
+/* cmd_replay.c — `verdict replay`: decide recorded snapshots again and say
+ * what that shows.
+ *
+ *   no --policy, no --against   the determinism check: every snapshot is
+ *                               re-decided under its recorded policy version
+ *                               and must come out the same; each one that
+ *                               does not is printed, and the exit status is 1
+ *   --policy NEW_BUNDLE         a candidate bundle scored on recorded traffic:
+ *                               what would change, how accurate, how fast
+ *   --against URL               another decision service, same traffic
+ *
+ * The walk is replay_run (or against_run); scoring is score.c and the
+ * summary, JSON and HTML come from report.c. This file parses options,
+ * draws a progress bar on a terminal, collects the decisions worth listing
+ * and picks the exit status. docs/replay.md has the rest. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "core/json.h"
+#include "core/timefmt.h"
+#include "replay/against.h"
+#include "replay/replay.h"
+#include "replay/report.h"
+#include "replay/score.h"
+#include "snapshot/snapshot.h"
+
+const char cmd_replay_help[] =
+    "usage: verdict replay --snapshots DIR [--policy BUNDLE | --against URL]\n"
+    "                      [--labels FILE] [--json] [--html FILE] [--weights A,L,C,D]\n"
+    "                      [filters] [--limit N]\n"
+    "\n"
+    "Decides the snapshots recorded in DIR again (see docs/replay.md).\n"
+    "\n"
+    "  (neither)          determinism check: each snapshot is re-decided under the\n"
+    "                     policy version it records (from the version store) and\n"
+    "                     must reproduce exactly; every one that does not is printed\n"
+    "  --policy BUNDLE    score a candidate bundle on the recorded traffic: decisions\n"
+    "                     changed by action and by rule (with example ids), accuracy\n"
+    "                     against --labels, latency, CPU, memory, audit completeness\n"
+    "  --against URL      send the recorded requests to another decision service\n"
+    "                     (POST http://host:port/v1/decide, verdict's answer format)\n"
+    "                     and score its answers the same way\n"
+    "\n"
+    "options:\n"
+    "  -s, --snapshots DIR    the snapshot folder (default: $VERDICT_SNAPSHOTS)\n"
+    "  -p, --policy BUNDLE    the candidate bundle\n"
+    "      --against URL      the other service; --timeout MS per request (5000)\n"
+    "      --store DIR        the policy version store (default: `versions` beside\n"
+    "                         DIR, where `verdict decide` keeps it)\n"
+    "  -l, --labels FILE      JSON Lines of the right answers, one a line:\n"
+    "                         {\"id\": \"<snapshot id>\", \"action\": \"block\"} or\n"
+    "                         {\"key\": \"<request key>\", \"action\": \"allow\"}\n"
+    "      --weights A,L,C,D  weights of accuracy, latency, cost and audit in the\n"
+    "                         score (default 40,20,20,20)\n"
+    "      --json             print the report as JSON instead of text\n"
+    "      --html FILE        also write a self-contained HTML report\n"
+    "  -q, --quiet            no progress bar and, in the determinism check, no\n"
+    "                         line per failure (the summary still counts them)\n"
+    "\n"
+    "filters (all must match):\n"
+    "      --since TIME  --until TIME   RFC 3339, or a time ago (90s, 15m, 1h, 7d)\n"
+    "      --point NAME  --action NAME  --source rule|model|default|error\n"
+    "      --policy-version HEX         (a prefix is enough)\n"
+    "      --limit N                    stop after N snapshots\n"
+    "\n"
+    "The score (0-100) weighs four categories, each mapped to 0..1: accuracy (label\n"
+    "accuracy; without labels the reproduced share in the determinism check, and\n"
+    "not scored otherwise), latency (p99: 1 at <= 50 us, 0 at >= 10 ms, log scale),\n"
+    "cost (CPU per decision: 1 at <= 10 us, 0 at >= 1 ms, log scale) and audit\n"
+    "(share of complete snapshots); categories that cannot be measured are left out.\n"
+    "\n"
+    "Exit status: determinism check: 0 every snapshot reproduced, 1 some did not (or\n"
+    "could not be replayed); --policy / --against: 0 done (the changes are the\n"
+    "result), 1 the replay could not run; 2 bad usage.\n"
+    "\n"
+    "examples:\n"
+    "  verdict replay -s snaps\n"
+    "  verdict replay -s snaps --policy candidate/ --labels labels.jsonl --html report.html\n"
+    "  verdict replay -s snaps --against http://127.0.0.1:8080 --labels labels.jsonl --json\n";
+
+static int usage_error(const char *msg, const char *arg) {
+  fprintf(stderr, "verdict replay: %s%s%s\n", msg, arg ? " " : "", arg ? arg : "");
+  fprintf(stderr, "try 'verdict replay --help'\n");
+  return 2;
+}
+
+static int64_t real_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* RFC 3339, or a time before now ("15m", "1h30m", "7d"). 0, or -1. */
+static int parse_when(const char *s, int64_t now, int64_t *out) {
+  size_t n = strlen(s);
+  int64_t sec;
+  int32_t nanos;
+  if (timefmt_parse_rfc3339(s, n, &sec, &nanos) == 0) {
+    *out = sec * 1000000000 + nanos;
+    return 0;
+  }
+  if (n >= 2 && s[n - 1] == 'd') {
+    char *end;
+    errno = 0;
+    double days = strtod(s, &end);
+    if (errno || end != s + n - 1 || !(days >= 0) || days > 36500) return -1;
+    *out = now - (int64_t)(days * 86400e9);
+    return 0;
+  }
+  if (timefmt_parse_duration(s, n, &sec, &nanos) == 0 && sec >= 0 && nanos >= 0 &&
+      sec < 3153600000LL) {
+    *out = now - (sec * 1000000000 + nanos);
+    return 0;
+  }
+  return -1;
+}
+
+/* ---- the progress bar ---- */
+
+typedef struct progress {
+  int on;
+  uint64_t total, done;
+  int64_t start, last;
+} progress;
+
+/* Counts the snapshots the walk will visit (headers only), to size the bar.
+ * Worth it only for a large log on a terminal. */
+static uint64_t count_matching(const char *dir, const snapshot_filter *f, uint64_t limit) {
+  snapshot_reader *r;
+  char err[SNAPSHOT_ERRLEN];
+  if (snapshot_reader_open(dir, f, &r, err, sizeof err) != 0) return 0;
+  uint64_t n = 0;
+  snapshot_rec rec;
+  while ((!limit || n < limit) && snapshot_reader_next(r, &rec) == 1) n++;
+  snapshot_reader_close(r);
+  return n;
+}
+
+/* Whether dir holds at least n snapshots (reads no further): a log is
+ * "large", worth a progress bar, from 4096 snapshots on. */
+static int has_at_least(const char *dir, uint64_t n) {
+  snapshot_reader *r;
+  char err[SNAPSHOT_ERRLEN];
+  if (snapshot_reader_open(dir, NULL, &r, err, sizeof err) != 0) return 0;
+  uint64_t k = 0;
+  snapshot_rec rec;
+  while (k < n && snapshot_reader_next(r, &rec) == 1) k++;
+  snapshot_reader_close(r);
+  return k >= n;
+}
+
+static void progress_draw(progress *p, int final) {
+  int64_t now = mono_ns();
+  if (!final && now - p->last < 100000000) return;
+  p->last = now;
+  double frac = p->total ? (double)p->done / (double)p->total : 0;
+  if (frac > 1) frac = 1;
+  int width = 30, fill = (int)(frac * width);
+  double secs = (double)(now - p->start) / 1e9;
+  double rate = secs > 0 ? (double)p->done / secs : 0;
+  fprintf(stderr, "\r\033[K[");
+  for (int i = 0; i < width; i++) fputc(i < fill ? '=' : i == fill ? '>' : ' ', stderr);
+  fprintf(stderr, "] %3.0f%%  %llu/%llu  %.0f/s", 100 * frac, (unsigned long long)p->done,
+          (unsigned long long)p->total, rate);
+  if (final) fprintf(stderr, "\r\033[K");
+  fflush(stderr);
+}
+
+/* ---- the walk ---- */
+
+typedef struct run {
+  score_acc *acc;
+  report_failures failures;
+  int determinism;
+  int print_failures;
+  int oom;
+  progress prog;
+} run;
+
+static int on_item(void *user, const replay_item *it) {
+  run *r = user;
+  if (score_add(r->acc, it) < 0) r->oom = 1;
+  if (it->error || !it->same) {
+    if (r->determinism && r->print_failures) {
+      if (r->prog.on) fprintf(stderr, "\r\033[K");
+      report_failure_line(stdout, it);
+    }
+    if (report_failures_add(&r->failures, it) < 0) r->oom = 1;
+  }
+  if (r->prog.on) {
+    r->prog.done++;
+    if ((r->prog.done & 255) == 0) progress_draw(&r->prog, 0);
+  }
+  return 0;
+}
+
+int cmd_replay(int argc, char **argv) {
+  const char *dir = getenv("VERDICT_SNAPSHOTS"), *policy = NULL, *against = NULL, *store = NULL;
+  const char *labels_path = NULL, *html_path = NULL, *weights_text = NULL;
+  int json = 0, quiet = 0;
+  long timeout_ms = 5000;
+  replay_opts o;
+  memset(&o, 0, sizeof o);
+  char filters[1024] = "";
+  size_t flen = 0;
+  int64_t now = real_ns();
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--json")) {
+      json = 1;
+      continue;
+    }
+    if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+      quiet = 1;
+      continue;
+    }
+    if (a[0] != '-') return usage_error("unexpected argument", a);
+    const char *opt = a, *val;
+    char name[64];
+    const char *eq = strchr(a, '=');
+    if (eq && a[1] == '-' && (size_t)(eq - a) < sizeof name) {
+      memcpy(name, a, (size_t)(eq - a));
+      name[eq - a] = '\0';
+      opt = name;
+      val = eq + 1;
+    } else {
+      if (i + 1 >= argc) return usage_error("missing value after", a);
+      val = argv[++i];
+    }
+    int is_filter = 0;
+    if (!strcmp(opt, "-s") || !strcmp(opt, "--snapshots")) {
+      dir = val;
+    } else if (!strcmp(opt, "-p") || !strcmp(opt, "--policy")) {
+      policy = val;
+    } else if (!strcmp(opt, "--against")) {
+      against = val;
+    } else if (!strcmp(opt, "--store")) {
+      store = val;
+    } else if (!strcmp(opt, "-l") || !strcmp(opt, "--labels")) {
+      labels_path = val;
+    } else if (!strcmp(opt, "--html")) {
+      html_path = val;
+    } else if (!strcmp(opt, "--weights")) {
+      weights_text = val;
+    } else if (!strcmp(opt, "--timeout")) {
+      char *end;
+      errno = 0;
+      timeout_ms = strtol(val, &end, 10);
+      if (errno || *end || !*val || timeout_ms < 1 || timeout_ms > 3600000)
+        return usage_error("--timeout wants milliseconds from 1 to 3600000, got", val);
+    } else if (!strcmp(opt, "--since") || !strcmp(opt, "--until")) {
+      int64_t t;
+      if (parse_when(val, now, &t) < 0)
+        return usage_error("expected RFC 3339 or a time ago like 1h or 7d, got", val);
+      if (!strcmp(opt, "--since"))
+        o.since_ns = t ? t : 1;
+      else
+        o.until_ns = t ? t : 1;
+      is_filter = 1;
+    } else if (!strcmp(opt, "--point")) {
+      o.point = val;
+      is_filter = 1;
+    } else if (!strcmp(opt, "--action")) {
+      o.action = val;
+      is_filter = 1;
+    } else if (!strcmp(opt, "--source")) {
+      if (snapshot_source_parse(val, strlen(val)) < 0)
+        return usage_error("--source is rule, model, default or error, not", val);
+      o.source = val;
+      is_filter = 1;
+    } else if (!strcmp(opt, "--policy-version")) {
+      o.policy_version = val;
+      is_filter = 1;
+    } else if (!strcmp(opt, "--limit")) {
+      char *end;
+      errno = 0;
+      long long l = strtoll(val, &end, 10);
+      if (errno || *end || !*val || l < 0) return usage_error("--limit wants a count, got", val);
+      o.limit = (uint64_t)l;
+      is_filter = 1;
+    } else {
+      return usage_error("unknown option", a);
+    }
+    if (is_filter && flen < sizeof filters - 1)
+      flen += (size_t)snprintf(filters + flen, sizeof filters - flen, "%s%s %s", flen ? " " : "",
+                               opt, val);
+  }
+  if (!dir || !*dir) return usage_error("no snapshot folder: give --snapshots DIR", NULL);
+  if (policy && against) return usage_error("give --policy or --against, not both", NULL);
+  if (o.since_ns && o.until_ns && o.until_ns <= o.since_ns)
+    return usage_error("--until must be later than --since", NULL);
+  score_weights w;
+  score_weights_default(&w);
+  char err[1024];
+  if (weights_text && score_weights_parse(weights_text, &w, err, sizeof err) < 0)
+    return usage_error(err, NULL);
+
+  score_labels *labels = NULL;
+  if (labels_path && score_labels_load(labels_path, &labels, err, sizeof err) < 0) {
+    fprintf(stderr, "verdict replay: %s\n", err);
+    return 1;
+  }
+  score_mode mode = against ? SCORE_AGAINST : policy ? SCORE_CANDIDATE : SCORE_DETERMINISM;
+  o.snapshots_dir = dir;
+  o.policy_dir = policy;
+  o.store_dir = store;
+
+  run r;
+  memset(&r, 0, sizeof r);
+  r.acc = score_new(mode, &w, labels);
+  if (!r.acc) {
+    score_labels_free(labels);
+    fprintf(stderr, "verdict replay: out of memory\n");
+    return 1;
+  }
+  r.determinism = mode == SCORE_DETERMINISM;
+  r.print_failures = !json && !quiet;
+  /* every failure of a determinism check is listed; of a candidate's
+   * changes, the first thousand (the tallies count them all) */
+  report_failures_init(&r.failures, r.determinism ? 100000 : 1000);
+
+  if (!quiet && isatty(2) && has_at_least(dir, 4096)) {
+    snapshot_filter f;
+    snapshot_filter_init(&f);
+    f.since_ns = o.since_ns;
+    f.until_ns = o.until_ns;
+    f.point = o.point;
+    f.action = o.action;
+    f.policy_version = o.policy_version;
+    if (o.source) f.source = snapshot_source_parse(o.source, strlen(o.source));
+    r.prog.total = count_matching(dir, &f, o.limit);
+    r.prog.on = r.prog.total >= 4096;
+    r.prog.start = r.prog.last = mono_ns();
+  }
+
+  replay_stats st;
+  int64_t t0 = mono_ns();
+  int rc = against ? against_run(&o, against, (int)timeout_ms, on_item, &r, &st, err, sizeof err)
+                   : replay_run(&o, on_item, &r, &st, err, sizeof err);
+  double wall = (double)(mono_ns() - t0) / 1e9;
+  if (r.prog.on) progress_draw(&r.prog, 1);
+  int status = 0;
+  if (rc != 0) {
+    fprintf(stderr, "verdict replay: %s\n", err);
+    status = 1;
+  } else {
+    if (r.oom) fprintf(stderr, "verdict replay: out of memory: some figures are incomplete\n");
+    score_report rep;
+    score_finish(r.acc, &rep);
+    report_info info = {.snapshots_dir = dir,
+                        .policy_dir = policy,
+                        .against_url = against,
+                        .labels_path = labels_path,
+                        .filters = filters,
+                        .wall_seconds = wall,
+                        .generated_ns = now,
+                        .stats = &st,
+                        .failures = &r.failures};
+    if (json) {
+      json_buf b;
+      json_buf_init(&b, NULL);
+      if (report_json(&b, &rep, &info) < 0) {
+        fprintf(stderr, "verdict replay: out of memory writing the JSON\n");
+        status = 1;
+      } else {
+        fwrite(b.data, 1, b.len, stdout);
+        fputc('\n', stdout);
+      }
+      json_buf_free(&b);
+    } else {
+      if (r.determinism && r.failures.n && r.print_failures) fputc('\n', stdout);
+      report_text(stdout, &rep, &info);
+    }
+    if (html_path) {
+      FILE *h = fopen(html_path, "w");
+      if (!h || report_html(h, &rep, &info) < 0) {
+        fprintf(stderr, "verdict replay: %s: %s\n", html_path, h ? "write error" : strerror(errno));
+        status = 1;
+      }
+      if (h && fclose(h) != 0 && !status) {
+        fprintf(stderr, "verdict replay: %s: write error\n", html_path);
+        status = 1;
+      }
+    }
+    if (labels && rep.labelled == 0)
+      fprintf(stderr,
+              "verdict replay: warning: no snapshot matched a label in %s (labels name snapshot "
+              "ids or request keys)\n",
+              labels_path);
+    if (rep.seen == 0) fprintf(stderr, "verdict replay: warning: no snapshot matched\n");
+    if (r.determinism && rep.reproduced != rep.seen) status = 1;
+    if (fflush(stdout) != 0) status = 1;
+  }
+  report_failures_free(&r.failures);
+  score_free(r.acc);
+  score_labels_free(labels);
+  return status;
+}

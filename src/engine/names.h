@@ -1,0 +1,56 @@
+/* names.h — the second half of names.c: a strategy's lookup names by
+ * pointer.
+ *
+ * Every rule and let of a strategy is a compiled program, and the evaluator
+ * asks for a variable by a pointer into its program (expr/refs.h). When a
+ * strategy's name table is built, names.c lists those pointers and gives
+ * each distinct name a small number, its binding, with what the name table
+ * already knows about it (a let, a constant, or neither: then a context
+ * field, `context` or `request`). A decision then keeps one value per
+ * binding (decide.c), and a variable read is a pointer probe here instead
+ * of hashing and comparing the name.
+ *
+ * The table lives beside the name table it extends (the same arena); a name
+ * table built by name_table_build always has one. */
+#ifndef VD_ENGINE_NAMES_H
+#define VD_ENGINE_NAMES_H
+
+#include <stdint.h>
+
+#include "engine/engine.h"
+
+typedef struct name_bind {
+  const char *name;
+  uint32_t len;
+  uint32_t id;           /* 0 .. nbinds-1 */
+  int32_t let;           /* index into strategy.lets, or -1 */
+  const value *constant; /* when let < 0: the constant, or NULL (a request name) */
+} name_bind;
+
+typedef struct name_ref {
+  const char *ptr; /* NULL: empty */
+  const name_bind *bind;
+} name_ref;
+
+typedef struct name_refs {
+  const name_ref *refs; /* open addressing by pointer */
+  uint32_t mask;
+  uint32_t nbinds;
+} name_refs;
+
+/* t's pointer table (never NULL for a table from name_table_build). */
+const name_refs *name_table_refs(const name_table *t);
+
+/* The binding of a lookup name given by its pointer, or NULL when the
+ * pointer is not one of the strategy's programs'. */
+static inline const name_bind *name_refs_find(const name_refs *r, const char *ptr) {
+  uintptr_t u = (uintptr_t)ptr;
+  uint32_t i = (uint32_t)((u >> 3) * 0x9e3779b97f4a7c15ull >> 40) & r->mask;
+  for (;; i = (i + 1) & r->mask) {
+    const name_ref *e = &r->refs[i];
+    if (e->ptr == ptr) return e->bind;
+    if (!e->ptr) return NULL;
+  }
+}
+
+#endif

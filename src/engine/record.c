@@ -1,0 +1,479 @@
+/* record.c — the decision snapshot: every decision the engine makes, written
+ * down completely enough to be re-made exactly, and handed to the segment
+ * log (src/snapshot/).
+ *
+ * The payload is compact JSON, format 1, documented field by field in
+ * docs/snapshots.md ("Snapshot contents"): the request as received, what the
+ * rules did (the trace, the lets and their values), the outcome, the stage
+ * times, the versions, the limits the decision ran under, and `inputs` —
+ * every nondeterministic value the decision read. Today that is the clock
+ * reading behind `request.time`; counters and random draws do not exist yet
+ * and appear as empty objects, so a reader never has to guess where they
+ * will go.
+ *
+ * Why by hand: the payload is built on the hot path, in the decision's own
+ * arena (no malloc once the arena is warm), by writing the fields in one
+ * pass. Building it as a value tree and serialising that would allocate the
+ * tree too and walk everything twice. The request as received is copied
+ * byte for byte minus the whitespace between tokens (the parser has already
+ * vouched for it), so numbers keep their spelling and the payload stays one
+ * line, as JSON Lines export needs.
+ *
+ * Not here: the log itself, ids and their ordering (src/snapshot/), reading
+ * snapshots back and re-deciding them (src/replay/). */
+#define _GNU_SOURCE
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/json.h"
+#include "core/timefmt.h"
+#include "engine/engine.h"
+#include "snapshot/snapshot.h"
+
+struct recorder {
+  snapshot_log *log;
+  snapshot_idgen gen;
+  int always; /* durability ALWAYS: wait for the disk */
+  /* not recorded, and not counted by the log: the payload could not be
+   * built, the log was closing, or (ALWAYS) the record never became durable */
+  _Atomic uint64_t failed;
+  char node[256];
+};
+
+int recorder_open(const char *dir, const vd_engine_opts *opts, recorder **out, vd_error *err) {
+  *out = NULL;
+  recorder *r = calloc(1, sizeof *r);
+  if (!r) return engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory opening snapshots");
+  if (opts->node && opts->node[0]) {
+    snprintf(r->node, sizeof r->node, "%s", opts->node);
+  } else if (gethostname(r->node, sizeof r->node - 1) != 0 || !r->node[0]) {
+    snprintf(r->node, sizeof r->node, "localhost");
+  }
+  snapshot_log_opts o;
+  snapshot_log_opts_init(&o);
+  switch (opts->snapshot_durability) {
+    case VD_DURABILITY_INTERVAL:
+      o.durability = SNAPSHOT_DURABLE_INTERVAL;
+      break;
+    case VD_DURABILITY_NONE:
+      o.durability = SNAPSHOT_DURABLE_NONE;
+      break;
+    case VD_DURABILITY_ALWAYS:
+      o.durability = SNAPSHOT_DURABLE_ALWAYS;
+      r->always = 1;
+      break;
+    default:
+      free(r);
+      return engine_error(err, VD_EINVAL, 0, 0, NULL,
+                          "vd_engine_open: snapshot_durability %d is not one of "
+                          "VD_DURABILITY_INTERVAL, _NONE, _ALWAYS",
+                          opts->snapshot_durability);
+  }
+  if (opts->snapshot_on_full != VD_ON_FULL_BLOCK && opts->snapshot_on_full != VD_ON_FULL_DROP) {
+    free(r);
+    return engine_error(err, VD_EINVAL, 0, 0, NULL,
+                        "vd_engine_open: snapshot_on_full %d is not VD_ON_FULL_BLOCK or _DROP",
+                        opts->snapshot_on_full);
+  }
+  o.on_full = opts->snapshot_on_full == VD_ON_FULL_DROP ? SNAPSHOT_FULL_DROP : SNAPSHOT_FULL_BLOCK;
+  if (opts->snapshot_interval_ms) o.interval_ms = opts->snapshot_interval_ms;
+  o.node = r->node;
+  snapshot_idgen_init(&r->gen);
+  char msg[SNAPSHOT_ERRLEN];
+  int rc = snapshot_log_open(dir, &o, &r->log, msg, sizeof msg);
+  if (rc < 0) {
+    free(r);
+    if (rc == SNAPSHOT_EBUSY)
+      return engine_error(err, VD_EBUSY, 0, 0, NULL,
+                          "cannot record snapshots in %s: %s (one writer per folder: give "
+                          "another folder, or wait for the other process)",
+                          dir, msg);
+    return engine_error(err, VD_ESNAPSHOT, 0, 0, NULL, "cannot record snapshots in %s: %s", dir,
+                        msg);
+  }
+  *out = r;
+  return 0;
+}
+
+void recorder_close(recorder *r) {
+  if (!r) return;
+  snapshot_log_close(r->log, NULL);
+  free(r);
+}
+
+void recorder_counters(recorder *r, vd_engine_counters *out) {
+  snapshot_log_status st;
+  snapshot_log_status_get(r->log, &st);
+  out->snapshots_on = 1;
+  out->snapshots_appended = st.appended;
+  out->snapshots_written = st.written;
+  out->snapshots_dropped = st.dropped;
+  out->snapshots_failed = st.rejected + atomic_load_explicit(&r->failed, memory_order_relaxed);
+  out->snapshot_write_errors = st.write_errors;
+  out->snapshot_fsyncs = st.fsyncs;
+  out->snapshot_queue_depth = st.queue_depth;
+  out->snapshot_recovered_cut_records = st.cut_records;
+  out->snapshot_recovered_cut_bytes = st.cut_bytes;
+  snprintf(out->snapshot_last_error, sizeof out->snapshot_last_error, "%s", st.last_error);
+}
+
+/* ---- writing the payload ----
+ * Straight into a json_buf in the decision's arena, sized up front for the
+ * usual case; literals go in with their lengths known at compile time and
+ * numbers without printf, since this runs once per decision. */
+
+#define PUT(b, lit) json_buf_put(b, "" lit, sizeof(lit) - 1) /* literals only */
+
+/* Room for n more bytes (and the NUL json_buf keeps after its text). */
+static int room(json_buf *b, size_t n) {
+  if (b->len + n + 1 <= b->cap) return 0;
+  if (b->oom) return -1;
+  size_t ncap = b->cap ? b->cap : 1024;
+  while (ncap < b->len + n + 1) ncap *= 2;
+  char *p = arena_realloc(b->arena, b->data, b->cap, ncap);
+  if (!p) {
+    b->oom = 1;
+    return -1;
+  }
+  b->data = p;
+  b->cap = ncap;
+  return 0;
+}
+
+static void put_str(json_buf *b, const char *s) {
+  if (s)
+    json_write_string(b, s, strlen(s));
+  else
+    PUT(b, "null");
+}
+
+static void put_u64(json_buf *b, uint64_t v) {
+  if (room(b, 20)) return;
+  char t[20];
+  size_t i = sizeof t;
+  do {
+    t[--i] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  memcpy(b->data + b->len, t + i, sizeof t - i);
+  b->len += sizeof t - i;
+  b->data[b->len] = '\0';
+}
+
+static void put_i64(json_buf *b, int64_t v) {
+  if (v < 0) {
+    json_buf_putc(b, '-');
+    put_u64(b, (uint64_t)0 - (uint64_t)v);
+  } else {
+    put_u64(b, (uint64_t)v);
+  }
+}
+
+static void put_bool(json_buf *b, bool v) {
+  if (v)
+    PUT(b, "true");
+  else
+    PUT(b, "false");
+}
+
+/* As render.c writes it, so the snapshot and the answer agree to the digit. */
+static void put_confidence(json_buf *b, double c) {
+  if (c == 1.0)
+    PUT(b, "1.0");
+  else if (c == 0.0)
+    PUT(b, "0.0");
+  else
+    json_write_double(b, c);
+}
+
+/* JSON text the parser accepted, without the whitespace between tokens.
+ * Strings are copied whole (found by their closing quote: one not preceded
+ * by an odd number of backslashes); outside them only the structure and
+ * the scalars remain, which are short. */
+static void put_minified(json_buf *b, const char *s, size_t n) {
+  if (room(b, n)) return;
+  char *o = b->data + b->len;
+  size_t i = 0;
+  while (i < n) {
+    char c = s[i];
+    if (c == '"') {
+      size_t j = i + 1;
+      for (;;) {
+        const char *q = memchr(s + j, '"', n - j);
+        if (!q) { /* never: the text parsed */
+          j = n;
+          break;
+        }
+        size_t k = (size_t)(q - s), bs = 0;
+        while (k - bs > i + 1 && s[k - bs - 1] == '\\') bs++;
+        j = k + 1;
+        if (!(bs & 1)) break;
+      }
+      memcpy(o, s + i, j - i);
+      o += j - i;
+      i = j;
+    } else {
+      if (c != ' ' && c != '\n' && c != '\r' && c != '\t') *o++ = c;
+      i++;
+    }
+  }
+  b->len = (size_t)(o - b->data);
+  b->data[b->len] = '\0';
+}
+
+/* The request built in C, as the JSON request it stands for. */
+static void put_c_request(json_buf *b, const vd_request *r) {
+  PUT(b, "{\"action\":");
+  put_str(b, r->action);
+  if (r->ncandidates) {
+    PUT(b, ",\"candidates\":[");
+    for (size_t i = 0; i < r->ncandidates; i++) {
+      if (i) json_buf_putc(b, ',');
+      put_str(b, r->candidates[i]);
+    }
+    json_buf_putc(b, ']');
+  }
+  if (r->context_json) {
+    PUT(b, ",\"context\":");
+    size_t n = r->context_len < 0 ? strlen(r->context_json) : (size_t)r->context_len;
+    put_minified(b, r->context_json, n);
+  }
+  if (r->key) {
+    PUT(b, ",\"key\":");
+    put_str(b, r->key);
+  }
+  json_buf_putc(b, '}');
+}
+
+/* "2026-11-29T10:00:00.123456789Z": always nine fraction digits. */
+static void put_time(json_buf *b, int64_t ns) {
+  int64_t sec = ns / 1000000000, frac = ns % 1000000000;
+  if (frac < 0) {
+    frac += 1000000000;
+    sec--;
+  }
+  char t[64];
+  size_t n = timefmt_format_rfc3339(sec, 0, t);
+  if (n < 2 || n > 40 || t[n - 1] != 'Z') {
+    PUT(b, "null");
+    return;
+  }
+  t[n - 1] = '.';
+  for (int i = 8; i >= 0; i--, frac /= 10) t[n + (size_t)i] = (char)('0' + frac % 10);
+  t[n + 9] = 'Z';
+  json_buf_putc(b, '"');
+  json_buf_put(b, t, n + 10);
+  json_buf_putc(b, '"');
+}
+
+static void put_result(json_buf *b, uint8_t r) {
+  switch (r) {
+    case RR_TRUE:
+      PUT(b, ",\"result\":\"true\"");
+      break;
+    case RR_FALSE:
+      PUT(b, ",\"result\":\"false\"");
+      break;
+    case RR_ERROR:
+      PUT(b, ",\"result\":\"error\"");
+      break;
+    default:
+      PUT(b, ",\"result\":\"skipped-not-candidate\"");
+  }
+}
+
+static void put_trace(json_buf *b, const vd_decision *d) {
+  PUT(b, "{\"rules\":[");
+  for (uint32_t i = 0; i < d->ntrace; i++) {
+    const trace_rule *t = &d->trace[i];
+    if (i) json_buf_putc(b, ',');
+    PUT(b, "{\"rule\":");
+    put_str(b, t->name);
+    put_result(b, t->result);
+    if (t->error) {
+      PUT(b, ",\"error\":");
+      put_str(b, t->error);
+    }
+    json_buf_putc(b, '}');
+  }
+  PUT(b, "],\"matched\":");
+  put_str(b, d->source && strcmp(d->source, "rule") == 0 ? d->rule : NULL);
+  PUT(b, ",\"rules_total\":");
+  put_u64(b, d->rules_total);
+  PUT(b, ",\"rules_considered\":");
+  put_u64(b, d->rules_indexed);
+  PUT(b, ",\"no_candidate\":");
+  put_str(b, d->no_candidate);
+  PUT(b, ",\"cost\":");
+  put_u64(b, d->cost);
+  json_buf_putc(b, '}');
+}
+
+/* "lets": name -> value for the lets that evaluated; "let_errors": name ->
+ * message for those that failed. NaN and the infinities, which a let can
+ * compute, are written as the bare tokens (readers parse leniently). */
+static void put_lets(json_buf *b, const vd_decision *d) {
+  PUT(b, ",\"lets\":{");
+  int first = 1, errors = 0;
+  for (uint32_t i = 0; i < d->nlets; i++) {
+    const value *v = d->let_values ? &d->let_values[i] : NULL;
+    if (v && v->kind == V_ERROR) {
+      errors++;
+      continue;
+    }
+    if (!first) json_buf_putc(b, ',');
+    first = 0;
+    put_str(b, d->lets[i]);
+    json_buf_putc(b, ':');
+    if (!v || json_write(b, v, 1) != 0) PUT(b, "null");
+  }
+  PUT(b, "},\"let_errors\":{");
+  first = 1;
+  for (uint32_t i = 0; i < d->nlets && errors; i++) {
+    const value *v = &d->let_values[i];
+    if (v->kind != V_ERROR) continue;
+    if (!first) json_buf_putc(b, ',');
+    first = 0;
+    put_str(b, d->lets[i]);
+    json_buf_putc(b, ':');
+    json_write_string(b, v->s, v->n);
+  }
+  json_buf_putc(b, '}');
+}
+
+int record_payload(vd_decision *d, const record_input *in, const char *id, const char *node,
+                   const char **out, size_t *len) {
+  const decide_request *req = in->req;
+  json_buf b;
+  json_buf_init(&b, &d->mem);
+  /* Enough for the usual snapshot in one allocation. */
+  room(&b, 1024 + in->json_len + (size_t)d->ntrace * 48 + (size_t)d->nlets * 64);
+  PUT(&b, "{\"format\":1,\"id\":"); /* format 1: docs/snapshots.md */
+  put_str(&b, id);
+  PUT(&b, ",\"time\":");
+  put_time(&b, d->clock_ns);
+  PUT(&b, ",\"time_ns\":");
+  put_i64(&b, d->clock_ns);
+  PUT(&b, ",\"node\":");
+  put_str(&b, node);
+  PUT(&b, ",\"engine_version\":");
+  put_str(&b, vd_version());
+  PUT(&b, ",\"point\":");
+  json_write_string(&b, req->action.s, req->action.n);
+  PUT(&b, ",\"request\":");
+  if (in->json)
+    put_minified(&b, in->json, in->json_len);
+  else if (in->creq)
+    put_c_request(&b, in->creq);
+  else
+    PUT(&b, "null");
+  PUT(&b, ",\"candidates\":");
+  if (json_write(&b, &req->candidates, 0) != 0) PUT(&b, "[]");
+  PUT(&b, ",\"key\":");
+  json_write_string(&b, req->key.s, req->key.n);
+  PUT(&b, ",\"strategy\":");
+  put_str(&b, d->strategy);
+  /* versions are 64 hex digits: nothing to escape */
+  PUT(&b, ",\"policy_version\":\"");
+  json_buf_put(&b, d->policy_version, strlen(d->policy_version));
+  PUT(&b, "\",\"bundle_version\":\"");
+  json_buf_put(&b, d->bundle_version, strlen(d->bundle_version));
+  PUT(&b, "\",\"model_version\":null,\"features\":null,\"trace\":");
+  put_trace(&b, d);
+  put_lets(&b, d);
+  PUT(&b, ",\"model_score\":null,\"model_confidence\":null,\"action\":");
+  put_str(&b, d->action);
+  PUT(&b, ",\"allowed\":");
+  put_bool(&b, d->allowed);
+  PUT(&b, ",\"review\":");
+  put_bool(&b, d->review);
+  PUT(&b, ",\"confidence\":");
+  put_confidence(&b, d->confidence);
+  PUT(&b, ",\"source\":");
+  put_str(&b, d->source);
+  PUT(&b, ",\"reason\":{\"rule\":");
+  put_str(&b, d->rule);
+  PUT(&b, ",\"message\":");
+  put_str(&b, d->reason);
+  PUT(&b, "},\"latency_ns\":{\"parse\":");
+  put_u64(&b, d->ns_parse);
+  PUT(&b, ",\"decide\":");
+  put_u64(&b, d->ns_decide);
+  PUT(&b, ",\"render\":");
+  put_u64(&b, d->ns_render);
+  PUT(&b, ",\"total\":");
+  put_u64(&b, d->latency_ns);
+  PUT(&b, "},\"limits\":{\"cost\":");
+  put_u64(&b, in->lim->cost_limit);
+  PUT(&b, ",\"regex_match\":");
+  put_u64(&b, in->lim->regex_match_limit);
+  PUT(&b, ",\"memory\":");
+  put_u64(&b, in->lim->memory_limit);
+  PUT(&b, ",\"max_request_bytes\":");
+  put_u64(&b, in->lim->max_request_bytes);
+  PUT(&b, "},\"inputs\":{\"clock_ns\":");
+  put_i64(&b, d->clock_ns);
+  PUT(&b, ",\"counters\":{},\"random\":{}}}");
+  if (b.oom) return VD_ENOMEM;
+  *out = b.data;
+  *len = b.len;
+  return 0;
+}
+
+static uint8_t source_code(const char *s) {
+  int c = s ? snapshot_source_parse(s, strlen(s)) : -1;
+  return (uint8_t)(c < 0 ? SNAPSHOT_SRC_ERROR : c);
+}
+
+void record_build(recorder *r, vd_decision *d, record_input *in) {
+  snapshot_id_new_at(&r->gen, (uint64_t)(d->clock_ns / 1000000), in->id);
+  snapshot_id_format(in->id, d->snapshot_id_buf);
+  d->snapshot_id = d->snapshot_id_buf;
+
+  /* The render stage, timed on this decision's own answer (kept: rendering
+   * it again for the caller would only cost the same again). */
+  uint64_t t0 = engine_now_ns();
+  const char *ans;
+  size_t alen;
+  if (decision_render(d, 0, &ans, &alen) == 0) {
+    d->answer = ans;
+    d->answer_len = alen;
+  }
+  d->ns_render = engine_now_ns() - t0;
+  if (record_payload(d, in, d->snapshot_id, r->node, &in->payload, &in->payload_len) != 0)
+    in->payload = NULL;
+}
+
+void record_commit(recorder *r, vd_decision *d, record_input *in) {
+  if (!in->payload) goto failed;
+  snapshot_rec rec;
+  memset(&rec, 0, sizeof rec);
+  memcpy(rec.id, in->id, sizeof rec.id);
+  rec.time_ns = d->clock_ns;
+  rec.allowed = d->allowed;
+  rec.review = d->review;
+  rec.source = source_code(d->source);
+  rec.confidence = (float)d->confidence;
+  rec.point = in->req->action.s;
+  rec.point_len = in->req->action.n;
+  rec.action = d->action ? d->action : "";
+  rec.action_len = strlen(rec.action);
+  rec.policy_version = d->policy_version;
+  rec.policy_version_len = strlen(d->policy_version);
+  rec.payload = in->payload;
+  rec.payload_len = in->payload_len;
+  uint64_t ticket;
+  int rc = snapshot_log_append(r->log, &rec, &ticket);
+  if (rc == SNAPSHOT_EFULL || rc == SNAPSHOT_ETOOBIG || rc == SNAPSHOT_EINVAL) goto not_recorded;
+  if (rc != 0) goto failed;
+  if (r->always && snapshot_log_wait_durable(r->log, ticket) != 0) goto failed;
+  return;
+failed:
+  atomic_fetch_add_explicit(&r->failed, 1, memory_order_relaxed);
+not_recorded: /* the log counted it (dropped, or rejected) */
+  d->snapshot_id = NULL;
+  d->answer = NULL;
+}

@@ -1,0 +1,59 @@
+/* against.h — replaying recorded requests against another decision service.
+ *
+ * Any service that answers `POST /v1/decide` with a decision in JSON (the
+ * shape verdict itself answers: "action", "allowed", "source",
+ * "reason": {"rule"}, "confidence") can be scored on exactly the traffic a
+ * snapshot log holds: against_run walks the log (through replay_run, so the
+ * filters and the recorded side are the same as for any replay), sends each
+ * recorded request to the service and hands the scorer a replay_item whose
+ * `replayed` side is the service's answer and whose latency is the round
+ * trip. A remote decision counts as the same when its action and allowed
+ * agree with the recorded ones (another system's rule names and confidences
+ * are its own business; they are still tallied).
+ *
+ * The client speaks HTTP/1.1 over a plain TCP socket: one keep-alive
+ * connection, Content-Length bodies out, Content-Length or chunked bodies
+ * in, a deadline per request. No TLS: put a local proxy in front of an https
+ * service. */
+#ifndef VD_REPLAY_AGAINST_H
+#define VD_REPLAY_AGAINST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "replay/replay.h"
+
+typedef struct against_client against_client;
+
+/* url: http://host[:port][/path] — host a name, an IPv4 address or a
+ * bracketed IPv6 address; the path defaults to /v1/decide. timeout_ms <= 0:
+ * 5000. Only checks and resolves the URL; the first request connects.
+ * 0, or -1 with a message. */
+int against_open(const char *url, int timeout_ms, against_client **out, char *err, size_t errlen);
+
+/* Sends body as one decision request and reads the answer into *side (its
+ * strings stay valid until the next call) and the round trip into *rtt_us.
+ * Returns 0; AGAINST_EREFUSED when the service answered, but not with a
+ * decision (a status other than 200, or a body that is not a decision: err
+ * has the status and the service's message); AGAINST_ETRANSPORT when no
+ * answer came (cannot connect, timeout, connection closed, malformed HTTP),
+ * after one retry on a fresh connection when a kept-alive one had gone
+ * stale. */
+#define AGAINST_EREFUSED (-1)
+#define AGAINST_ETRANSPORT (-2)
+int against_decide(against_client *c, const char *body, size_t len, replay_side *side,
+                   double *rtt_us, char *err, size_t errlen);
+
+/* Connections opened so far (1 for a whole run when keep-alive holds). */
+uint64_t against_connections(const against_client *c);
+void against_close(against_client *c);
+
+/* The walk: replay_run over opts, each snapshot's recorded request sent to
+ * url, items to cb. Stops with -1 (message in err) when the service cannot
+ * be reached for AGAINST_MAX_FAILS requests in a row; a request the service
+ * refuses is an item with error set, and the walk goes on. */
+#define AGAINST_MAX_FAILS 3
+int against_run(const replay_opts *opts, const char *url, int timeout_ms, replay_cb cb, void *user,
+                replay_stats *stats, char *err, size_t errlen);
+
+#endif
