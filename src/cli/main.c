@@ -22,8 +22,8 @@ static const command commands[] = {
     {"test", "run a policy bundle's inline tests", cmd_test, cmd_test_help},
     {"snapshots", "list, show, export and trim recorded decision snapshots", cmd_snapshots,
      cmd_snapshots_help},
-    {"replay", "decide recorded snapshots again: determinism check, score a candidate",
-     cmd_replay, cmd_replay_help},
+    {"replay", "decide recorded snapshots again: determinism check, score a candidate", cmd_replay,
+     cmd_replay_help},
     {"gen", "generate realistic labelled requests for the example strategies", cmd_gen,
      cmd_gen_help},
 };
@@ -40,7 +40,8 @@ static void usage(FILE *out) {
           vd_version());
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-  fprintf(out, "\ndocs: docs/expressions.md (the condition language), docs/cli.md\n");
+  fprintf(out, "\ndocs: docs/cli.md (every command), docs/policy.md (the policy language),\n"
+               "      docs/expressions.md (conditions), docs/snapshots.md, docs/replay.md\n");
 }
 
 char *cli_read_file(const char *path, size_t *len) {

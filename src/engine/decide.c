@@ -14,7 +14,9 @@
  * Variables, in the order a name is resolved: the strategy's `let`s
  * (computed on first use, at most once per decision, cached here), its
  * constants, `context` and `request`, then the context's own fields. A rule
- * that reads `model` takes the on_error path until models exist.
+ * that reads `model` takes the on_error path until models exist. Whatever a
+ * name resolves to is kept for the rest of the decision: the evaluator's
+ * reads by the name's binding (names.h), other reads by content.
  *
  * All memory comes from the decision's arena; strings the decision keeps are
  * copied there, because the bundle may be freed by a reload once the caller
@@ -31,16 +33,20 @@ enum { LET_TODO = 0, LET_BUSY, LET_DONE };
 
 /* Names resolved during this decision. What a name resolves to cannot
  * change within a decision (lets are computed once; the request and the
- * constants are fixed), and a rule set reads `path`, `ua` or `client` in
- * rule after rule: after the first read, each costs a probe here instead of
- * the let/constant table and a scan of the context's fields. Open
+ * constants are fixed), so each is resolved once and kept: the evaluator's
+ * own reads by binding (below), the others (the rule index's paths, names
+ * of programs the strategy does not list) here, by content. Open
  * addressing on a cheap hash of the name; when the table is full, names are
- * simply resolved again. */
-#define NAME_CACHE 64
+ * simply resolved again. Small, because it is cleared on every decision
+ * and only those other reads use it. */
+#define NAME_CACHE 16
 
 /* The values of the strategy's bindings (names.h) this decision has read:
  * the fast road for the evaluator's own lookups, by the name's pointer. */
 #define MAX_BINDS 64
+
+/* Lets kept in the decision's context itself (more are allocated). */
+#define LOCAL_LETS 16
 enum { BIND_TODO = 0, BIND_BOUND, BIND_UNBOUND };
 
 typedef struct dctx {
@@ -54,14 +60,16 @@ typedef struct dctx {
   uint8_t *let_state;
   value request; /* the `request` variable, built on first read */
   int have_request;
-  const name_refs *refs;              /* s's lookup names by pointer, or NULL */
-  uint8_t bind_state[MAX_BINDS];      /* BIND_* */
+  const name_refs *refs;         /* s's lookup names by pointer, or NULL */
+  uint8_t bind_state[MAX_BINDS]; /* BIND_* */
+  uint8_t local_let_state[LOCAL_LETS];
   int uncacheable;                    /* set while resolving a name whose answer must not be kept */
   const char *cache_name[NAME_CACHE]; /* NULL: empty */
   uint32_t cache_len[NAME_CACHE];
   int8_t cache_bound[NAME_CACHE];
   value cache_val[NAME_CACHE];
   value bind_val[MAX_BINDS]; /* read where bind_state says so */
+  value local_let_vals[LOCAL_LETS];
 } dctx;
 
 static const char SRC_RULE[] = "rule", SRC_DEFAULT[] = "default", SRC_ERROR[] = "error";
@@ -109,8 +117,13 @@ static value request_value(dctx *x) {
 static value let_value(dctx *x, uint32_t i) {
   const strategy *s = x->s;
   if (!x->let_state) {
-    x->let_vals = arena_alloc(x->ectx.arena, s->nlets * sizeof *x->let_vals);
-    x->let_state = arena_zalloc(x->ectx.arena, s->nlets);
+    if (s->nlets <= LOCAL_LETS) { /* the usual strategy: no allocation */
+      x->let_vals = x->local_let_vals;
+      x->let_state = x->local_let_state;
+    } else {
+      x->let_vals = arena_alloc(x->ectx.arena, s->nlets * sizeof *x->let_vals);
+      x->let_state = arena_zalloc(x->ectx.arena, s->nlets);
+    }
     if (!x->let_vals || !x->let_state) {
       x->let_state = NULL;
       return VALUE_ERR("memory limit exceeded during evaluation");

@@ -7,9 +7,14 @@
  * scans would only reach after comparing against every let and constant
  * name. The table is built once per bundle by the engine, beside the bundle
  * it describes and swapped with it; a table-less decision (NULL) falls back to
- * the scans, with the same result (`verdict test` uses that). On the example
- * request_gate (5 lets, 16 constants) it saves 2-3% of a decision; the gain
- * grows with the number of constants a strategy declares. */
+ * the scans, with the same result (`verdict test` uses that).
+ *
+ * Beside it, the strategy's lookup names by pointer (names.h): every name
+ * its programs will pass to the engine's lookup, each tied to a binding
+ * number and to what the table says it is. A decision keeps one value per
+ * binding, so after the first read a variable costs a pointer probe, no
+ * hashing or comparing of names (on the example request_gate, variable
+ * reads went from ~20% of a decision to ~8%). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -122,13 +122,15 @@ void recorder_counters(recorder *r, vd_engine_counters *out) {
 
 /* ---- writing the payload ----
  * Straight into a json_buf in the decision's arena, sized up front for the
- * usual case; literals go in with their lengths known at compile time and
- * numbers without printf, since this runs once per decision. */
+ * usual case. This runs once per decision, so the small writes are inline:
+ * literals with their lengths known at compile time, strings that need no
+ * escaping (rule, let and action names, nearly always) copied as they are
+ * after an 8-bytes-at-a-time check, numbers two digits at a time. The text
+ * is NUL-terminated once, at the end (json_buf's own writers, used for what
+ * needs escaping, keep it terminated too). */
 
-#define PUT(b, lit) json_buf_put(b, "" lit, sizeof(lit) - 1) /* literals only */
-
-/* Room for n more bytes (and the NUL json_buf keeps after its text). */
-static int room(json_buf *b, size_t n) {
+/* Room for n more bytes (and a NUL after them). */
+static inline int room(json_buf *b, size_t n) {
   if (b->len + n + 1 <= b->cap) return 0;
   if (b->oom) return -1;
   size_t ncap = b->cap ? b->cap : 1024;
@@ -143,29 +145,94 @@ static int room(json_buf *b, size_t n) {
   return 0;
 }
 
+static inline void put_raw(json_buf *b, const char *s, size_t n) {
+  if (room(b, n)) return;
+  memcpy(b->data + b->len, s, n);
+  b->len += n;
+}
+
+#define PUT(b, lit) put_raw(b, "" lit, sizeof(lit) - 1) /* literals only */
+
+static inline void put_char(json_buf *b, char c) {
+  if (room(b, 1)) return;
+  b->data[b->len++] = c;
+}
+
+/* The high bit of each byte of w that is a control byte, '"', '\\' or
+ * non-ASCII (a borrow may mark a byte after a real one, never a word
+ * without one). */
+static inline uint64_t special_bytes(uint64_t w) {
+  const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+  uint64_t q = w ^ (ones * '"'), bs = w ^ (ones * '\\');
+  return ((w - ones * 0x20) | w | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & highs;
+}
+
+/* Whether s[0..n) can go between quotes as it is: no control byte, '"',
+ * '\\' or non-ASCII byte (which json_write_string checks as UTF-8). Eight
+ * bytes at a time, the last word overlapping the one before. */
+static int plain(const char *s, size_t n) {
+  uint64_t w;
+  if (n < 8) {
+    w = 0x6161616161616161ull; /* 'a' * 8: harmless padding */
+    memcpy(&w, s, n);
+    return !special_bytes(w);
+  }
+  for (size_t i = 0; i + 8 < n; i += 8) {
+    memcpy(&w, s + i, 8);
+    if (special_bytes(w)) return 0;
+  }
+  memcpy(&w, s + n - 8, 8);
+  return !special_bytes(w);
+}
+
+static void put_strn(json_buf *b, const char *s, size_t n) {
+  if (!plain(s, n)) {
+    json_write_string(b, s, n);
+    return;
+  }
+  if (room(b, n + 2)) return;
+  char *o = b->data + b->len;
+  o[0] = '"';
+  memcpy(o + 1, s, n);
+  o[n + 1] = '"';
+  b->len += n + 2;
+}
+
 static void put_str(json_buf *b, const char *s) {
   if (s)
-    json_write_string(b, s, strlen(s));
+    put_strn(b, s, strlen(s));
   else
     PUT(b, "null");
 }
+
+static const char digit_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
 
 static void put_u64(json_buf *b, uint64_t v) {
   if (room(b, 20)) return;
   char t[20];
   size_t i = sizeof t;
-  do {
-    t[--i] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v);
+  while (v >= 100) {
+    unsigned k = (unsigned)(v % 100) * 2;
+    v /= 100;
+    t[--i] = digit_pairs[k + 1];
+    t[--i] = digit_pairs[k];
+  }
+  if (v >= 10) {
+    t[--i] = digit_pairs[v * 2 + 1];
+    t[--i] = digit_pairs[v * 2];
+  } else {
+    t[--i] = (char)('0' + v);
+  }
   memcpy(b->data + b->len, t + i, sizeof t - i);
   b->len += sizeof t - i;
-  b->data[b->len] = '\0';
 }
 
 static void put_i64(json_buf *b, int64_t v) {
   if (v < 0) {
-    json_buf_putc(b, '-');
+    put_char(b, '-');
     put_u64(b, (uint64_t)0 - (uint64_t)v);
   } else {
     put_u64(b, (uint64_t)v);
@@ -177,6 +244,26 @@ static void put_bool(json_buf *b, bool v) {
     PUT(b, "true");
   else
     PUT(b, "false");
+}
+
+/* A value the way json_write writes it, with the common kinds inline. */
+static void put_value(json_buf *b, const value *v, int lenient) {
+  switch (v->kind) {
+    case V_STRING:
+      put_strn(b, v->s, v->n);
+      return;
+    case V_BOOL:
+      put_bool(b, v->b);
+      return;
+    case V_NULL:
+      PUT(b, "null");
+      return;
+    case V_INT:
+      put_i64(b, v->i);
+      return;
+    default:
+      if (json_write(b, v, lenient) != 0) PUT(b, "null");
+  }
 }
 
 /* As render.c writes it, so the snapshot and the answer agree to the digit. */
@@ -231,10 +318,10 @@ static void put_c_request(json_buf *b, const vd_request *r) {
   if (r->ncandidates) {
     PUT(b, ",\"candidates\":[");
     for (size_t i = 0; i < r->ncandidates; i++) {
-      if (i) json_buf_putc(b, ',');
+      if (i) put_char(b, ',');
       put_str(b, r->candidates[i]);
     }
-    json_buf_putc(b, ']');
+    put_char(b, ']');
   }
   if (r->context_json) {
     PUT(b, ",\"context\":");
@@ -245,7 +332,7 @@ static void put_c_request(json_buf *b, const vd_request *r) {
     PUT(b, ",\"key\":");
     put_str(b, r->key);
   }
-  json_buf_putc(b, '}');
+  put_char(b, '}');
 }
 
 /* "2026-11-29T10:00:00.123456789Z": always nine fraction digits. */
@@ -264,9 +351,9 @@ static void put_time(json_buf *b, int64_t ns) {
   t[n - 1] = '.';
   for (int i = 8; i >= 0; i--, frac /= 10) t[n + (size_t)i] = (char)('0' + frac % 10);
   t[n + 9] = 'Z';
-  json_buf_putc(b, '"');
-  json_buf_put(b, t, n + 10);
-  json_buf_putc(b, '"');
+  put_char(b, '"');
+  put_raw(b, t, n + 10);
+  put_char(b, '"');
 }
 
 static void put_result(json_buf *b, uint8_t r) {
@@ -289,7 +376,7 @@ static void put_trace(json_buf *b, const vd_decision *d) {
   PUT(b, "{\"rules\":[");
   for (uint32_t i = 0; i < d->ntrace; i++) {
     const trace_rule *t = &d->trace[i];
-    if (i) json_buf_putc(b, ',');
+    if (i) put_char(b, ',');
     PUT(b, "{\"rule\":");
     put_str(b, t->name);
     put_result(b, t->result);
@@ -297,7 +384,7 @@ static void put_trace(json_buf *b, const vd_decision *d) {
       PUT(b, ",\"error\":");
       put_str(b, t->error);
     }
-    json_buf_putc(b, '}');
+    put_char(b, '}');
   }
   PUT(b, "],\"matched\":");
   put_str(b, d->source && strcmp(d->source, "rule") == 0 ? d->rule : NULL);
@@ -309,7 +396,7 @@ static void put_trace(json_buf *b, const vd_decision *d) {
   put_str(b, d->no_candidate);
   PUT(b, ",\"cost\":");
   put_u64(b, d->cost);
-  json_buf_putc(b, '}');
+  put_char(b, '}');
 }
 
 /* "lets": name -> value for the lets that evaluated; "let_errors": name ->
@@ -324,24 +411,27 @@ static void put_lets(json_buf *b, const vd_decision *d) {
       errors++;
       continue;
     }
-    if (!first) json_buf_putc(b, ',');
+    if (!first) put_char(b, ',');
     first = 0;
     put_str(b, d->lets[i]);
-    json_buf_putc(b, ':');
-    if (!v || json_write(b, v, 1) != 0) PUT(b, "null");
+    put_char(b, ':');
+    if (v)
+      put_value(b, v, 1);
+    else
+      PUT(b, "null");
   }
   PUT(b, "},\"let_errors\":{");
   first = 1;
   for (uint32_t i = 0; i < d->nlets && errors; i++) {
     const value *v = &d->let_values[i];
     if (v->kind != V_ERROR) continue;
-    if (!first) json_buf_putc(b, ',');
+    if (!first) put_char(b, ',');
     first = 0;
     put_str(b, d->lets[i]);
-    json_buf_putc(b, ':');
-    json_write_string(b, v->s, v->n);
+    put_char(b, ':');
+    put_strn(b, v->s, v->n);
   }
-  json_buf_putc(b, '}');
+  put_char(b, '}');
 }
 
 int record_payload(vd_decision *d, const record_input *in, const char *id, const char *node,
@@ -362,7 +452,7 @@ int record_payload(vd_decision *d, const record_input *in, const char *id, const
   PUT(&b, ",\"engine_version\":");
   put_str(&b, vd_version());
   PUT(&b, ",\"point\":");
-  json_write_string(&b, req->action.s, req->action.n);
+  put_strn(&b, req->action.s, req->action.n);
   PUT(&b, ",\"request\":");
   if (in->json)
     put_minified(&b, in->json, in->json_len);
@@ -371,16 +461,21 @@ int record_payload(vd_decision *d, const record_input *in, const char *id, const
   else
     PUT(&b, "null");
   PUT(&b, ",\"candidates\":");
-  if (json_write(&b, &req->candidates, 0) != 0) PUT(&b, "[]");
+  put_char(&b, '[');
+  for (uint32_t i = 0; i < req->candidates.n; i++) {
+    if (i) put_char(&b, ',');
+    put_value(&b, &req->candidates.items[i], 0);
+  }
+  put_char(&b, ']');
   PUT(&b, ",\"key\":");
-  json_write_string(&b, req->key.s, req->key.n);
+  put_strn(&b, req->key.s, req->key.n);
   PUT(&b, ",\"strategy\":");
   put_str(&b, d->strategy);
   /* versions are 64 hex digits: nothing to escape */
   PUT(&b, ",\"policy_version\":\"");
-  json_buf_put(&b, d->policy_version, strlen(d->policy_version));
+  put_raw(&b, d->policy_version, strlen(d->policy_version));
   PUT(&b, "\",\"bundle_version\":\"");
-  json_buf_put(&b, d->bundle_version, strlen(d->bundle_version));
+  put_raw(&b, d->bundle_version, strlen(d->bundle_version));
   PUT(&b, "\",\"model_version\":null,\"features\":null,\"trace\":");
   put_trace(&b, d);
   put_lets(&b, d);
@@ -417,6 +512,8 @@ int record_payload(vd_decision *d, const record_input *in, const char *id, const
   PUT(&b, "},\"inputs\":{\"clock_ns\":");
   put_i64(&b, d->clock_ns);
   PUT(&b, ",\"counters\":{},\"random\":{}}}");
+  if (room(&b, 0)) return VD_ENOMEM;
+  b.data[b.len] = '\0';
   if (b.oom) return VD_ENOMEM;
   *out = b.data;
   *len = b.len;

@@ -95,19 +95,27 @@ static void raw(json_buf *b, const char *s, size_t n) {
 
 #define RAW(b, lit) raw(b, lit, sizeof(lit) - 1)
 
+/* The high bit of each byte of w that needs escaping or checking (a borrow
+ * may mark a byte after a real one, never a byte in a word without one). */
+static uint64_t escape_marks(uint64_t w) {
+  const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+  uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+  return ((w - ones * 0x20) | w | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
+}
+
 /* Whether s[0..n) needs more than quotes: control bytes, '"', '\\', or
  * non-ASCII (which json_write_string checks as UTF-8). */
 static int needs_escape(const char *s, size_t n) {
-  const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) { /* the high bit of a byte marks one to look at */
-    uint64_t w, q, b;
-    memcpy(&w, s + i, 8);
-    q = w ^ (ones * '"');
-    b = w ^ (ones * '\\');
-    if (((w - ones * 0x20) | w | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs) return 1;
+  uint64_t w;
+  if (n >= 8) { /* words, the last one overlapping the one before */
+    for (size_t i = 0; i + 8 < n; i += 8) {
+      memcpy(&w, s + i, 8);
+      if (escape_marks(w)) return 1;
+    }
+    memcpy(&w, s + n - 8, 8);
+    return escape_marks(w) != 0;
   }
-  for (; i < n; i++) {
+  for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
     if (c < 0x20 || c == '"' || c == '\\' || c >= 0x80) return 1;
   }

@@ -22,8 +22,14 @@
  *   nothing at run time; an error found this way stays a run-time error
  *   (`1/0 || true` is still true);
  * - specializes the hot cases of policy conditions: `x == CONST`,
- *   `x in CONST_LIST` (a byte scan or a prebuilt hash set), and flattens
- *   chains of `&&` / `||` into one n-ary node;
+ *   `x in CONST_LIST` (a byte scan or a prebuilt hash set),
+ *   `x.startsWith/endsWith/contains(CONST)` and `cidr(CONST).containsIP(x)`
+ *   (answered inline, OP_STR_PRED / OP_CONTAINS_IP), and
+ *   `CONST_LIST.exists(p, x.startsWith(p))` and the like (one pass of a
+ *   literal set, OP_EXISTS_LIT); flattens chains of `&&` / `||` into one
+ *   n-ary node. Each specialized node keeps what the general one needs, and
+ *   falls back to it for anything its fast path does not cover, so values,
+ *   error messages and cost stay those of the general path;
  * - turns the macros the parser leaves as calls into native nodes: CEL's
  *   two-variable comprehensions (`all`, `exists`, `existsOne`,
  *   `transformList`, `transformMap`), `cel.bind`, and `cel.block` with
@@ -813,8 +819,7 @@ static void specialize_exists(compiler *c, uint32_t node, uint32_t slot) {
   if (n->nkids != 2) return;
   const pnode *range = &NODES(c)[KIDS(c)[n->kids]];
   const pnode *body = &NODES(c)[KIDS(c)[n->kids + 1]];
-  if (range->op != OP_CONST || range->k.kind != V_LIST || body->op != OP_CALL ||
-      body->nkids != 2)
+  if (range->op != OP_CONST || range->k.kind != V_LIST || body->op != OP_CALL || body->nkids != 2)
     return;
   const pcall *call = &((const pcall *)c->calls.v)[body->aux];
   const pnode *arg = &NODES(c)[KIDS(c)[body->kids + 1]];

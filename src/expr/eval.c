@@ -8,6 +8,11 @@
  * (both sides are evaluated before an error wins); every other operator and
  * function is strict and passes the first error on.
  *
+ * The nodes compile.c specializes (OP_STR_PRED, OP_CONTAINS_IP,
+ * OP_EXISTS_LIT) answer the common case inline and hand everything else to
+ * the general code on the same node, charging the same cost, so a
+ * specialization never changes a value or a message.
+ *
  * Memory: evaluation allocates only from ctx->arena, and only when it builds
  * something new (a concatenation, a list or map literal with variable parts,
  * a macro's result, an error message). Comparisons, field selection, `in`
@@ -194,7 +199,7 @@ NOINLINE static value eval_index(est *s, const value *c, const value *k) {
                         (long long)(k->kind == V_INT ? k->i : (int64_t)k->d), c->n);
   }
   if (c->kind == V_MAP) {
-    const value *r = value_map_find(c, k);
+    const value *r = k->kind == V_STRING ? map_get_str(c, k->s, k->n) : value_map_find(c, k);
     if (r) return *r;
     switch (k->kind) {
       case V_STRING:
@@ -222,7 +227,9 @@ static int list_contains(const value *list, const value *x) {
 
 static value eval_in(est *s, const value *x, const value *c) {
   if (c->kind == V_LIST) return value_bool(list_contains(c, x));
-  if (c->kind == V_MAP) return value_bool(value_map_find(c, x) != NULL);
+  if (c->kind == V_MAP)
+    return value_bool((x->kind == V_STRING ? map_get_str(c, x->s, x->n) : value_map_find(c, x)) !=
+                      NULL);
   return err_overload2(s, "@in", x, c);
 }
 

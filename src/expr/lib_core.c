@@ -16,7 +16,11 @@
  * under a match limit (eval_ctx.regex_match_limit) and a depth limit: a
  * hostile pattern such as `(a+)+$` fails with an error instead of hanging.
  * A constant pattern is compiled (and JIT-compiled) once, by `prepare`; a
- * pattern computed at run time is compiled per call into the arena.
+ * pattern computed at run time is compiled per call into the arena. A
+ * constant pattern that only lists literal strings (`sqlmap|nikto|nmap`,
+ * `(?i)^/(\.env|\.git)|\.php$`: the usual policy regex) is also read into a
+ * literal set (litset.h), which answers for ASCII subjects in one short
+ * pass, without PCRE2's per-call setup; other subjects go to PCRE2.
  *
  * Everything a call allocates comes from ctx->arena, PCRE2's match data
  * included (through a general context whose malloc is the arena). */

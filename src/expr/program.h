@@ -73,7 +73,7 @@ typedef enum opcode {
    * inline; each keeps the call's kids and calls[aux], and anything its fast
    * path does not cover (an argument of another kind, an error) runs the
    * ordinary call on the same node. */
-  OP_STR_PRED,   /* kid0.startsWith/endsWith/contains(k), k a constant string; flags: plit_kind */
+  OP_STR_PRED,    /* kid0.startsWith/endsWith/contains(k), k a constant string; flags: plit_kind */
   OP_CONTAINS_IP, /* k.containsIP(kid1), k a constant cidr() (kid0) */
   OP_COUNT
 } opcode;

@@ -59,6 +59,10 @@ const char *vd_strerror(int code) {
       return "invalid request";
     case VD_EPOLICY:
       return "the policy bundle failed to load";
+    case VD_ESNAPSHOT:
+      return "the snapshot log could not be opened or written";
+    case VD_EBUSY:
+      return "another process is writing this snapshot folder";
     default:
       return "unknown error code";
   }

@@ -39,23 +39,23 @@ PLAIN='{"action":"gate","context":{"path":"/","headers":{"user-agent":"curl"},"b
 
 # ---- decide ----
 echo "$SCAN" >"$T/scan.json"
-expect_rc 0 "decide a file" -- "$V" decide --no-store --policy $B/gate "$T/scan.json"
+expect_rc 0 "decide a file" -- "$V" decide --no-store --no-snapshots --policy $B/gate "$T/scan.json"
 has "$T/out" '{"action":"block","allowed":false,"review":false,"confidence":1.0,"source":"rule","reason":{"rule":"scanners","message":"known vulnerability scanner"},"strategy":"gate","policy_version":"' "decide output"
 has "$T/out" '"model_version":null,"latency_us":' "decide output"
 hasnt "$T/out" '"trace"' "no trace unless asked"
 lines "$T/out" 1 "one decision"
 
-echo "$PLAIN" | expect_rc 0 "decide stdin" -- "$V" decide --no-store -p $B/gate
+echo "$PLAIN" | expect_rc 0 "decide stdin" -- "$V" decide --no-store --no-snapshots -p $B/gate
 has "$T/out" '"source":"default"' "decide from stdin"
-echo "$PLAIN" | expect_rc 0 "decide -" -- "$V" decide --no-store -p $B/gate -
+echo "$PLAIN" | expect_rc 0 "decide -" -- "$V" decide --no-store --no-snapshots -p $B/gate -
 has "$T/out" '"action":"allow"' "decide from -"
 
-expect_rc 0 "decide --trace" -- "$V" decide --no-store --policy=$B/gate --trace "$T/scan.json"
+expect_rc 0 "decide --trace" -- "$V" decide --no-store --no-snapshots --policy=$B/gate --trace "$T/scan.json"
 has "$T/out" '"trace":{"rules":[' "trace"
 has "$T/out" '"matched":"scanners"' "trace names the match"
 has "$T/out" '"ns":{"parse":' "trace times the stages"
 
-expect_rc 0 "decide --pretty" -- "$V" decide --no-store -p $B/gate --pretty "$T/scan.json"
+expect_rc 0 "decide --pretty" -- "$V" decide --no-store --no-snapshots -p $B/gate --pretty "$T/scan.json"
 has "$T/out" '  "action": "block",' "pretty output"
 has "$T/out" '    "rule": "scanners",' "pretty nesting"
 
@@ -68,7 +68,7 @@ has "$T/out" '    "rule": "scanners",' "pretty nesting"
   echo '{"action":"gate",'
   echo '{"action":"nowhere"}'
 } >"$T/reqs.jsonl"
-expect_rc 1 "decide --jsonl with bad lines" -- "$V" decide --no-store -p $B/gate --jsonl "$T/reqs.jsonl"
+expect_rc 1 "decide --jsonl with bad lines" -- "$V" decide --no-store --no-snapshots -p $B/gate --jsonl "$T/reqs.jsonl"
 lines "$T/out" 5 "one output line per request line (blank skipped)"
 has "$T/out" '{"error":{"code":"request","message":"$.context must be an object' "error object"
 has "$T/out" '"path":"$.context","line":3}}' "error object path and line"
@@ -76,21 +76,21 @@ has "$T/out" '{"error":{"code":"json",' "json error object"
 has "$T/out" '{"error":{"code":"not_found",' "not found error object"
 if [ "$(sed -n 1p "$T/out" | grep -c '"rule":"scanners"')" = 1 ] && [ "$(sed -n 3p "$T/out" | grep -c '"source":"default"')" = 1 ]; then ok; else bad "jsonl order"; fi
 grep -v '^{"error"' "$T/reqs.jsonl" >/dev/null
-printf '%s\n%s\n' "$SCAN" "$PLAIN" | expect_rc 0 "decide --jsonl all good" -- "$V" decide --no-store -p $B/gate --jsonl --trace
+printf '%s\n%s\n' "$SCAN" "$PLAIN" | expect_rc 0 "decide --jsonl all good" -- "$V" decide --no-store --no-snapshots -p $B/gate --jsonl --trace
 lines "$T/out" 2 "two decisions"
 has "$T/out" '"trace"' "jsonl with trace"
 
 # refused single requests: exit 1, the JSON path on stderr
 echo '{"action":"gate","candidates":["allow",1]}' >"$T/badreq.json"
-expect_rc 1 "decide a bad request" -- "$V" decide --no-store -p $B/gate "$T/badreq.json"
+expect_rc 1 "decide a bad request" -- "$V" decide --no-store --no-snapshots -p $B/gate "$T/badreq.json"
 has "$T/err" '$.candidates[1] must be a string' "bad request message"
-echo '{"action":"nc_error","candidates":["approve"]}' | expect_rc 1 "no candidate" -- "$V" decide --no-store -p $B/modes
+echo '{"action":"nc_error","candidates":["approve"]}' | expect_rc 1 "no candidate" -- "$V" decide --no-store --no-snapshots -p $B/modes
 has "$T/err" "on_no_candidate is 'error'" "no candidate message"
 
 # a bundle that does not load
-expect_rc 1 "decide on a broken bundle" -- "$V" decide --no-store -p $B/broken "$T/scan.json"
+expect_rc 1 "decide on a broken bundle" -- "$V" decide --no-store --no-snapshots -p $B/broken "$T/scan.json"
 has "$T/err" 'broken.yaml:4:' "broken bundle names the place"
-expect_rc 1 "decide on a missing file" -- "$V" decide --no-store -p $B/gate "$T/nope.json"
+expect_rc 1 "decide on a missing file" -- "$V" decide --no-store --no-snapshots -p $B/gate "$T/nope.json"
 
 # usage errors
 expect_rc 2 "decide without --policy" -- "$V" decide "$T/scan.json"
@@ -103,7 +103,7 @@ expect_rc 0 "decide --help" -- "$V" decide --help
 has "$T/out" 'usage: verdict decide --policy DIR' "decide help"
 
 # the version store: --store DIR keeps the versions loaded
-expect_rc 0 "decide --store" -- "$V" decide -p $B/gate --store "$T/store" "$T/scan.json"
+expect_rc 0 "decide --store" -- "$V" decide --no-snapshots -p $B/gate --store "$T/store" "$T/scan.json"
 if [ -n "$(ls "$T/store" 2>/dev/null)" ]; then ok; else bad "--store wrote nothing"; fi
 if [ ! -e $B/gate/.verdict ]; then ok; else bad "the tests wrote a store into the bundle"; fi
 

@@ -169,7 +169,9 @@ static void test_contains_ip_of_a_constant_cidr(void) {
   /* the argument is computed at run time (a constant one would fold) */
   const char *ips[] = {"ip(a)",     "ip(b)", "a",        "z",       "ip(six)",
                        "cidr(net)", "n",     "ip(six2)", "ip(bad)", "unbound"};
-  const char *nets[] = {"10.0.0.0/8", "2001:db8:bad::/48", "203.0.113.128/25", "0.0.0.0/0"};
+  const char *nets[] = {"10.0.0.0/8",     "2001:db8:bad::/48", "203.0.113.128/25", "0.0.0.0/0",
+                        "10.1.2.3/32",    "::1/128",           "128.0.0.0/1",      "::/0",
+                        "2001:db8::/127", "10.1.2.0/31"};
   for (size_t n = 0; n < sizeof nets / sizeof nets[0]; n++)
     for (size_t i = 0; i < sizeof ips / sizeof ips[0]; i++) {
       char fast[160], slow[160];

@@ -40,7 +40,7 @@ EOF
 }
 
 # ---- recorded traffic: every strategy, snapshots where `verdict decide` keeps them ----
-cp -r examples/policies "$T/bundle"
+mkdir "$T/bundle" && cp examples/policies/*.yaml "$T/bundle/"
 N=1500
 "$V" gen --count $N --seed 3 --labels "$T/labels.jsonl" >"$T/traffic.jsonl" || bad "verdict gen"
 "$V" decide --policy "$T/bundle" --jsonl "$T/traffic.jsonl" >"$T/decisions.jsonl" 2>"$T/err" ||
@@ -91,7 +91,7 @@ python3 -c "import json; d=json.load(open('$T/f.json')); assert len(d['failures'
   ok || bad "missing versions: each failure in the JSON"
 
 # ---- a candidate bundle ----
-cp -r examples/policies "$T/cand"
+mkdir "$T/cand" && cp examples/policies/*.yaml "$T/cand/"
 sed -i 's/^  challenge_rpm: 300 /  challenge_rpm: 120 /; s/^  max_failed_logins: 5 /  max_failed_logins: 2 /' \
   "$T/cand/request_gate.yaml"
 grep -q "challenge_rpm: 120" "$T/cand/request_gate.yaml" && ok || bad "editing the candidate"

@@ -378,7 +378,8 @@ static void test_determinism_every_example(void) {
   for (size_t i = 0; i < b.n; i++) once &= b.v[i].hits == 1;
   CHECK(once);
   /* the variety is real: rule, default and error decisions all replayed */
-  fprintf(stderr, "sources: rule %zu default %zu error %zu\n", st.sources[0], st.sources[2], st.sources[3]);
+  fprintf(stderr, "sources: rule %zu default %zu error %zu\n", st.sources[0], st.sources[2],
+          st.sources[3]);
   CHECK(st.sources[SNAPSHOT_SRC_RULE] > 100 && st.sources[SNAPSHOT_SRC_DEFAULT] > 10 &&
         st.sources[SNAPSHOT_SRC_ERROR] > 10);
   CHECK(st.cpu_zero < b.n / 10);
