@@ -290,7 +290,34 @@ typedef struct builder {
   int bad;    /* a value problem was reported: finish, then fail */
   size_t expanded;
   size_t last_end; /* where the previous event ended (empty scalars have no mark) */
+  size_t col_pos;  /* column cache: nodes come in source order, so the column of */
+  int col_col;     /* the next one is found from the last one's in linear time  */
+  int col_valid;   /* (one-line JSON documents from the version store) */
 } builder;
+
+/* yaml_column_of(b->src, pos), remembering the last answer: when pos lies
+ * after the cached place on the same line, only the bytes between are read. */
+static int column_at(builder *b, size_t pos) {
+  if (b->col_valid && pos >= b->col_pos) {
+    int col = b->col_col;
+    size_t i = b->col_pos;
+    for (; i < pos; i++) {
+      char c = b->src[i];
+      if (c == '\n' || c == '\r') break;
+      if (((unsigned char)c & 0xC0) != 0x80) col++;
+    }
+    if (i == pos) {
+      b->col_pos = pos;
+      b->col_col = col;
+      return col;
+    }
+  }
+  int col = yaml_column_of(b->src, pos);
+  b->col_pos = pos;
+  b->col_col = col;
+  b->col_valid = 1;
+  return col;
+}
 
 static void berr(builder *b, size_t pos, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -328,7 +355,7 @@ static ynode *new_node(builder *b, ykind kind, const struct fy_mark *m) {
   y->kind = (uint8_t)kind;
   y->pos = m && m->input_pos <= b->len ? m->input_pos : 0;
   y->line = m ? m->line + 1 : line_of(b->src, y->pos);
-  y->col = yaml_column_of(b->src, y->pos);
+  y->col = column_at(b, y->pos);
   return y;
 }
 
