@@ -5,6 +5,7 @@
  *   analyze.c  walks over expression ASTs: free names, `&&` parts, renderings
  *   strategy.c one YAML document -> one compiled strategy (keys, types, exprs)
  *   lint.c     warnings for `verdict check` (shadowed rules, unknown functions)
+ *   schema.c   the `input:` schema; undefined names and type errors
  *   index.c    the rule index (hash dispatch and prefix tries)
  *   version.c  canonical JSON, SHA-256 versions, the content-addressed store
  *   bundle.c   folders of files -> a bundle; lookups; freeing */
@@ -90,6 +91,13 @@ uint32_t ast_path(const ast *e, const ast **comps, uint32_t max);
 bool ast_is_true(const ast *e);
 bool ast_is_scalar_lit(const ast *e);
 
+/* ---- schema.c ---- */
+/* A type of the `input:` schema (or one inferred for an expression). */
+typedef struct stype stype;
+/* Reads the `input:` mapping n into a. Returns NULL after adding errors
+ * (unknown type names with a hint, malformed fields) to d. */
+const stype *schema_parse(arena *a, const char *file, const ynode *n, policy_diags *d);
+
 /* ---- strategy.c ---- */
 /* What the compiler learned about a rule beyond the public policy_rule, kept
  * in the per-file scratch arena for the index and the lints. */
@@ -114,6 +122,7 @@ typedef struct strategy_build {
   uint32_t index_min_rules;      /* see policy_load_opts */
   const char *const *const_names;
   uint32_t nconsts;
+  const stype *input; /* the `input:` schema; NULL when not declared */
 } strategy_build;
 
 /* Where a strategy's name and decision points are written, for the checks
@@ -132,6 +141,9 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
 
 /* ---- lint.c ---- */
 void strategy_lint(const strategy_build *b, policy_diags *d);
+/* With an `input:` schema: errors for undefined names, undeclared fields and
+ * type mistakes in every `if` and `let` (schema.c). Nothing without one. */
+void schema_check(const strategy_build *b, policy_diags *d);
 
 /* ---- index.c ---- */
 /* Builds s->index from the rules' conditions. Returns 0, or -1 when mem is

@@ -13,7 +13,8 @@
  * - a test whose context has a field that a constant or let hides;
  * - a test expecting an action the strategy never answers.
  *
- * Warnings never change what a strategy does. */
+ * Warnings never change what a strategy does. With an `input:` schema,
+ * schema.c adds errors (undefined names, type mistakes) from here too. */
 #include <stdio.h>
 #include <string.h>
 
@@ -213,6 +214,7 @@ void strategy_lint(const strategy_build *b, policy_diags *d) {
   arena scratch;
   arena_init(&scratch, NULL, 0, 0);
   lint_shadowed(b, d, &scratch);
+  schema_check(b, d);
 
   char buf[160];
   for (uint32_t r = 0; r < s->nrules; r++) {

@@ -1011,7 +1011,8 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
   }
   static const char *const keys[] = {
       "strategy", "description", "decision_points", "actions",         "constants", "let",
-      "rules",    "default",     "on_error",        "on_no_candidate", "fallback",  "tests"};
+      "rules",    "default",     "on_error",        "on_no_candidate", "fallback",  "tests",
+      "input"};
   check_keys(&c, root, "", keys, sizeof keys / sizeof keys[0]);
 
   const ynode *x;
@@ -1035,6 +1036,9 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
     }
   }
   if ((x = get(root, "actions"))) parse_actions(&c, x);
+
+  const stype *input = NULL;
+  if ((x = get(root, "input"))) input = schema_parse(scratch, file, x, d);
 
   const char **const_names = NULL;
   uint32_t nconsts = 0;
@@ -1124,6 +1128,7 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
     b.let_model = lm;
     b.const_names = const_names;
     b.nconsts = nconsts;
+    b.input = input;
     b.index_min_rules = index_min_rules;
     if (rule_index_build(mem, scratch, &b, d) == 0) strategy_lint(&b, d);
   }

@@ -412,7 +412,7 @@ static void test_filters(void) {
   snapshot_filter_init(&f);
   f.point = "payment";
   read_all(dir, &f, &b);
-  CHECK(b.n == N / 3 && b.bad == 0);
+  CHECK(b.n == (size_t)(N / 3) && b.bad == 0);
   int ok = 1;
   for (size_t i = 0; i < b.n; i++) ok &= b.nums[i] % 3 == 1;
   CHECK(ok);
@@ -422,7 +422,7 @@ static void test_filters(void) {
   f.action = "deny";
   f.source = SNAPSHOT_SRC_MODEL; /* n % 4 == 1 for both */
   read_all(dir, &f, &b);
-  CHECK(b.n == N / 4);
+  CHECK(b.n == (size_t)(N / 4));
   readback_free(&b);
 
   snapshot_filter_init(&f);
@@ -435,7 +435,7 @@ static void test_filters(void) {
   snapshot_filter_init(&f);
   f.policy_version = "aaaa"; /* prefix of odd records' version */
   read_all(dir, &f, &b);
-  CHECK(b.n == N / 2);
+  CHECK(b.n == (size_t)(N / 2));
   ok = 1;
   for (size_t i = 0; i < b.n; i++) ok &= b.nums[i] % 2 == 1;
   CHECK(ok);
