@@ -22,6 +22,10 @@ extern const char cmd_gen_help[];
 int cmd_replay(int argc, char **argv);
 extern const char cmd_replay_help[];
 
+/* Prints "verdict CMD: msg arg" and a pointer to CMD's --help on stderr;
+ * returns 2, the exit status of a usage error. arg may be NULL. */
+int cli_usage_error(const char *cmd, const char *msg, const char *arg);
+
 /* Reads a whole file (or "-" for stdin) into a malloc'd NUL-terminated
  * buffer. Returns NULL and prints "verdict: PATH: reason" on failure. */
 char *cli_read_file(const char *path, size_t *len);

@@ -38,9 +38,7 @@ const char cmd_check_help[] =
     "The policy language: docs/policy.md\n";
 
 static int usage_error(const char *msg, const char *arg) {
-  fprintf(stderr, "verdict check: %s%s%s\n", msg, arg ? " " : "", arg ? arg : "");
-  fprintf(stderr, "try 'verdict check --help'\n");
-  return 2;
+  return cli_usage_error("check", msg, arg);
 }
 
 static const char *plural(size_t n, const char *one, const char *many) {

@@ -68,9 +68,7 @@ const char cmd_decide_help[] =
     "The policy language: docs/policy.md; the decision fields: docs/engine.md\n";
 
 static int usage_error(const char *msg, const char *arg) {
-  fprintf(stderr, "verdict decide: %s%s%s\n", msg, arg ? " " : "", arg ? arg : "");
-  fprintf(stderr, "try 'verdict decide --help'\n");
-  return 2;
+  return cli_usage_error("decide", msg, arg);
 }
 
 /* Re-indents compact JSON (as the engine writes it) with two spaces. */

@@ -34,9 +34,7 @@ const char cmd_eval_help[] =
     "The language: docs/expressions.md\n";
 
 static int usage_error(const char *msg, const char *arg) {
-  fprintf(stderr, "verdict eval: %s%s%s\n", msg, arg ? " " : "", arg ? arg : "");
-  fprintf(stderr, "try 'verdict eval --help'\n");
-  return 2;
+  return cli_usage_error("eval", msg, arg);
 }
 
 int cmd_eval(int argc, char **argv) {

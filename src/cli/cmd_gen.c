@@ -1042,9 +1042,7 @@ static void gen_agent(gen *g) {
 /* ---- the command ---- */
 
 static int usage_error(const char *msg, const char *arg) {
-  fprintf(stderr, "verdict gen: %s%s%s\n", msg, arg ? " " : "", arg ? arg : "");
-  fprintf(stderr, "try 'verdict gen --help'\n");
-  return 2;
+  return cli_usage_error("gen", msg, arg);
 }
 
 static int parse_u64(const char *s, uint64_t *out) {

@@ -85,9 +85,7 @@ const char cmd_replay_help[] =
     "  verdict replay -s snaps --against http://127.0.0.1:8080 --labels labels.jsonl --json\n";
 
 static int usage_error(const char *msg, const char *arg) {
-  fprintf(stderr, "verdict replay: %s%s%s\n", msg, arg ? " " : "", arg ? arg : "");
-  fprintf(stderr, "try 'verdict replay --help'\n");
-  return 2;
+  return cli_usage_error("replay", msg, arg);
 }
 
 static int64_t real_ns(void) {

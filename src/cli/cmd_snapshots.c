@@ -61,9 +61,7 @@ const char cmd_snapshots_help[] =
     "  verdict snapshots gc --keep-days 30 --sample 0.05 --dry-run\n";
 
 static int usage_error(const char *msg, const char *arg) {
-  fprintf(stderr, "verdict snapshots: %s%s%s\n", msg, arg ? " " : "", arg ? arg : "");
-  fprintf(stderr, "try 'verdict snapshots --help'\n");
-  return 2;
+  return cli_usage_error("snapshots", msg, arg);
 }
 
 static int64_t now_ns(void) {

@@ -37,9 +37,7 @@ const char cmd_test_help[] =
     "The tests: docs/policy.md (`tests`)\n";
 
 static int usage_error(const char *msg, const char *arg) {
-  fprintf(stderr, "verdict test: %s%s%s\n", msg, arg ? " " : "", arg ? arg : "");
-  fprintf(stderr, "try 'verdict test --help'\n");
-  return 2;
+  return cli_usage_error("test", msg, arg);
 }
 
 static const char *result_word(uint8_t r) {

@@ -44,6 +44,12 @@ static void usage(FILE *out) {
                "      docs/expressions.md (conditions), docs/snapshots.md, docs/replay.md\n");
 }
 
+int cli_usage_error(const char *cmd, const char *msg, const char *arg) {
+  fprintf(stderr, "verdict %s: %s%s%s\n", cmd, msg, arg ? " " : "", arg ? arg : "");
+  fprintf(stderr, "try 'verdict %s --help'\n", cmd);
+  return 2;
+}
+
 char *cli_read_file(const char *path, size_t *len) {
   FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
   if (!f) {

@@ -217,6 +217,11 @@ typedef struct checker {
   uint32_t nscope;
 } checker;
 
+/* "a " or "an " before tname(t). */
+static const char *art(const stype *t) {
+  return t->kind == T_INT || t->kind == T_UINT ? "an " : "a ";
+}
+
 static const char *tname(const stype *t) {
   switch (t->kind) {
     case T_NULL:
@@ -253,18 +258,46 @@ static const char *tname(const stype *t) {
 
 static void err(checker *c, const ast *at, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void err(checker *c, const ast *at, const char *fmt, ...) {
+/* Where the text of e starts: the leftmost offset in its subtree (a binary
+ * operator's node sits at the operator). */
+static uint32_t start_of(const ast *e) {
+  uint32_t p = e->pos;
+  if (e->target) {
+    uint32_t q = start_of(e->target);
+    if (q < p) p = q;
+  }
+  for (uint32_t i = 0; i < e->nargs; i++) {
+    uint32_t q = start_of(e->args[i]);
+    if (q < p) p = q;
+  }
+  return p;
+}
+
+static void err_pos(checker *c, uint32_t at, const char *fmt, va_list ap) {
   const strategy_build *b = c->b;
   int line = c->node->line, col = c->node->col;
   size_t pos = c->node->pos;
-  yaml_scalar_place(c->node, b->src, b->src_len, at->pos, &line, &col, &pos);
+  yaml_scalar_place(c->node, b->src, b->src_len, at, &line, &col, &pos);
   char msg[768];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
   diag_excerpt(msg, sizeof msg, b->src, b->src_len, pos);
   diag_add(c->d, DIAG_ERROR, b->file, line, col, c->key, "%s", msg);
+}
+
+static void err_start(checker *c, const ast *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void err_start(checker *c, const ast *at, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  err_pos(c, start_of(at), fmt, ap);
+  va_end(ap);
+}
+
+static void err(checker *c, const ast *at, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  err_pos(c, at->pos, fmt, ap);
+  va_end(ap);
 }
 
 static int is(const ast *e, const char *s) {
@@ -305,10 +338,11 @@ static const char *suggest_field(checker *c, const stype *obj, const char *name,
 static const stype *no_field(checker *c, const ast *at, const stype *obj, const char *name,
                              size_t len) {
   const char *hint = suggest_field(c, obj, name, len);
+  const char *of = obj->name ? obj->name : "input:";
   if (hint)
-    err(c, at, "no field '%.*s' is declared here (did you mean '%s'?)", (int)len, name, hint);
+    err(c, at, "undeclared field '%.*s' of '%s' (did you mean '%s'?)", (int)len, name, of, hint);
   else
-    err(c, at, "no field '%.*s' is declared here", (int)len, name);
+    err(c, at, "undeclared field '%.*s' of '%s'", (int)len, name, of);
   return &T_DYN_;
 }
 
@@ -353,6 +387,7 @@ static const stype *lit_type(checker *c, const value *v) {
 }
 
 static const stype *infer(checker *c, const ast *e);
+
 static const stype *let_type(checker *c, uint32_t i);
 
 static int is_type_name(const ast *e) {
@@ -407,7 +442,8 @@ static const stype *select_field(checker *c, const ast *at, const stype *t, cons
     return f ? f : no_field(c, at, t, name, len);
   }
   if (t->kind == T_DYN || t->kind == T_MAP) return &T_DYN_;
-  err(c, at, "%s '%.*s' of a %s value: only maps have fields", how, (int)len, name, tname(t));
+  err(c, at, "%s '%.*s' of %s%s value: only maps have fields", how, (int)len, name, art(t),
+      tname(t));
   return &T_DYN_;
 }
 
@@ -460,7 +496,7 @@ static const stype *arith(checker *c, const ast *e, const stype *x, const stype 
 
 static const stype *want_sized(checker *c, const ast *at, const stype *t) {
   if (scalar(t))
-    err(c, at, "size() of a %s: only strings, bytes, lists and maps have a size", tname(t));
+    err(c, at, "size() of %s%s: only strings, bytes, lists and maps have a size", art(t), tname(t));
   return &T_INT_;
 }
 
@@ -501,7 +537,7 @@ static const stype *call(checker *c, const ast *e) {
     const stype *r = string_method(e);
     if (r) {
       if (recv->kind != T_STRING && recv->kind != T_DYN)
-        err(c, e, "'%.*s' is a string method, called on a %s", (int)e->name_len, e->name,
+        err(c, e, "'%.*s' is a string method, called on %s%s", (int)e->name_len, e->name, art(recv),
             tname(recv));
       return r;
     }
@@ -520,15 +556,18 @@ static const stype *call(checker *c, const ast *e) {
     if (!comparable(a[0], a[1])) {
       char op[3] = {0};
       memcpy(op, e->name + 1, e->name_len - 2 < 2 ? e->name_len - 2 : 2);
-      err(c, e, "comparing a %s with a %s (%s %s %s is never true or fails)", tname(a[0]),
-          tname(a[1]), tname(a[0]), op, tname(a[1]));
+      int eq = is(e, "_==_") || is(e, "_!=_");
+      err(c, e, "comparing %s%s with %s%s: %s %s %s %s", art(a[0]), tname(a[0]), art(a[1]),
+          tname(a[1]), tname(a[0]), op, tname(a[1]),
+          eq ? (is(e, "_==_") ? "is always false" : "is always true")
+             : "fails when evaluated (no such overload)");
     }
     return &T_BOOL_;
   }
   if (e->nargs == 2 && op_text(e)) return arith(c, e, a[0], a[1]);
   if (e->nargs == 1 && is(e, "-_")) {
     if (a[0]->kind != T_DYN && !numeric(a[0]) && a[0]->kind != T_DURATION)
-      err(c, e, "negating a %s", tname(a[0]));
+      err(c, e, "negating %s%s", art(a[0]), tname(a[0]));
     return a[0];
   }
   if (e->nargs == 3 && is(e, "_?_:_")) {
@@ -540,9 +579,9 @@ static const stype *call(checker *c, const ast *e) {
   if (e->nargs == 2 && is(e, "@in")) {
     const stype *r = a[1];
     if (r->kind != T_LIST && r->kind != T_MAP && r->kind != T_OBJECT && r->kind != T_DYN)
-      err(c, e->args[1], "'in' needs a list or a map on its right, got %s", tname(r));
+      err_start(c, e->args[1], "'in' needs a list or a map on its right, got %s", tname(r));
     else if (r->kind == T_LIST && !comparable(a[0], r->elem))
-      err(c, e, "looking for a %s in a list of %s", tname(a[0]), tname(r->elem));
+      err(c, e, "looking for %s%s in a list of %s", art(a[0]), tname(a[0]), tname(r->elem));
     return &T_BOOL_;
   }
   if (e->nargs == 2 && is(e, "_[_]")) {
@@ -550,13 +589,13 @@ static const stype *call(checker *c, const ast *e) {
     if (t->kind == T_LIST) {
       if (a[1]->kind != T_DYN && a[1]->kind != T_INT && a[1]->kind != T_UINT &&
           a[1]->kind != T_NUMBER)
-        err(c, e->args[1], "a list index is an int, got %s", tname(a[1]));
+        err_start(c, e->args[1], "a list index is an int, got %s", tname(a[1]));
       return t->elem;
     }
     if (t->kind == T_OBJECT && e->args[1]->kind == A_LIT && e->args[1]->lit.kind == V_STRING)
       return select_field(c, e->args[1], t, e->args[1]->lit.s, e->args[1]->lit.n, "field");
     if (scalar(t) || t->kind == T_STRING || t->kind == T_NULL) {
-      err(c, e, "indexing a %s value: only lists and maps can be indexed", tname(t));
+      err(c, e, "indexing %s%s value: only lists and maps can be indexed", art(t), tname(t));
       return &T_DYN_;
     }
     return &T_DYN_;
@@ -605,8 +644,8 @@ static const stype *comprehension(checker *c, const ast *e) {
   else if (r->kind == T_MAP || r->kind == T_OBJECT)
     var = &T_STRING_;
   else if (r->kind != T_DYN)
-    err(c, e->target, "'%s' iterates over a list or a map, not a %s", macro_name(e->macro),
-        tname(r));
+    err_start(c, e->target, "'%s' iterates over a list or a map, not %s%s", macro_name(e->macro),
+              art(r), tname(r));
   if (c->nscope >= MAX_SCOPE) return &T_DYN_;
   c->scope[c->nscope++] = (scope_var){e->name, e->name_len, var};
   const stype *body = e->nargs > 0 ? infer(c, e->args[0]) : &T_DYN_;
@@ -686,7 +725,7 @@ void schema_check(const strategy_build *b, policy_diags *d) {
   arena_init(&a, NULL, 0, 0);
   checker *c = arena_zalloc(&a, sizeof *c);
   stype *req = arena_zalloc(&a, sizeof *req);
-  stype *rf = arena_zalloc(&a, 4 * sizeof *rf);
+  stype *rf = arena_zalloc(&a, 5 * sizeof *rf);
   c->let_types = arena_zalloc(&a, (b->nlets + 1) * sizeof *c->let_types);
   c->let_state = arena_zalloc(&a, b->nlets + 1);
   if (!c || !req || !rf || !c->let_types || !c->let_state) {
@@ -701,9 +740,12 @@ void schema_check(const strategy_build *b, policy_diags *d) {
   rf[2].name = "key";
   rf[3] = *b->input;
   rf[3].name = "context";
+  rf[4] = T_TIME_;
+  rf[4].name = "time";
   req->kind = T_OBJECT;
+  req->name = "request";
   req->fields = rf;
-  req->nfields = 4;
+  req->nfields = 5;
   c->b = b;
   c->d = d;
   c->a = &a;
@@ -719,7 +761,7 @@ void schema_check(const strategy_build *b, policy_diags *d) {
     c->key = key;
     const stype *t = infer(c, cond);
     if (t->kind != T_BOOL && t->kind != T_DYN)
-      err(c, cond, "the condition is a %s, not a bool", tname(t));
+      err_start(c, cond, "the condition is %s%s, not a bool", art(t), tname(t));
   }
   arena_free(&a);
 }
