@@ -670,7 +670,8 @@ static void h_matrix(FILE *out, const char *title, const score_row *rows, size_t
   const char *labels[MATRIX_MAX], *acts[MATRIX_MAX];
   size_t nl = distinct(rows, n, 0, labels, MATRIX_MAX, NULL);
   size_t na = distinct(rows, n, 1, acts, MATRIX_MAX, NULL);
-  fputs("<table><tr><th>", out);
+  /* Many actions make a wide matrix: it scrolls inside its own box, not the page. */
+  fputs("<div style=\"overflow-x:auto\"><table><tr><th>", out);
   h_esc(out, title);
   fputs(": label &#8595; / decided &#8594;</th>", out);
   for (size_t j = 0; j < na; j++) {
@@ -694,7 +695,7 @@ static void h_matrix(FILE *out, const char *title, const score_row *rows, size_t
     }
     fputs("</tr>\n", out);
   }
-  fputs("</table>\n", out);
+  fputs("</table></div>\n", out);
 }
 
 #define HIST_BINS 32
