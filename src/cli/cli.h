@@ -21,6 +21,8 @@ int cmd_gen(int argc, char **argv);
 extern const char cmd_gen_help[];
 int cmd_replay(int argc, char **argv);
 extern const char cmd_replay_help[];
+int cmd_serve(int argc, char **argv);
+extern const char cmd_serve_help[];
 
 /* Prints "verdict CMD: msg arg" and a pointer to CMD's --help on stderr;
  * returns 2, the exit status of a usage error. arg may be NULL. */

@@ -1,0 +1,38 @@
+/* log.c — the server's structured log: one JSON object a line on stderr, one
+ * line per event (start, ready, reload, stop, errors), written with a single
+ * write() so that lines from different threads never interleave. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/internal.h"
+
+void server_log(const char *level, const char *event, const char *message, const char *fields) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  gmtime_r(&ts.tv_sec, &tm);
+  char t[48];
+  size_t tn = strftime(t, sizeof t, "%Y-%m-%dT%H:%M:%S", &tm);
+  tn += (size_t)snprintf(t + tn, sizeof t - tn, ".%03ldZ", ts.tv_nsec / 1000000);
+  json_buf b;
+  json_buf_init(&b, NULL);
+  json_buf_put(&b, "{\"ts\":\"", 7);
+  json_buf_put(&b, t, tn);
+  json_buf_put(&b, "\",\"level\":", 10);
+  json_write_string(&b, level, strlen(level));
+  json_buf_put(&b, ",\"event\":", 9);
+  json_write_string(&b, event, strlen(event));
+  if (message) {
+    json_buf_put(&b, ",\"message\":", 11);
+    json_write_string(&b, message, strlen(message));
+  }
+  if (fields) json_buf_put(&b, fields, strlen(fields));
+  json_buf_put(&b, "}\n", 2);
+  if (!b.oom) {
+    ssize_t w = write(STDERR_FILENO, b.data, b.len);
+    (void)w;
+  }
+  json_buf_free(&b);
+}

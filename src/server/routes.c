@@ -1,0 +1,159 @@
+/* routes.c — the endpoints of `verdict serve`: which path and method does
+ * what, and how an engine result or error becomes an HTTP answer. Every
+ * refusal carries {"error":{"code","message","path"}}. */
+#include <stdio.h>
+#include <string.h>
+
+#include "server/internal.h"
+#include "snapshot/snapshot.h"
+
+static int path_is(const http_request *r, const char *p) {
+  size_t n = strlen(p);
+  return r->path_len == n && memcmp(r->path, p, n) == 0;
+}
+
+static void method_not_allowed(conn *c, const http_request *r, const char *allowed) {
+  char msg[160];
+  snprintf(msg, sizeof msg, "%s %.*s is not served; use %s", llhttp_method_name(r->method),
+           (int)(r->path_len > 64 ? 64 : r->path_len), r->path, allowed);
+  conn_respond_error(c, 405, "method_not_allowed", msg, NULL);
+}
+
+static const char *error_code(int code) {
+  switch (code) {
+    case VD_EJSON:
+      return "json";
+    case VD_EREQUEST:
+      return "request";
+    case VD_ELIMIT:
+      return "limit";
+    case VD_ENOMEM:
+      return "memory";
+    case VD_ENOTFOUND:
+      return "not_found";
+    case VD_ENOCANDIDATE:
+      return "no_candidate";
+    default:
+      return "error";
+  }
+}
+
+static int error_status(int code) {
+  switch (code) {
+    case VD_EJSON:
+    case VD_EREQUEST:
+    case VD_ELIMIT:
+    case VD_EINVAL:
+      return 400;
+    case VD_ENOTFOUND:
+      return 404;
+    case VD_ENOCANDIDATE:
+      return 422;
+    case VD_ENOMEM:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+static void decide(conn *c, const http_request *r) {
+  worker *w = conn_worker(c);
+  vd_decision *d = conn_decision(c);
+  vd_error err;
+  if (vd_decide_json(w->srv->engine, r->body, (long)r->body_len, d, &err) != 0) {
+    metrics_count_refused(&w->m);
+    conn_respond_error(c, error_status(err.code), error_code(err.code), err.message, err.path);
+    return;
+  }
+  const char *s;
+  size_t n;
+  if (vd_decision_render(d, 0, &s, &n) != 0) {
+    conn_respond_error(c, 503, "memory", "out of memory writing the decision", NULL);
+    return;
+  }
+  const char *action = vd_decision_action(d);
+  const char *strategy = vd_decision_strategy(d);
+  metrics_count_decision(&w->m, strategy ? strategy : "", action ? action : "",
+                         vd_decision_source(d));
+  conn_respond(c, 200, "application/json", NULL, s, n);
+}
+
+static void snapshot(conn *c, const char *id_text, size_t len) {
+  server *srv = conn_worker(c)->srv;
+  uint8_t id[16];
+  char idz[64];
+  snprintf(idz, sizeof idz, "%.*s", (int)(len > 40 ? 40 : len), id_text);
+  if (snapshot_id_parse(id_text, len, id) < 0) {
+    conn_respond_error(c, 400, "bad_id", "not a snapshot id: want 8-4-4-4-12 hex digits", NULL);
+    return;
+  }
+  if (!srv->snapshots_dir) {
+    conn_respond_error(c, 404, "snapshots_off",
+                       "this server records no snapshots (started with --no-snapshots)", NULL);
+    return;
+  }
+  /* A reader per lookup: it sees segments the writer made since. The lookup
+   * reads the disk on this loop; snapshots are a debugging path, not the
+   * hot one. */
+  snapshot_reader *rd;
+  char err[SNAPSHOT_ERRLEN];
+  if (snapshot_reader_open(srv->snapshots_dir, NULL, &rd, err, sizeof err) < 0) {
+    conn_respond_error(c, 500, "snapshot_log", err, NULL);
+    return;
+  }
+  snapshot_rec rec;
+  int k = snapshot_reader_find(rd, id, &rec);
+  if (k < 0) {
+    conn_respond_error(c, 500, "snapshot_log", snapshot_reader_error(rd), NULL);
+  } else if (k == 0) {
+    char msg[160];
+    snprintf(msg, sizeof msg,
+             "no snapshot %s (unknown, removed by retention, or not written to disk yet)", idz);
+    conn_respond_error(c, 404, "snapshot_not_found", msg, NULL);
+  } else {
+    conn_respond(c, 200, "application/json", NULL, rec.payload, rec.payload_len);
+  }
+  snapshot_reader_close(rd);
+}
+
+static void metrics_page(conn *c) {
+  json_buf b;
+  json_buf_init(&b, NULL);
+  metrics_render(conn_worker(c)->srv, &b);
+  if (b.oom)
+    conn_respond_error(c, 503, "memory", "out of memory writing the metrics", NULL);
+  else
+    conn_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, b.data, b.len);
+  json_buf_free(&b);
+}
+
+void route_request(conn *c, const http_request *r) {
+  static const char prefix[] = "/v1/snapshots/";
+  int get = r->method == HTTP_GET, post = r->method == HTTP_POST;
+  if (path_is(r, "/v1/decide")) {
+    if (!post) return method_not_allowed(c, r, "POST");
+    return decide(c, r);
+  }
+  if (path_is(r, "/healthz")) {
+    if (!get) return method_not_allowed(c, r, "GET");
+    return conn_respond(c, 200, "application/json", NULL, "{\"status\":\"ok\"}\n", 16);
+  }
+  if (path_is(r, "/readyz")) {
+    if (!get) return method_not_allowed(c, r, "GET");
+    if (atomic_load(&conn_worker(c)->srv->ready))
+      return conn_respond(c, 200, "application/json", NULL, "{\"status\":\"ready\"}\n", 19);
+    return conn_respond_error(c, 503, "not_ready", "the warm-up has not finished yet", NULL);
+  }
+  if (path_is(r, "/metrics")) {
+    if (!get) return method_not_allowed(c, r, "GET");
+    return metrics_page(c);
+  }
+  if (r->path_len > sizeof prefix - 1 && memcmp(r->path, prefix, sizeof prefix - 1) == 0) {
+    if (!get) return method_not_allowed(c, r, "GET");
+    return snapshot(c, r->path + sizeof prefix - 1, r->path_len - (sizeof prefix - 1));
+  }
+  char msg[160];
+  snprintf(msg, sizeof msg, "no endpoint %.*s (see docs/server.md)",
+           (int)(r->path_len > 64 ? 64 : r->path_len), r->path);
+  conn_respond_error(c, 404, "no_endpoint", msg, NULL);
+}

@@ -1,0 +1,314 @@
+/* server.c — the life of `verdict serve`: open the engine, bind one
+ * SO_REUSEPORT socket per worker (so the kernel spreads connections over the
+ * loops), start the worker threads, warm up, report ready; then wait for
+ * signals on the main thread's own loop: SIGHUP reloads the bundle, SIGTERM
+ * and SIGINT drain the workers (stop accepting, answer what was asked,
+ * close), close the engine (which flushes the snapshots) and return 0.
+ *
+ * libuv 1.44 (Debian 12) has no UV_TCP_REUSEPORT, so the sockets are made
+ * here and handed to each loop with uv_tcp_open. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "policy/policy.h"
+#include "server/internal.h"
+
+void server_opts_init(server_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->listen = "127.0.0.1:8181";
+  o->threads = 2;
+  o->max_body = 1u << 20;
+  o->max_header = 16u << 10;
+  o->idle_timeout_ms = 30000;
+  o->request_timeout_ms = 10000;
+  o->max_conns = 1024;
+}
+
+/* "HOST:PORT" or "[V6]:PORT" into addr. */
+static int parse_listen(const char *s, struct sockaddr_storage *addr, char *why, size_t whylen) {
+  char host[64];
+  const char *colon;
+  const char *h = s;
+  size_t hn;
+  if (*s == '[') {
+    const char *end = strchr(s, ']');
+    if (!end || end[1] != ':') goto bad;
+    h = s + 1;
+    hn = (size_t)(end - h);
+    colon = end + 1;
+  } else {
+    colon = strrchr(s, ':');
+    if (!colon) goto bad;
+    hn = (size_t)(colon - s);
+  }
+  if (hn == 0 || hn >= sizeof host) goto bad;
+  memcpy(host, h, hn);
+  host[hn] = '\0';
+  char *endp;
+  long port = strtol(colon + 1, &endp, 10);
+  if (!colon[1] || *endp || port < 0 || port > 65535) goto bad;
+  memset(addr, 0, sizeof *addr);
+  if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)addr) == 0) return 0;
+  if (uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)addr) == 0) return 0;
+bad:
+  snprintf(why, whylen, "--listen %s: want HOST:PORT with a numeric address, like 127.0.0.1:8181",
+           s);
+  return -1;
+}
+
+static int bind_socket(struct sockaddr_storage *addr, char *why, size_t whylen) {
+  int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) goto fail;
+  int one = 1;
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+      setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0)
+    goto fail;
+  socklen_t alen =
+      addr->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+  if (bind(fd, (struct sockaddr *)addr, alen) < 0) goto fail;
+  /* Port 0: every later socket takes the port the first one got. */
+  if (getsockname(fd, (struct sockaddr *)addr, &alen) < 0) goto fail;
+  return fd;
+fail:
+  snprintf(why, whylen, "cannot listen: %s", strerror(errno));
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
+static void on_wake(uv_async_t *a) { worker_stop(a->data); }
+
+static void worker_main(void *arg) {
+  worker *w = arg;
+  uv_run(&w->loop, UV_RUN_DEFAULT);
+}
+
+static int worker_init(server *s, worker *w, int index, int fd) {
+  w->srv = s;
+  w->index = index;
+  w->fd = fd;
+  metrics_init(&w->m);
+  worker_settings_init(&w->settings);
+  int rc = uv_loop_init(&w->loop);
+  if (rc < 0) return rc;
+  uv_async_init(&w->loop, &w->wake, on_wake);
+  w->wake.data = w;
+  uv_timer_init(&w->loop, &w->sweep);
+  w->sweep.data = w;
+  uv_timer_start(&w->sweep, worker_sweep, 200, 200);
+  return worker_start_listening(w);
+}
+
+/* The warm-up: every strategy's inline tests (or one empty request to a
+ * strategy with none) through the decision code, on a copy of the bundle so
+ * that nothing is recorded as a snapshot. It brings code, allocator and
+ * regex state in before the first real request. Returns decisions made. */
+static unsigned warm_up(const char *dir) {
+  policy_load_opts lo = {.store_dir = ""};
+  policy_diags diags;
+  memset(&diags, 0, sizeof diags); /* the loader appends to it */
+  policy_bundle *b = NULL;
+  unsigned n = 0;
+  if (policy_bundle_load(dir, &lo, &b, &diags) != 0 || !b) {
+    policy_diags_free(&diags);
+    policy_bundle_free(b);
+    return 0;
+  }
+  policy_diags_free(&diags);
+  vd_decision *d = vd_decision_new();
+  decide_limits lim;
+  decide_limits_init(&lim, NULL);
+  for (uint32_t k = 0; d && k < b->nstrategies; k++) {
+    const strategy *st = &b->strategies[k];
+    const char *point = st->ndecision_points ? st->decision_points[0] : st->name;
+    for (uint32_t j = 0; j < (st->ntests ? st->ntests : 1); j++) {
+      const policy_test *t = st->ntests ? &st->tests[j] : NULL;
+      decide_request req;
+      req.action = value_str(point, (uint32_t)strlen(point));
+      req.candidates = t && t->candidates.kind == V_LIST ? t->candidates : value_list(NULL, 0);
+      req.key = t && t->key.kind == V_STRING ? t->key : value_str("", 0);
+      req.context = t && t->context.kind == V_MAP ? t->context : value_map(NULL, 0);
+      decision_reset(d);
+      vd_error err;
+      engine_error_clear(&err);
+      if (decide_run(b, NULL, &req, &lim, d, &err) == 0) n++;
+    }
+  }
+  vd_decision_free(d);
+  policy_bundle_free(b);
+  return n;
+}
+
+typedef struct main_ctx {
+  server *srv;
+  uv_signal_t term, intr, hup;
+  int stopping;
+} main_ctx;
+
+static void on_stop_signal(uv_signal_t *h, int signum) {
+  main_ctx *m = h->data;
+  if (m->stopping) return;
+  m->stopping = 1;
+  char f[64];
+  snprintf(f, sizeof f, ",\"signal\":\"%s\"", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+  server_log("info", "stopping", "draining connections", f);
+  for (int i = 0; i < m->srv->nworkers; i++) uv_async_send(&m->srv->workers[i].wake);
+  uv_close((uv_handle_t *)&m->term, NULL);
+  uv_close((uv_handle_t *)&m->intr, NULL);
+  uv_close((uv_handle_t *)&m->hup, NULL);
+}
+
+static void on_hup(uv_signal_t *h, int signum) {
+  main_ctx *m = h->data;
+  vd_error err;
+  char before[65], after[65], f[256];
+  vd_engine_policy_version(m->srv->engine, before);
+  uint64_t t0 = uv_hrtime();
+  if (vd_engine_reload(m->srv->engine, &err) != 0) {
+    snprintf(f, sizeof f, ",\"policy_version\":\"%s\"", before);
+    server_log("error", "reload_failed", err.message, f);
+    return;
+  }
+  vd_engine_policy_version(m->srv->engine, after);
+  snprintf(f, sizeof f, ",\"policy_version\":\"%s\",\"previous_version\":\"%s\",\"ms\":%.3f", after,
+           before, (double)(uv_hrtime() - t0) / 1e6);
+  server_log("info", "reload", NULL, f);
+}
+
+static void failed(const char *event, const char *msg) { server_log("error", event, msg, NULL); }
+
+int server_run(const server_opts *o) {
+  uint64_t t0 = uv_hrtime();
+  char why[1200];
+  /* A peer that hangs up mid-answer must cost an EPIPE, not the process. */
+  signal(SIGPIPE, SIG_IGN);
+  struct sockaddr_storage addr;
+  if (parse_listen(o->listen, &addr, why, sizeof why) < 0) {
+    failed("start_failed", why);
+    return 1;
+  }
+  server srv;
+  memset(&srv, 0, sizeof srv);
+  srv.opts = o;
+  srv.snapshots_dir =
+      o->engine.snapshots_dir && *o->engine.snapshots_dir ? o->engine.snapshots_dir : NULL;
+  vd_engine_opts eo = o->engine;
+  eo.max_request_bytes = o->max_body;
+  vd_error err;
+  if (vd_engine_open(o->policy_dir, &eo, &srv.engine, &err) != 0) {
+    failed("start_failed", err.message);
+    return 1;
+  }
+  int nw = o->threads > 0 ? o->threads : 1;
+  srv.workers = calloc((size_t)nw, sizeof *srv.workers);
+  int *fds = calloc((size_t)nw, sizeof *fds);
+  int rc = 1, started = 0;
+  if (!srv.workers || !fds) {
+    failed("start_failed", "out of memory");
+    goto out;
+  }
+  for (int i = 0; i < nw; i++) fds[i] = -1;
+  for (int i = 0; i < nw; i++) {
+    fds[i] = bind_socket(&addr, why, sizeof why);
+    if (fds[i] < 0) {
+      char msg[1300];
+      snprintf(msg, sizeof msg, "%s: %s", o->listen, why);
+      failed("start_failed", msg);
+      goto out;
+    }
+  }
+  char host[64];
+  int port;
+  if (addr.ss_family == AF_INET) {
+    uv_ip4_name((struct sockaddr_in *)&addr, host, sizeof host);
+    port = ntohs(((struct sockaddr_in *)&addr)->sin_port);
+    snprintf(srv.listen_text, sizeof srv.listen_text, "%s:%d", host, port);
+  } else {
+    uv_ip6_name((struct sockaddr_in6 *)&addr, host, sizeof host);
+    port = ntohs(((struct sockaddr_in6 *)&addr)->sin6_port);
+    snprintf(srv.listen_text, sizeof srv.listen_text, "[%s]:%d", host, port);
+  }
+  srv.nworkers = nw;
+  for (int i = 0; i < nw; i++) {
+    int wrc = worker_init(&srv, &srv.workers[i], i, fds[i]);
+    fds[i] = -1; /* the loop owns it now (or it failed to: closed with the loop) */
+    if (wrc < 0) {
+      snprintf(why, sizeof why, "worker %d: %s", i, uv_strerror(wrc));
+      failed("start_failed", why);
+      srv.nworkers = i + 1;
+      goto stop_workers;
+    }
+  }
+  for (int i = 0; i < nw; i++) {
+    if (uv_thread_create(&srv.workers[i].thread, worker_main, &srv.workers[i]) != 0) {
+      failed("start_failed", "cannot start a worker thread");
+      srv.nworkers = nw;
+      goto stop_workers;
+    }
+    started = i + 1;
+  }
+
+  main_ctx m;
+  memset(&m, 0, sizeof m);
+  m.srv = &srv;
+  uv_loop_t *main_loop = uv_default_loop();
+  uv_signal_init(main_loop, &m.term);
+  uv_signal_init(main_loop, &m.intr);
+  uv_signal_init(main_loop, &m.hup);
+  m.term.data = m.intr.data = m.hup.data = &m;
+  uv_signal_start(&m.term, on_stop_signal, SIGTERM);
+  uv_signal_start(&m.intr, on_stop_signal, SIGINT);
+  uv_signal_start(&m.hup, on_hup, SIGHUP);
+
+  unsigned warm = warm_up(o->policy_dir);
+  atomic_store(&srv.ready, 1);
+  {
+    char v[65], f[512];
+    vd_engine_policy_version(srv.engine, v);
+    snprintf(f, sizeof f,
+             ",\"listen\":\"%s\",\"threads\":%d,\"policy_version\":\"%s\",\"snapshots\":%s%s%s,"
+             "\"warmup_decisions\":%u,\"ready_ms\":%.3f",
+             srv.listen_text, nw, v, srv.snapshots_dir ? "\"" : "",
+             srv.snapshots_dir ? srv.snapshots_dir : "null", srv.snapshots_dir ? "\"" : "", warm,
+             (double)(uv_hrtime() - t0) / 1e6);
+    server_log("info", "start", "ready", f);
+  }
+  uv_run(main_loop, UV_RUN_DEFAULT);
+  rc = 0;
+
+stop_workers:
+  for (int i = 0; i < srv.nworkers; i++) {
+    if (i >= started) {
+      /* Never ran: drain it here on this thread. */
+      worker_stop(&srv.workers[i]);
+      uv_run(&srv.workers[i].loop, UV_RUN_DEFAULT);
+    } else {
+      if (rc != 0) uv_async_send(&srv.workers[i].wake); /* a signal did it otherwise */
+      uv_thread_join(&srv.workers[i].thread);
+    }
+  }
+  for (int i = 0; i < srv.nworkers; i++) {
+    uv_loop_close(&srv.workers[i].loop);
+    metrics_free(&srv.workers[i].m);
+  }
+  uv_loop_close(uv_default_loop());
+out:
+  if (fds)
+    for (int i = 0; i < nw; i++)
+      if (fds[i] >= 0) close(fds[i]);
+  free(fds);
+  vd_engine_close(srv.engine);
+  if (rc == 0) {
+    char f[128];
+    snprintf(f, sizeof f, ",\"uptime_s\":%.3f", (double)(uv_hrtime() - t0) / 1e9);
+    server_log("info", "stop", "snapshots flushed, engine closed", f);
+  }
+  free(srv.workers);
+  return rc;
+}

@@ -1,0 +1,35 @@
+/* server.h — `verdict serve`: the HTTP decision service. One vd_engine shared
+ * read-only by N worker threads, each running its own libuv loop that accepts
+ * on the same port (SO_REUSEPORT) and parses HTTP/1.1 with llhttp. The main
+ * thread only waits for signals: SIGTERM/SIGINT drain and stop, SIGHUP
+ * reloads the bundle. docs/server.md describes the endpoints and limits.
+ *
+ * Not here: TLS (put a proxy in front), HTTP/2, the batch and nginx authz
+ * endpoints (see docs/server.md for what is not built yet). */
+#ifndef VD_SERVER_SERVER_H
+#define VD_SERVER_SERVER_H
+
+#include <stddef.h>
+
+#include "verdict.h"
+
+typedef struct server_opts {
+  const char *policy_dir;      /* the bundle (required) */
+  const char *listen;          /* "HOST:PORT" or "[V6]:PORT"; default 127.0.0.1:8181 */
+  int threads;                 /* worker loops; default 2 */
+  vd_engine_opts engine;       /* snapshots_dir NULL: snapshots off */
+  size_t max_body;             /* request body bytes; default 1 MiB (413 past it) */
+  size_t max_header;           /* request line + header bytes; default 16 KiB (431) */
+  unsigned idle_timeout_ms;    /* keep-alive connection with no request; default 30 s */
+  unsigned request_timeout_ms; /* a request started but not complete; default 10 s (408) */
+  unsigned max_conns;          /* open connections, all workers; default 1024 (503 past it) */
+} server_opts;
+
+/* Fills the defaults above (policy_dir NULL). */
+void server_opts_init(server_opts *o);
+
+/* Runs the service until SIGTERM or SIGINT. Returns the process exit status:
+ * 0 after a clean stop, 1 when it could not start (the reason was logged). */
+int server_run(const server_opts *o);
+
+#endif
