@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "engine/engine.h"
 #include "engine/names.h"
 #include "expr/expr.h"
@@ -174,38 +175,12 @@ static uint32_t name_hash(const char *s, size_t n) {
   return h ^ (h >> 16);
 }
 
-/* a[0..n) == b[0..n), a word at a time where the lengths allow (loads that
- * overlap in the middle, never past either end). */
-static int same_name(const char *a, const char *b, size_t n) {
-  if (n >= 8) {
-    uint64_t x, y;
-    for (size_t i = 0; i + 8 < n; i += 8) {
-      memcpy(&x, a + i, 8);
-      memcpy(&y, b + i, 8);
-      if (x != y) return 0;
-    }
-    memcpy(&x, a + n - 8, 8);
-    memcpy(&y, b + n - 8, 8);
-    return x == y;
-  }
-  if (n >= 4) {
-    uint32_t x, y, z, w;
-    memcpy(&x, a, 4);
-    memcpy(&y, b, 4);
-    memcpy(&z, a + n - 4, 4);
-    memcpy(&w, b + n - 4, 4);
-    return x == y && z == w;
-  }
-  for (size_t i = 0; i < n; i++)
-    if (a[i] != b[i]) return 0;
-  return 1;
-}
 
 /* A context field by name (the context is a map with string keys). */
 static const value *context_field(const value *ctx, const char *name, size_t len) {
   for (uint32_t i = 0; i < ctx->n; i++) {
     const value *k = &ctx->entries[i].key;
-    if (k->kind == V_STRING && k->n == len && same_name(k->s, name, len))
+    if (k->kind == V_STRING && k->n == len && bytes_same(k->s, name, len))
       return &ctx->entries[i].val;
   }
   return NULL;
@@ -270,7 +245,7 @@ __attribute__((noinline)) static int lookup_miss(dctx *x, const char *name, size
   for (uint32_t probes = 0; probes < NAME_CACHE; probes++, h = (h + 1) & (NAME_CACHE - 1)) {
     const char *c = x->cache_name[h];
     if (!c) break;
-    if (x->cache_len[h] == len && (c == name || same_name(c, name, len))) {
+    if (x->cache_len[h] == len && (c == name || bytes_same(c, name, len))) {
       if (!x->cache_bound[h]) return -1;
       *out = x->cache_val[h];
       return 0;
@@ -331,7 +306,7 @@ static int lookup(void *user, const char *name, size_t len, value *out) {
   }
   uint32_t h = name_hash(name, len) & (NAME_CACHE - 1);
   const char *c = x->cache_name[h];
-  if (c && x->cache_len[h] == len && (c == name || same_name(c, name, len))) {
+  if (c && x->cache_len[h] == len && (c == name || bytes_same(c, name, len))) {
     if (!x->cache_bound[h]) return -1;
     *out = x->cache_val[h];
     return 0;

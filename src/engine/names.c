@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "engine/names.h"
 #include "expr/refs.h"
 
@@ -32,32 +33,6 @@ static uint32_t hash_name(const char *s, size_t n) {
   return h ^ (h >> 15);
 }
 
-/* a[0..n) == b[0..n), a word at a time where the lengths allow (loads that
- * overlap in the middle, never past either end). */
-static int same(const char *a, const char *b, size_t n) {
-  if (n >= 8) {
-    uint64_t x, y;
-    for (size_t i = 0; i + 8 < n; i += 8) {
-      memcpy(&x, a + i, 8);
-      memcpy(&y, b + i, 8);
-      if (x != y) return 0;
-    }
-    memcpy(&x, a + n - 8, 8);
-    memcpy(&y, b + n - 8, 8);
-    return x == y;
-  }
-  if (n >= 4) {
-    uint32_t x, y, z, w;
-    memcpy(&x, a, 4);
-    memcpy(&y, b, 4);
-    memcpy(&z, a + n - 4, 4);
-    memcpy(&w, b + n - 4, 4);
-    return x == y && z == w;
-  }
-  for (size_t i = 0; i < n; i++)
-    if (a[i] != b[i]) return 0;
-  return 1;
-}
 
 static void put(name_table *t, const char *name, uint32_t len, int32_t let, const value *c) {
   uint32_t i = hash_name(name, len) & t->mask;
@@ -122,7 +97,7 @@ static int build_refs(arena *a, const strategy *s, const name_table *t, name_ref
     /* one binding per distinct name (few: a linear search is fine at load) */
     const name_bind *b = NULL;
     for (uint32_t j = 0; j < nb && !b; j++)
-      if (binds[j].len == len && same(binds[j].name, ptr, len)) b = &binds[j];
+      if (binds[j].len == len && bytes_same(binds[j].name, ptr, len)) b = &binds[j];
     if (!b) {
       const name_slot *ns = name_table_find(t, ptr, len);
       binds[nb] =
@@ -170,7 +145,7 @@ const name_slot *name_table_find(const name_table *t, const char *name, size_t l
   for (;; i = (i + 1) & t->mask) {
     const name_slot *s = &t->slots[i];
     if (!s->name) return NULL;
-    if (s->len == len && same(s->name, name, len)) return s;
+    if (s->len == len && bytes_same(s->name, name, len)) return s;
   }
 }
 

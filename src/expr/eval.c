@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/timefmt.h"
 #include "expr/litset.h"
 #include "expr/program.h"
@@ -100,37 +101,9 @@ COLD static value select_failed(est *s, const value *v, const value *key) {
                       kname(v), (int)key->n, key->s);
 }
 
-/* The bytes of two strings of the same length n agree: a word at a time
- * (loads that overlap in the middle, never past either end), since the
- * strings compared here (field names, short constants) are mostly shorter
- * than a call to memcmp is worth. */
-static inline int same_bytes(const char *a, const char *b, size_t n) {
-  if (n >= 8) {
-    uint64_t x, y;
-    for (size_t i = 0; i + 8 < n; i += 8) {
-      memcpy(&x, a + i, 8);
-      memcpy(&y, b + i, 8);
-      if (x != y) return 0;
-    }
-    memcpy(&x, a + n - 8, 8);
-    memcpy(&y, b + n - 8, 8);
-    return x == y;
-  }
-  if (n >= 4) {
-    uint32_t x, y, z, w;
-    memcpy(&x, a, 4);
-    memcpy(&y, b, 4);
-    memcpy(&z, a + n - 4, 4);
-    memcpy(&w, b + n - 4, 4);
-    return x == y && z == w;
-  }
-  for (size_t i = 0; i < n; i++)
-    if (a[i] != b[i]) return 0;
-  return 1;
-}
 
 static inline int str_eq(const value *a, const value *b) {
-  return a->n == b->n && same_bytes(a->s, b->s, a->n);
+  return a->n == b->n && bytes_same(a->s, b->s, a->n);
 }
 
 /* value_map_find for a string key, inline: a map's string keys are matched
@@ -138,7 +111,7 @@ static inline int str_eq(const value *a, const value *b) {
 static inline const value *map_get_str(const value *map, const char *k, uint32_t n) {
   const map_entry *e = map->entries;
   for (uint32_t i = 0; i < map->n; i++)
-    if (e[i].key.kind == V_STRING && e[i].key.n == n && same_bytes(e[i].key.s, k, n))
+    if (e[i].key.kind == V_STRING && e[i].key.n == n && bytes_same(e[i].key.s, k, n))
       return &e[i].val;
   return NULL;
 }
