@@ -6,6 +6,7 @@
 #define VD_CLI_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 int cmd_eval(int argc, char **argv);
 extern const char cmd_eval_help[];
@@ -27,6 +28,10 @@ extern const char cmd_serve_help[];
 /* Prints "verdict CMD: msg arg" and a pointer to CMD's --help on stderr;
  * returns 2, the exit status of a usage error. arg may be NULL. */
 int cli_usage_error(const char *cmd, const char *msg, const char *arg);
+
+/* A time filter (--since/--until): RFC 3339, or a span before `now` (unix ns)
+ * such as "15m", "1h30m" or "7d". Sets *out (unix ns); 0, or -1 when malformed. */
+int cli_parse_when(const char *s, int64_t now, int64_t *out);
 
 /* Reads a whole file (or "-" for stdin) into a malloc'd NUL-terminated
  * buffer. Returns NULL and prints "verdict: PATH: reason" on failure. */

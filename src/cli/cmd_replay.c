@@ -100,31 +100,6 @@ static int64_t mono_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* RFC 3339, or a time before now ("15m", "1h30m", "7d"). 0, or -1. */
-static int parse_when(const char *s, int64_t now, int64_t *out) {
-  size_t n = strlen(s);
-  int64_t sec;
-  int32_t nanos;
-  if (timefmt_parse_rfc3339(s, n, &sec, &nanos) == 0) {
-    *out = sec * 1000000000 + nanos;
-    return 0;
-  }
-  if (n >= 2 && s[n - 1] == 'd') {
-    char *end;
-    errno = 0;
-    double days = strtod(s, &end);
-    if (errno || end != s + n - 1 || !(days >= 0) || days > 36500) return -1;
-    *out = now - (int64_t)(days * 86400e9);
-    return 0;
-  }
-  if (timefmt_parse_duration(s, n, &sec, &nanos) == 0 && sec >= 0 && nanos >= 0 &&
-      sec < 3153600000LL) {
-    *out = now - (sec * 1000000000 + nanos);
-    return 0;
-  }
-  return -1;
-}
-
 /* ---- the progress bar ---- */
 
 typedef struct progress {
@@ -260,7 +235,7 @@ int cmd_replay(int argc, char **argv) {
         return usage_error("--timeout wants milliseconds from 1 to 3600000, got", val);
     } else if (!strcmp(opt, "--since") || !strcmp(opt, "--until")) {
       int64_t t;
-      if (parse_when(val, now, &t) < 0)
+      if (cli_parse_when(val, now, &t) < 0)
         return usage_error("expected RFC 3339 or a time ago like 1h or 7d, got", val);
       if (!strcmp(opt, "--since"))
         o.since_ns = t ? t : 1;

@@ -70,31 +70,6 @@ static int64_t now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* RFC 3339, or a duration before now ("15m", "1h30m", "7d"). 0, or -1. */
-static int parse_when(const char *s, int64_t now, int64_t *out) {
-  size_t n = strlen(s);
-  int64_t sec;
-  int32_t nanos;
-  if (timefmt_parse_rfc3339(s, n, &sec, &nanos) == 0) {
-    *out = sec * 1000000000 + nanos;
-    return 0;
-  }
-  if (n >= 2 && s[n - 1] == 'd') { /* days: not a Go duration unit, but the natural one here */
-    char *end;
-    errno = 0;
-    double days = strtod(s, &end);
-    if (errno || end != s + n - 1 || !(days >= 0) || days > 36500) return -1;
-    *out = now - (int64_t)(days * 86400e9);
-    return 0;
-  }
-  if (timefmt_parse_duration(s, n, &sec, &nanos) == 0 && sec >= 0 && nanos >= 0 &&
-      sec < 3153600000LL) {
-    *out = now - (sec * 1000000000 + nanos);
-    return 0;
-  }
-  return -1;
-}
-
 /* Indents compact JSON text (2 spaces). The text is assumed valid. */
 static void print_pretty(FILE *out, const char *s, size_t n) {
   int depth = 0;
@@ -242,7 +217,7 @@ int cmd_snapshots(int argc, char **argv) {
       dir = val;
     } else if (filt && (strcmp(opt, "--since") == 0 || strcmp(opt, "--until") == 0)) {
       int64_t t;
-      if (parse_when(val, now, &t) < 0)
+      if (cli_parse_when(val, now, &t) < 0)
         return usage_error("expected RFC 3339 or a time ago like 1h or 7d, got", val);
       if (strcmp(opt, "--since") == 0)
         f.since_ns = t ? t : 1;

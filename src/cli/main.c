@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/timefmt.h"
 #include "verdict.h"
 
 typedef struct command {
@@ -42,14 +43,39 @@ static void usage(FILE *out) {
           vd_version());
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-  fprintf(out, "\ndocs: docs/cli.md (every command), docs/policy.md (the policy language),\n"
-               "      docs/expressions.md (conditions), docs/snapshots.md, docs/replay.md\n");
+  fprintf(out,
+          "\ndocs: docs/cli.md (every command), docs/policy.md (the policy language),\n"
+          "      docs/expressions.md (conditions), docs/snapshots.md, docs/replay.md\n");
 }
 
 int cli_usage_error(const char *cmd, const char *msg, const char *arg) {
   fprintf(stderr, "verdict %s: %s%s%s\n", cmd, msg, arg ? " " : "", arg ? arg : "");
   fprintf(stderr, "try 'verdict %s --help'\n", cmd);
   return 2;
+}
+
+int cli_parse_when(const char *s, int64_t now, int64_t *out) {
+  size_t n = strlen(s);
+  int64_t sec;
+  int32_t nanos;
+  if (timefmt_parse_rfc3339(s, n, &sec, &nanos) == 0) {
+    *out = sec * 1000000000 + nanos;
+    return 0;
+  }
+  if (n >= 2 && s[n - 1] == 'd') { /* days: not a Go duration unit, but the natural one here */
+    char *end;
+    errno = 0;
+    double days = strtod(s, &end);
+    if (errno || end != s + n - 1 || !(days >= 0) || days > 36500) return -1;
+    *out = now - (int64_t)(days * 86400e9);
+    return 0;
+  }
+  if (timefmt_parse_duration(s, n, &sec, &nanos) == 0 && sec >= 0 && nanos >= 0 &&
+      sec < 3153600000LL) {
+    *out = now - (sec * 1000000000 + nanos);
+    return 0;
+  }
+  return -1;
 }
 
 char *cli_read_file(const char *path, size_t *len) {
