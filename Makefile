@@ -30,7 +30,8 @@ run: build
 examples: build
 	@scripts/run-examples $(BUILD)/verdict
 
-test: deps
+test:
+	@scripts/deps --test
 	@$(MAKE) --no-print-directory test-plain
 	@$(MAKE) --no-print-directory test-asan
 
