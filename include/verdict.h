@@ -142,10 +142,12 @@ typedef struct vd_engine_counters {
   unsigned long long snapshot_recovered_cut_records; /* torn records cut when the log opened */
   unsigned long long snapshot_recovered_cut_bytes;
   int snapshots_on;                   /* 1 when the engine records snapshots */
+  unsigned long long model_calls;           /* decisions that ran a fallback model */
+  unsigned long long model_deadline_misses; /* of those, the ones its timeout_ms cut short */
   char snapshot_last_error[512];      /* the last write error, "" if none */
 } vd_engine_counters;
 
-/* Fills *out (all zero when snapshots are off). 0, or VD_EINVAL. */
+/* Fills *out (the snapshot fields are zero when snapshots are off). 0, or VD_EINVAL. */
 int vd_engine_stats(vd_engine *e, vd_engine_counters *out);
 
 /* NULL when out of memory. */

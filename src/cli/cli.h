@@ -24,6 +24,12 @@ int cmd_replay(int argc, char **argv);
 extern const char cmd_replay_help[];
 int cmd_serve(int argc, char **argv);
 extern const char cmd_serve_help[];
+int cmd_model(int argc, char **argv);
+extern const char cmd_model_help[];
+int cmd_mcp(int argc, char **argv);
+extern const char cmd_mcp_help[];
+int cmd_hook(int argc, char **argv);
+extern const char cmd_hook_help[];
 
 /* Prints "verdict CMD: msg arg" and a pointer to CMD's --help on stderr;
  * returns 2, the exit status of a usage error. arg may be NULL. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "model/model.h"
 #include "policy/policy.h"
 
 const char cmd_check_help[] =
@@ -22,7 +23,12 @@ const char cmd_check_help[] =
     "Besides errors (anything that stops the bundle from loading: YAML syntax,\n"
     "unknown keys, bad expressions, undefined names, ...) it warns about rules\n"
     "that can never match because an earlier rule always wins, calls to functions\n"
-    "no library defines, and rules that read the model while none is available.\n"
+    "no library defines, and tests the strategy cannot pass. Each fallback model\n"
+    "(models/NAME.json and its feature spec, checked against each other and\n"
+    "against the strategies using them) gets a line before the summary:\n"
+    "\n"
+    "  model clef-default-v3: binary:logistic, 40 trees, 17 features; version acc4...\n"
+    "\n"
     "Nothing is written: the version store is left alone.\n"
     "\n"
     "options:\n"
@@ -77,6 +83,12 @@ int cmd_check(int argc, char **argv) {
     for (uint32_t k = 0; k < b->nstrategies; k++) nrules += b->strategies[k].nrules;
   size_t errors = diags.errors, warnings = diags.warnings;
   if (rc == 0 && b) {
+    for (uint32_t k = 0; k < b->nmodels; k++) {
+      const bundle_model *m = &b->models[k];
+      uint32_t nt = gbdt_num_trees(m->gbdt), nf = gbdt_num_features(m->gbdt);
+      printf("model %s: %s, %u %s, %u %s; version %s\n", m->name, gbdt_objective_name(m->gbdt),
+             nt, plural(nt, "tree", "trees"), nf, plural(nf, "feature", "features"), m->version);
+    }
     printf("%u %s, %zu %s, %zu %s, %zu %s; version %s\n", b->nstrategies,
            plural(b->nstrategies, "strategy", "strategies"), nrules,
            plural(nrules, "rule", "rules"), errors, plural(errors, "error", "errors"), warnings,

@@ -13,13 +13,18 @@ const char cmd_serve_help[] =
     "\n"
     "Serves decisions over HTTP/1.1 (keep-alive, pipelining) on the policy bundle\n"
     "in DIR until SIGTERM or SIGINT (which finish the requests in flight, flush\n"
-    "the snapshots and exit 0). SIGHUP reloads the bundle; a bundle that fails\n"
-    "to compile is logged and the old one keeps serving. Logs are JSON lines on\n"
-    "stderr.\n"
+    "the snapshots and exit 0). SIGHUP (or POST /v1/policies/reload, or a file\n"
+    "change with --watch) reloads the bundle; a bundle that fails to compile is\n"
+    "logged and the old one keeps serving. Logs are JSON lines on stderr.\n"
     "\n"
     "endpoints:\n"
     "  POST /v1/decide          a request JSON in, the decision JSON out\n"
+    "  POST /v1/decide/batch    a JSON array (or JSON Lines) of requests\n"
+    "  GET|POST /v1/authz       for nginx auth_request: 200, 401 or 403\n"
     "  GET  /v1/snapshots/ID    a recorded decision\n"
+    "  GET  /v1/policies        the live policy version and the versions kept\n"
+    "  POST /v1/policies/reload reload from disk (admin: needs the bearer token)\n"
+    "  POST /mcp                MCP over Streamable HTTP (JSON answers)\n"
     "  GET  /healthz, /readyz   alive; ready (bundle compiled, warm-up done)\n"
     "  GET  /metrics            Prometheus text\n"
     "\n"
@@ -38,6 +43,13 @@ const char cmd_serve_help[] =
     "      --idle-timeout MS  close a keep-alive connection idle this long (30000)\n"
     "      --request-timeout MS  answer 408 to a request not complete by then (10000)\n"
     "      --max-conns N      open connections, all threads (1024; 503 past it)\n"
+    "      --max-batch N      requests in one batch (1000; 413 past it)\n"
+    "      --admin-token-file FILE  the bearer token of the admin endpoints\n"
+    "                         (default: $VERDICT_ADMIN_TOKEN; with neither, admin\n"
+    "                         endpoints are disabled)\n"
+    "      --watch            reload when a file in the bundle folder changes\n"
+    "      --access-log FILE  one JSON line per request, appended to FILE (- for\n"
+    "                         stdout)\n"
     "  -h, --help             this text\n"
     "\n"
     "Exit status: 0 stopped by a signal; 1 could not start (the bundle, the\n"
@@ -76,7 +88,10 @@ static const char *const value_options[] = {"-p",
                                             "--max-header",
                                             "--idle-timeout",
                                             "--request-timeout",
-                                            "--max-conns"};
+                                            "--max-conns",
+                                            "--max-batch",
+                                            "--admin-token-file",
+                                            "--access-log"};
 
 static int is_option(const char *a) {
   for (size_t k = 0; k < sizeof value_options / sizeof value_options[0]; k++)
@@ -143,6 +158,21 @@ int cmd_serve(int argc, char **argv) {
       long long n = parse_count(v, 1000000);
       if (n < 0) return usage_error("--max-conns wants a number, not", v);
       o.max_conns = (unsigned)n;
+    } else if (strcmp(a, "--max-batch") == 0) {
+      long long n = parse_count(v, 1000000);
+      if (n < 0) return usage_error("--max-batch wants a number from 1 to 1000000, not", v);
+      o.max_batch = (unsigned)n;
+    } else if (strcmp(a, "--admin-token-file") == 0) {
+      if (!*v) return usage_error("--admin-token-file needs a file", NULL);
+      o.admin_token_file = v;
+    } else if (strcmp(a, "--access-log") == 0) {
+      if (!*v) return usage_error("--access-log needs a file (or - for stdout)", NULL);
+      o.access_log = v;
+    } else if (strcmp(a, "--watch") == 0) {
+      o.watch = 1;
+    } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      fputs(cmd_serve_help, stdout);
+      return 0;
     } else {
       return usage_error(a[0] == '-' ? "unknown option" : "unexpected argument", a);
     }

@@ -18,7 +18,7 @@ const char cmd_test_help[] =
     "Runs the inline tests of every strategy in the policy bundle DIR. Each test\n"
     "becomes a request to the strategy's first decision point, with the test's\n"
     "context, candidates and key; the decision must match `expect`: an action name,\n"
-    "or a map of action, allowed, source (rule|default|error) and rule. A failing\n"
+    "or a map of action, allowed, source (rule|model|default|error) and rule. A failing\n"
     "test prints where it is (FILE:LINE), what it expected, what came out and the\n"
     "rules tried. The last line is always \"N passed, N failed\".\n"
     "\n"

@@ -29,6 +29,11 @@ static const command commands[] = {
      cmd_serve_help},
     {"gen", "generate realistic labelled requests for the example strategies", cmd_gen,
      cmd_gen_help},
+    {"model", "inspect an XGBoost model, score CSV rows, check a model and its spec", cmd_model,
+     cmd_model_help},
+    {"mcp", "serve the policy to coding agents as an MCP server on stdio", cmd_mcp, cmd_mcp_help},
+    {"hook", "answer a coding agent's pre-tool-call hook (claude, codex, gemini, opencode)",
+     cmd_hook, cmd_hook_help},
 };
 
 static void usage(FILE *out) {

@@ -13,8 +13,10 @@
  *
  * Variables, in the order a name is resolved: the strategy's `let`s
  * (computed on first use, at most once per decision, cached here), its
- * constants, `context` and `request`, then the context's own fields. A rule
- * that reads `model` takes the on_error path until models exist. Whatever a
+ * constants, `context`, `request` and `model`, then the context's own
+ * fields. `model` runs the strategy's fallback model on first read (features
+ * extracted, trees scored, under the fallback's deadline); a decision no
+ * rule decides runs it too, and maps its score to an action. Whatever a
  * name resolves to is kept for the rest of the decision: the evaluator's
  * reads by the name's binding (names.h), other reads by content.
  *
@@ -29,6 +31,7 @@
 #include "engine/engine.h"
 #include "engine/names.h"
 #include "expr/expr.h"
+#include "model/model.h"
 
 enum { LET_TODO = 0, LET_BUSY, LET_DONE };
 
@@ -61,6 +64,8 @@ typedef struct dctx {
   uint8_t *let_state;
   value request; /* the `request` variable, built on first read */
   int have_request;
+  value model; /* the `model` variable, built on first read */
+  int have_model;
   const name_refs *refs;         /* s's lookup names by pointer, or NULL */
   uint8_t bind_state[MAX_BINDS]; /* BIND_* */
   uint8_t local_let_state[LOCAL_LETS];
@@ -73,7 +78,8 @@ typedef struct dctx {
   value local_let_vals[LOCAL_LETS];
 } dctx;
 
-static const char SRC_RULE[] = "rule", SRC_DEFAULT[] = "default", SRC_ERROR[] = "error";
+static const char SRC_RULE[] = "rule", SRC_MODEL[] = "model", SRC_DEFAULT[] = "default",
+                  SRC_ERROR[] = "error";
 
 static int name_is(const char *s, size_t n, const char *lit, size_t litn) {
   return n == litn && memcmp(s, lit, n) == 0;
@@ -113,6 +119,96 @@ static value request_value(dctx *x) {
   x->request = value_map(e, 5);
   x->have_request = 1;
   return x->request;
+}
+
+/* Runs the strategy's model once per decision: extracts the features with
+ * the decision's own name resolution, scores them under the deadline, and
+ * keeps everything the snapshot and the answer need in the decision. */
+static int run_model(dctx *x) {
+  vd_decision *d = x->d;
+  if (d->model_run != MODEL_NOT_RUN) return d->model_run;
+  const strategy *s = x->s;
+  const bundle_model *m = s->model;
+  if (!m) return d->model_run = MODEL_MISSING;
+  uint64_t t0 = gbdt_now_ns(); /* the deadline covers extraction and scoring */
+  arena *a = &d->mem;
+  uint32_t nf = features_count(m->features), k = gbdt_num_outputs(m->gbdt);
+  float *row = arena_alloc(a, (nf ? nf : 1) * sizeof *row);
+  uint8_t *st = arena_alloc(a, nf ? nf : 1);
+  float *margins = arena_alloc(a, k * sizeof *margins), *probs = arena_alloc(a, k * sizeof *probs);
+  const char **names = arena_alloc(a, (nf ? nf : 1) * sizeof *names);
+  d->model_name = arena_strndup(a, m->name, strlen(m->name));
+  if (!row || !st || !margins || !probs || !names || !d->model_name)
+    return d->model_run = MODEL_MISSING;
+  memcpy(d->model_version, m->version, sizeof d->model_version);
+  memcpy(d->features_version, m->features_version, sizeof d->features_version);
+  d->model_timeout_ms = s->fallback_timeout_ms;
+  for (uint32_t i = 0; i < nf; i++) {
+    const char *n = features_name(m->features, i);
+    names[i] = n ? arena_strndup(a, n, strlen(n)) : "";
+  }
+  features_extract(m->features, &x->act, &x->ectx, row, st, &d->feature_error);
+  d->nfeatures = nf;
+  d->features = row;
+  d->feature_status = st;
+  d->feature_names = names;
+  int rc;
+  if (d->model_replay == 1) {
+    rc = GBDT_ETIMEOUT; /* replay: the recorded run missed its deadline */
+  } else if (d->model_replay == 0) {
+    rc = gbdt_predict(m->gbdt, row, margins, probs, NULL);
+  } else {
+    gbdt_deadline dl = {.at_ns = t0 + (uint64_t)s->fallback_timeout_ms * 1000000u, .every = 0};
+    rc = gbdt_predict(m->gbdt, row, margins, probs, &dl);
+  }
+  d->ns_model = gbdt_now_ns() - t0;
+  if (rc != GBDT_OK) return d->model_run = MODEL_DEADLINE;
+  d->model_class = -1;
+  if (k > 1) {
+    d->model_class = (int32_t)gbdt_argmax(m->gbdt, probs);
+    d->model_score = probs[d->model_class];
+  } else {
+    d->model_score = probs[0];
+  }
+  d->model_confidence = gbdt_confidence(m->gbdt, probs);
+  return d->model_run = MODEL_SCORED;
+}
+
+/* The `model` variable: {name, version, score, confidence[, class]}, or an
+ * error value naming why there is no score. */
+static value model_value(dctx *x) {
+  if (x->have_model) return x->model;
+  vd_decision *d = x->d;
+  int st = run_model(x);
+  value v;
+  if (st == MODEL_SCORED) {
+    map_entry *e = arena_alloc(x->ectx.arena, 5 * sizeof *e);
+    if (!e) return VALUE_ERR("memory limit exceeded during evaluation");
+    uint32_t n = 0;
+    e[n].key = value_str("name", 4);
+    e[n++].val = value_str(d->model_name, (uint32_t)strlen(d->model_name));
+    e[n].key = value_str("version", 7);
+    e[n++].val = value_str(d->model_version, 64);
+    e[n].key = value_str("score", 5);
+    e[n++].val = value_double(d->model_score);
+    e[n].key = value_str("confidence", 10);
+    e[n++].val = value_double(d->model_confidence);
+    if (d->model_class >= 0) {
+      e[n].key = value_str("class", 5);
+      e[n++].val = value_int(d->model_class);
+    }
+    for (uint32_t i = 0; i < n; i++) e[i].key.flags |= VF_ASCII;
+    v = value_map(e, n);
+  } else if (st == MODEL_DEADLINE) {
+    v = value_errorf(x->ectx.arena, "model '%s' did not finish within its %u ms deadline",
+                     x->s->fallback_model, x->s->fallback_timeout_ms);
+  } else {
+    v = value_errorf(x->ectx.arena, "model '%s' is not loaded",
+                     x->s->fallback_model ? x->s->fallback_model : "?");
+  }
+  x->model = v;
+  x->have_model = 1;
+  return v;
 }
 
 static value let_value(dctx *x, uint32_t i) {
@@ -195,6 +291,10 @@ static int resolve_request(dctx *x, const char *name, size_t len, value *out) {
   }
   if (name_is(name, len, "request", 7)) {
     *out = request_value(x);
+    return 0;
+  }
+  if (name_is(name, len, "model", 5) && x->s->fallback_model) {
+    *out = model_value(x);
     return 0;
   }
   const value *f = context_field(&x->req->context, name, len);
@@ -480,10 +580,7 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
       if (t) t->result = RR_NOT_CANDIDATE;
       continue;
     }
-    if (r->reads_model) {
-      why = cat(&d->mem, "rule '", r->name, "' reads the model, but models are not available yet",
-                NULL, 0);
-    } else {
+    {
       value v = expr_eval(r->cond, &x.act, &x.ectx);
       if (v.kind == V_BOOL) {
         if (t) t->result = v.b ? RR_TRUE : RR_FALSE;
@@ -510,13 +607,63 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
   }
 
   int32_t chosen;
+  int model_says = 0; /* no rule matched, none failed, and the model is asked */
+  if (!matched && !failed && s->fallback_model) model_says = run_model(&x);
   if (matched) {
     d->source = SRC_RULE;
     d->confidence = 1.0;
     d->rule = dup(d, matched->name);
     d->reason = dup(d, matched->reason);
     chosen = matched->action;
-  } else if (!failed && s->default_outcome.action >= 0) {
+  } else if (model_says == MODEL_SCORED) {
+    const policy_outcome *o = NULL;
+    char buf[256];
+    d->source = SRC_MODEL;
+    d->confidence = d->model_confidence == d->model_confidence ? d->model_confidence : 1.0;
+    if (s->nclasses) {
+      o = NULL;
+      chosen = d->model_class >= 0 && (uint32_t)d->model_class < s->nclasses
+                   ? s->classes[d->model_class]
+                   : -1;
+      snprintf(buf, sizeof buf, "model '%s': class %d, p=%.4g", s->fallback_model,
+               (int)d->model_class, d->model_score);
+    } else {
+      uint32_t t = 0;
+      /* the first threshold reached whose action the request allows */
+      while (t < s->nthresholds &&
+             (!(d->model_score >= s->thresholds[t].min_score) ||
+              (mask && (s->thresholds[t].outcome.action < 0 ||
+                        !mask[s->thresholds[t].outcome.action]))))
+        t++;
+      if (t < s->nthresholds) {
+        o = &s->thresholds[t].outcome;
+        snprintf(buf, sizeof buf, "model '%s' scored %.4g, at least %g", s->fallback_model,
+                 d->model_score, s->thresholds[t].min_score);
+      } else {
+        o = &s->below;
+        snprintf(buf, sizeof buf, "model '%s' scored %.4g, below every threshold",
+                 s->fallback_model, d->model_score);
+      }
+      chosen = o->action;
+    }
+    d->reason = o && o->reason ? cat(&d->mem, o->reason, " (", buf, ")", (size_t)-1) : dup(d, buf);
+    if (!d->reason) return nomem(err);
+  } else if (d->model_run == MODEL_DEADLINE &&
+             (s->on_timeout.action >= 0 || s->default_outcome.action >= 0)) {
+    /* the model ran out of time (while a rule read it, or deciding itself):
+     * the strategy's declared answer for that, on_timeout or its default */
+    const policy_outcome *o = s->on_timeout.action >= 0 ? &s->on_timeout : &s->default_outcome;
+    char buf[200];
+    snprintf(buf, sizeof buf, "model '%s' missed its %u ms deadline; fallback.%s",
+             s->fallback_model, s->fallback_timeout_ms,
+             s->on_timeout.action >= 0 ? "on_timeout" : "on_timeout unset: default");
+    d->source = SRC_MODEL;
+    d->confidence = 0.0;
+    d->rule = failed ? dup(d, failed->name) : NULL;
+    d->reason = o->reason ? cat(&d->mem, o->reason, " (", buf, ")", (size_t)-1) : dup(d, buf);
+    if (!d->reason) return nomem(err);
+    chosen = o->action;
+  } else if (!failed && !s->fallback_model && s->default_outcome.action >= 0) {
     d->source = SRC_DEFAULT;
     d->confidence = 1.0;
     d->reason = dup(d, s->default_outcome.reason);
@@ -525,7 +672,8 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
     if (!failed) {
       if (s->fallback_model)
         why = cat(&d->mem, "no rule matched, and the fallback model '", s->fallback_model,
-                  "' is not available yet", NULL, 0);
+                  d->model_run == MODEL_DEADLINE ? "' missed its deadline" : "' is not loaded",
+                  NULL, 0);
       else
         why = dup(d, "no rule matched, and the strategy has no default");
     }

@@ -22,6 +22,7 @@
  * reading given instead of read, for replay. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,7 @@ struct vd_engine {
   decide_limits lim;
   pthread_mutex_t reload_lock;
   recorder *rec; /* NULL: snapshots off */
+  _Atomic unsigned long long model_calls, model_deadline_misses;
 };
 
 uint64_t engine_now_ns(void) {
@@ -214,6 +216,8 @@ int vd_engine_stats(vd_engine *e, vd_engine_counters *out) {
   if (!e || !out) return VD_EINVAL;
   memset(out, 0, sizeof *out);
   if (e->rec) recorder_counters(e->rec, out);
+  out->model_calls = atomic_load_explicit(&e->model_calls, memory_order_relaxed);
+  out->model_deadline_misses = atomic_load_explicit(&e->model_deadline_misses, memory_order_relaxed);
   return 0;
 }
 
@@ -245,6 +249,11 @@ static int decide_live(vd_engine *e, const decide_request *req, vd_decision *d, 
   int rc = decide_stages(l->bundle, l->names, &e->lim, req, d, t0, err);
   if (rc == 0 && rin) record_build(e->rec, d, rin);
   rcu_read_unlock();
+  if (d->model_run == MODEL_SCORED || d->model_run == MODEL_DEADLINE) {
+    atomic_fetch_add_explicit(&e->model_calls, 1, memory_order_relaxed);
+    if (d->model_run == MODEL_DEADLINE)
+      atomic_fetch_add_explicit(&e->model_deadline_misses, 1, memory_order_relaxed);
+  }
   if (rc == 0 && rin) record_commit(e->rec, d, rin);
   return rc;
 }
@@ -259,6 +268,7 @@ static int check_args(vd_engine *e, const void *req, vd_decision *d, vd_error *e
                                : "the decision");
   decision_reset(d);
   d->mem.limit = e->lim.memory_limit;
+  d->model_replay = -1;
   /* The one clock reading of this decision: request.time, the snapshot's time. */
   d->clock_ns = engine_wall_ns();
   d->clock_set = true;
@@ -297,6 +307,13 @@ int vd_decide(vd_engine *e, const vd_request *r, vd_decision *d, vd_error *err) 
 int engine_decide_json_at(const policy_bundle *b, const name_table *names, const decide_limits *lim,
                           const char *json, size_t len, int64_t clock_ns, vd_decision *d,
                           vd_error *err) {
+  return engine_decide_json_replay(b, names, lim, json, len, clock_ns, -1, d, err);
+}
+
+int engine_decide_json_replay(const policy_bundle *b, const name_table *names,
+                              const decide_limits *lim, const char *json, size_t len,
+                              int64_t clock_ns, int model_deadline, vd_decision *d,
+                              vd_error *err) {
   engine_error_clear(err);
   if (!b || !lim || !json || !d)
     return engine_error(err, VD_EINVAL, 0, 0, NULL, "engine_decide_json_at: an argument is NULL");
@@ -304,9 +321,20 @@ int engine_decide_json_at(const policy_bundle *b, const name_table *names, const
   d->mem.limit = lim->memory_limit;
   d->clock_ns = clock_ns;
   d->clock_set = true;
+  d->model_replay = (int8_t)(model_deadline < 0 ? -1 : model_deadline != 0);
   uint64_t t0 = engine_now_ns();
   decide_request req;
   int rc = request_parse_json(&d->mem, json, len, lim, &req, err);
   if (rc) return rc;
   return decide_stages(b, names, lim, &req, d, t0, err);
+}
+
+/* For the server's GET /v1/policies: fn sees the live bundle while it is held. */
+void engine_with_live_bundle(vd_engine *e, void (*fn)(void *ud, const policy_bundle *b),
+                             void *ud) {
+  if (!e || !fn) return;
+  rcu_read_lock();
+  const live *l = rcu_dereference(e->live);
+  if (l) fn(ud, l->bundle);
+  rcu_read_unlock();
 }

@@ -99,6 +99,24 @@ struct vd_decision {
   uint64_t cost;            /* evaluation work spent */
   value *let_values;        /* parallel to lets: each let's value (V_ERROR if it failed) */
 
+  /* the fallback model, when this decision asked it (decide.c): on the
+   * first read of `model` by a rule, or when no rule decided */
+  uint8_t model_run;        /* MODEL_* */
+  int8_t model_replay;      /* replay: -1 live clock, 0 the recorded deadline was met, 1 missed */
+  const char *model_name;   /* in mem */
+  char model_version[65];   /* the model file's SHA-256 */
+  char features_version[65]; /* the feature spec's SHA-256 */
+  double model_score;       /* binary: P(positive); multiclass: the top class's probability */
+  double model_confidence;  /* gbdt_confidence (NaN for regression) */
+  int32_t model_class;      /* multiclass: the top class; -1 otherwise */
+  uint32_t model_timeout_ms;
+  uint32_t nfeatures;
+  const char **feature_names; /* in mem */
+  float *features;            /* the row the model scored (NaN: missing) */
+  uint8_t *feature_status;    /* feature_status per feature (model.h) */
+  const char *feature_error;  /* the first extraction error, or NULL */
+  uint64_t ns_model;          /* features + scoring */
+
   /* request.time: the wall clock read once per decision (unix ns), or the
    * recorded reading fed back by replay; decision_time() reads the clock on
    * first use when the caller has not set it */
@@ -115,6 +133,8 @@ struct vd_decision {
   const char *answer;
   size_t answer_len;
 };
+
+enum { MODEL_NOT_RUN = 0, MODEL_SCORED, MODEL_DEADLINE, MODEL_MISSING };
 
 /* Forgets the previous decision and resets the arena (keeping its memory). */
 void decision_reset(vd_decision *d);
@@ -186,6 +206,13 @@ int engine_decide_json_at(const policy_bundle *b, const name_table *names, const
                           const char *json, size_t len, int64_t clock_ns, vd_decision *d,
                           vd_error *err);
 
+/* engine.c: the same for replay: model_deadline is the recorded outcome of
+ * the model's deadline (-1: use the clock, 0: met, 1: missed), so that a
+ * decision the deadline cut short replays as one. */
+int engine_decide_json_replay(const policy_bundle *b, const name_table *names,
+                              const decide_limits *lim, const char *json, size_t len,
+                              int64_t clock_ns, int model_deadline, vd_decision *d, vd_error *err);
+
 /* ---- record.c: decision snapshots ---- */
 typedef struct recorder recorder;
 
@@ -226,5 +253,10 @@ void recorder_counters(recorder *r, vd_engine_counters *out);
  * NULL (written as null); no log is needed (benchmarks and tests use it). */
 int record_payload(vd_decision *d, const record_input *in, const char *id, const char *node,
                    const char **out, size_t *len);
+
+/* engine.c: calls fn(ud, bundle) with the live bundle held (under the RCU
+ * read lock: fn must not block or reload). For GET /v1/policies. */
+void engine_with_live_bundle(vd_engine *e, void (*fn)(void *ud, const policy_bundle *b),
+                             void *ud);
 
 #endif

@@ -434,13 +434,73 @@ static void put_lets(json_buf *b, const vd_decision *d) {
   put_char(b, '}');
 }
 
+/* A float32 feature: %.9g round-trips it; NaN (missing) is null. */
+static void put_float(json_buf *b, float f) {
+  if (f != f) {
+    PUT(b, "null");
+    return;
+  }
+  char t[32];
+  int n = snprintf(t, sizeof t, "%.9g", (double)f);
+  put_raw(b, t, (size_t)n);
+}
+
+/* "model": what the fallback model saw and said, or null when the
+ * decision did not ask it. The feature row is the audit trail (and what
+ * training/serving skew is checked against). */
+static void put_model(json_buf *b, const vd_decision *d) {
+  static const char *const status[] = {"value", "missing", "default", "unknown"};
+  if (d->model_run != MODEL_SCORED && d->model_run != MODEL_DEADLINE) {
+    PUT(b, ",\"model_version\":null,\"features\":null,\"model\":null");
+    return;
+  }
+  PUT(b, ",\"model_version\":\"");
+  put_raw(b, d->model_version, strlen(d->model_version));
+  PUT(b, "\",\"features\":{");
+  for (uint32_t i = 0; i < d->nfeatures; i++) {
+    if (i) put_char(b, ',');
+    put_str(b, d->feature_names[i]);
+    put_char(b, ':');
+    put_float(b, d->features[i]);
+  }
+  PUT(b, "},\"model\":{\"name\":");
+  put_str(b, d->model_name);
+  PUT(b, ",\"version\":\"");
+  put_raw(b, d->model_version, strlen(d->model_version));
+  PUT(b, "\",\"features_version\":\"");
+  put_raw(b, d->features_version, strlen(d->features_version));
+  PUT(b, "\",\"timeout_ms\":");
+  put_u64(b, d->model_timeout_ms);
+  PUT(b, ",\"deadline_missed\":");
+  put_bool(b, d->model_run == MODEL_DEADLINE);
+  PUT(b, ",\"feature_status\":{");
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < d->nfeatures; i++) {
+    if (!d->feature_status[i] || d->feature_status[i] > 3) continue;
+    if (k++) put_char(b, ',');
+    put_str(b, d->feature_names[i]);
+    put_char(b, ':');
+    put_str(b, status[d->feature_status[i]]);
+  }
+  PUT(b, "},\"feature_error\":");
+  put_str(b, d->feature_error);
+  if (d->model_run == MODEL_SCORED && d->model_class >= 0) {
+    PUT(b, ",\"class\":");
+    put_i64(b, d->model_class);
+  }
+  PUT(b, ",\"ns\":");
+  put_u64(b, d->ns_model);
+  put_char(b, '}');
+}
+
 int record_payload(vd_decision *d, const record_input *in, const char *id, const char *node,
                    const char **out, size_t *len) {
   const decide_request *req = in->req;
   json_buf b;
   json_buf_init(&b, &d->mem);
   /* Enough for the usual snapshot in one allocation. */
-  room(&b, 1024 + in->json_len + (size_t)d->ntrace * 48 + (size_t)d->nlets * 64);
+  room(&b, 1024 + in->json_len + (size_t)d->ntrace * 48 + (size_t)d->nlets * 64 +
+               (size_t)d->nfeatures * 48);
   PUT(&b, "{\"format\":1,\"id\":"); /* format 1: docs/snapshots.md */
   put_str(&b, id);
   PUT(&b, ",\"time\":");
@@ -476,10 +536,23 @@ int record_payload(vd_decision *d, const record_input *in, const char *id, const
   put_raw(&b, d->policy_version, strlen(d->policy_version));
   PUT(&b, "\",\"bundle_version\":\"");
   put_raw(&b, d->bundle_version, strlen(d->bundle_version));
-  PUT(&b, "\",\"model_version\":null,\"features\":null,\"trace\":");
+  put_char(&b, '"');
+  put_model(&b, d);
+  PUT(&b, ",\"trace\":");
   put_trace(&b, d);
   put_lets(&b, d);
-  PUT(&b, ",\"model_score\":null,\"model_confidence\":null,\"action\":");
+  if (d->model_run == MODEL_SCORED) {
+    PUT(&b, ",\"model_score\":");
+    json_write_double(&b, d->model_score);
+    PUT(&b, ",\"model_confidence\":");
+    if (d->model_confidence == d->model_confidence)
+      json_write_double(&b, d->model_confidence);
+    else
+      PUT(&b, "null");
+  } else {
+    PUT(&b, ",\"model_score\":null,\"model_confidence\":null");
+  }
+  PUT(&b, ",\"action\":");
   put_str(&b, d->action);
   PUT(&b, ",\"allowed\":");
   put_bool(&b, d->allowed);
@@ -511,6 +584,13 @@ int record_payload(vd_decision *d, const record_input *in, const char *id, const
   put_u64(&b, in->lim->max_request_bytes);
   PUT(&b, "},\"inputs\":{\"clock_ns\":");
   put_i64(&b, d->clock_ns);
+  /* whether the model's deadline passed: the clock decided it, so replay
+   * takes the recorded outcome instead of timing the trees again */
+  PUT(&b, ",\"model_deadline_missed\":");
+  if (d->model_run == MODEL_SCORED || d->model_run == MODEL_DEADLINE)
+    put_bool(&b, d->model_run == MODEL_DEADLINE);
+  else
+    PUT(&b, "null");
   PUT(&b, ",\"counters\":{},\"random\":{}}}");
   if (room(&b, 0)) return VD_ENOMEM;
   b.data[b.len] = '\0';

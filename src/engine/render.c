@@ -186,7 +186,13 @@ int decision_render(vd_decision *d, int flags, const char **out, size_t *len) {
   /* The version is 64 hex digits: nothing to escape. */
   RAW(&b, ",\"policy_version\":\"");
   raw(&b, d->policy_version, strnlen(d->policy_version, 64));
-  RAW(&b, "\",\"model_version\":null,\"latency_us\":");
+  if (d->model_run == MODEL_SCORED || d->model_run == MODEL_DEADLINE) {
+    RAW(&b, "\",\"model_version\":\"");
+    raw(&b, d->model_version, strnlen(d->model_version, 64));
+    RAW(&b, "\",\"latency_us\":");
+  } else {
+    RAW(&b, "\",\"model_version\":null,\"latency_us\":");
+  }
   /* Nanosecond resolution is all the clock gives: three decimals
    * ("0.734", "12.5", "3.0"), without going through a double. */
   raw_u64(&b, d->latency_ns / 1000);

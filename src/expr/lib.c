@@ -42,8 +42,9 @@ static int name_cmp(const char *a, size_t alen, const char *b) {
 /* Stable insertion by name: tables are small (a few hundred entries) and this
  * runs once per process. */
 static void registry_build(void) {
+  extern const builtin lib_shell_builtins[]; /* shellCommands, shellWords, shellWrites */
   const builtin *tables[] = {lib_core_builtins, lib_strings_builtins, lib_time_builtins,
-                             lib_net_builtins};
+                             lib_net_builtins, lib_shell_builtins};
   uint32_t total = 0;
   for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) total += table_len(tables[t]);
   builtin *e = calloc((size_t)total + 1, sizeof *e);

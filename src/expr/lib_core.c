@@ -70,6 +70,17 @@ static value arena_ascii(eval_ctx *ctx, const char *s, size_t n) {
 
 /* ------------------------------------------------------------------ size */
 
+/* confidence(p): how sure a binary model is of its own verdict, given its
+ * probability p of the positive class: max(p, 1 - p), in [0.5, 1]. Not
+ * CEL's; docs/policy.md ("Models") defines it. */
+static value fn_confidence(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
+  (void)nargs, (void)aux;
+  double p = args[0].d;
+  if (!(p >= 0.0 && p <= 1.0))
+    return value_errorf(ctx->arena, "confidence(%g): a probability is between 0 and 1", p);
+  return value_double(p >= 0.5 ? p : 1.0 - p);
+}
+
 static value fn_size(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
   const value *v = &args[0];
   switch (v->kind) {
@@ -586,5 +597,7 @@ const builtin lib_core_builtins[] = {
 
     {"type", 0, 1, {ANY}, fn_type, NULL, NULL, 0},
     {"dyn", 0, 1, {ANY}, fn_identity, NULL, NULL, 0},
+
+    {"confidence", 0, 1, {V_DOUBLE}, fn_confidence, NULL, NULL, 0},
     {0},
 };

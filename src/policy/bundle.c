@@ -90,6 +90,7 @@ static void free_programs(policy_bundle *b) {
 void policy_bundle_free(policy_bundle *b) {
   if (!b) return;
   free_programs(b);
+  bundle_free_models(b);
   arena_free(&b->mem);
   free(b);
 }
@@ -218,6 +219,13 @@ static void finish(policy_bundle *b, const strategy_marks *marks, policy_diags *
     json_buf_putc(&buf, '\n');
     json_buf_put(&buf, order[i]->version, strlen(order[i]->version));
     json_buf_putc(&buf, '\n');
+    const bundle_model *m = order[i]->model;
+    if (m) { /* a new model (or spec) is a new bundle */
+      json_buf_put(&buf, m->version, strlen(m->version));
+      json_buf_putc(&buf, '\n');
+      json_buf_put(&buf, m->features_version, strlen(m->features_version));
+      json_buf_putc(&buf, '\n');
+    }
   }
   if (buf.oom || policy_sha256_hex(buf.data ? buf.data : "", buf.len, b->version))
     diag_add(d, DIAG_ERROR, b->dir, 0, 0, "", "out of memory computing the bundle version");
@@ -314,6 +322,11 @@ int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bun
   for (uint32_t i = 0; i < nnames; i++) free(names[i]);
   free(names);
   if (!b) return -1;
+  if (d->errors == errors0) {
+    char mdir[4200];
+    snprintf(mdir, sizeof mdir, "%.*s/models", (int)dlen, dir);
+    bundle_link_models(b, mdir, store, d);
+  }
   finish(b, marks, d);
   free(marks);
   return done(b, opts, out, d, errors0, warnings0);
@@ -337,6 +350,7 @@ int policy_bundle_from_text_opts(const char *file, const char *text, size_t len,
   }
   strategy_marks marks[1];
   load_text(b, marks, f, text, len, "", index_min(opts), d);
+  if (opts && opts->models_dir && d->errors == errors0) bundle_link_models(b, opts->models_dir, "", d);
   finish(b, marks, d);
   return done(b, opts, out, d, errors0, warnings0);
 }

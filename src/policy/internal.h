@@ -159,5 +159,17 @@ int policy_sha256_hex(const void *data, size_t len, char out[65]);
  * Returns 0, or -1 with a message in err. */
 int policy_store_put(const char *dir, const char *hex, const char *data, size_t len, char *err,
                      size_t err_size);
+/* The same with another file name ending (".features.yaml"). */
+int policy_store_put_as(const char *dir, const char *hex, const char *ext, const char *data,
+                        size_t len, char *err, size_t err_size);
+
+/* ---- models.c ---- */
+/* Loads the models the bundle's strategies name (models_dir/NAME.json and
+ * its feature spec), checks each against its strategy's fallback settings,
+ * keeps a copy of both files in <store>/models (store "" or NULL: none) and
+ * points each strategy's `model` at its entry. Errors go to d. */
+void bundle_link_models(policy_bundle *b, const char *models_dir, const char *store,
+                        policy_diags *d);
+void bundle_free_models(policy_bundle *b);
 
 #endif

@@ -5,11 +5,7 @@
  *   earlier condition is the constant `true`, or its `&&`-parts are a subset
  *   of the later rule's (parts compared by a canonical rendering of their
  *   AST, so spacing, parentheses and literal spelling do not matter);
- * - calls to functions no library defines (they fail when evaluated), except
- *   `confidence(...)` in expressions that read `model`, which belongs to the
- *   models not built yet and is covered by the next warning;
- * - rules that read `model` (directly or through a let): until models exist
- *   a decision reaching them takes on_error;
+ * - calls to functions no library defines (they fail when evaluated);
  * - a test whose context has a field that a constant or let hides;
  * - a test expecting an action the strategy never answers.
  *
@@ -184,14 +180,12 @@ static const ast *find_call(const ast *e, const char *name, size_t len) {
 }
 
 static void lint_unknown(const strategy_build *b, policy_diags *d, const expr_program *p,
-                         const ast *tree, const ynode *node, const char *key, bool reads_model) {
+                         const ast *tree, const ynode *node, const char *key) {
   if (!p) return;
   const char *const *names;
   uint32_t n = expr_unknown_functions(p, &names);
   for (uint32_t i = 0; i < n; i++) {
     size_t len = strlen(names[i]);
-    /* `confidence(model.score)` belongs to the models; the model warning covers it */
-    if (reads_model && len == 10 && !memcmp(names[i], "confidence", 10)) continue;
     int line = node ? node->line : 0, col = node ? node->col : 0;
     const ast *call = find_call(tree, names[i], len);
     if (call && node) yaml_scalar_place(node, b->src, b->src_len, call->pos, &line, &col, NULL);
@@ -201,14 +195,6 @@ static void lint_unknown(const strategy_build *b, policy_diags *d, const expr_pr
   }
 }
 
-static const char *on_error_text(const strategy *s, char *buf, size_t cap) {
-  if (s->on_error.action >= 0)
-    snprintf(buf, cap, "on_error ('%s')", s->actions[s->on_error.action].name);
-  else
-    snprintf(buf, cap, "on_error (an error decision, as no on_error action is set)");
-  return buf;
-}
-
 void strategy_lint(const strategy_build *b, policy_diags *d) {
   const strategy *s = b->s;
   arena scratch;
@@ -216,23 +202,16 @@ void strategy_lint(const strategy_build *b, policy_diags *d) {
   lint_shadowed(b, d, &scratch);
   schema_check(b, d);
 
-  char buf[160];
   for (uint32_t r = 0; r < s->nrules; r++) {
     const policy_rule *pr = &s->rules[r];
     char key[48];
     snprintf(key, sizeof key, "rules[%u].if", r);
-    lint_unknown(b, d, pr->cond, b->rules[r].cond, b->rules[r].node, key, pr->reads_model);
-    if (pr->reads_model)
-      warn(b, d, pr->line, pr->column, key,
-           "rule '%s' reads %s, but models are not supported yet: a decision that reaches this "
-           "rule takes %s",
-           pr->name, b->rules[r].model_direct ? "model" : "model (through a let)",
-           on_error_text(s, buf, sizeof buf));
+    lint_unknown(b, d, pr->cond, b->rules[r].cond, b->rules[r].node, key);
   }
   for (uint32_t l = 0; l < s->nlets; l++) {
     char key[160];
     snprintf(key, sizeof key, "let.%s", s->lets[l].name);
-    lint_unknown(b, d, s->lets[l].prog, b->let_trees[l], b->let_nodes[l], key, b->let_model[l]);
+    lint_unknown(b, d, s->lets[l].prog, b->let_trees[l], b->let_nodes[l], key);
   }
 
   const ynode *tests = NULL;

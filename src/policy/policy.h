@@ -88,6 +88,27 @@ typedef struct policy_test {
 
 typedef struct rule_index rule_index; /* see index.c */
 
+/* fallback.thresholds: the model's score at or above min_score → action.
+ * Listed from the highest min_score down; the first reached decides. */
+typedef struct policy_threshold {
+  double min_score;
+  policy_outcome outcome;
+} policy_threshold;
+
+/* A model a strategy's fallback names, with the feature spec that makes
+ * its input row (src/model/model.h), loaded once per bundle. */
+struct gbdt_model;
+struct feature_spec;
+typedef struct bundle_model {
+  const char *name;          /* as the strategy names it */
+  const char *path;          /* models/NAME.json */
+  const char *features_path; /* models/NAME.features.yaml, or the strategy's own */
+  struct gbdt_model *gbdt;
+  struct feature_spec *features;
+  char version[65];          /* SHA-256 of the model file (gbdt_version) */
+  char features_version[65]; /* SHA-256 of the feature spec file */
+} bundle_model;
+
 typedef struct strategy {
   const char *name;
   const char *file;
@@ -107,6 +128,15 @@ typedef struct strategy {
   int32_t nc_action;          /* for NC_ACTION */
   const char *fallback_model; /* NULL when none */
   uint32_t fallback_timeout_ms;
+  const policy_threshold *thresholds; /* binary and regression models */
+  uint32_t nthresholds;
+  policy_outcome below;      /* no threshold reached (action -1: not declared) */
+  const int32_t *classes;    /* multiclass: class index -> action index */
+  uint32_t nclasses;
+  policy_outcome on_timeout; /* the model missed its deadline (-1: default, else on_error) */
+  const char *features_file; /* fallback.features: a spec other than the model's own */
+  const bundle_model *model; /* resolved when the bundle is loaded; NULL without fallback */
+  int fallback_line, fallback_col; /* of fallback.model, for messages */
   const policy_test *tests;
   uint32_t ntests;
   const rule_index *index;
@@ -117,6 +147,8 @@ typedef struct policy_bundle {
   const char *dir;
   const strategy *strategies;
   uint32_t nstrategies;
+  bundle_model *models; /* malloc'd; each model loaded once */
+  uint32_t nmodels;
   char version[65]; /* hex SHA-256 over the strategies' names and versions */
   arena mem;        /* owns everything above */
 } policy_bundle;
@@ -127,6 +159,10 @@ typedef struct policy_load_opts {
   /* A field gets a rule index when at least this many rules test it
    * (index.c says why); 0: the default, 8. 1 indexes every indexable rule. */
   uint32_t index_min_rules;
+  /* From text: the folder holding the fallback models (NULL: none, and a
+   * strategy's model stays unloaded until policy_bundle_attach_model). From
+   * a folder, models are always <dir>/models. */
+  const char *models_dir;
 } policy_load_opts;
 
 /* Loads and compiles every strategy in dir. Returns 0 with *out set, or -1
@@ -136,6 +172,11 @@ int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bun
 /* One strategy from text (tests, tools): file names the source in messages. */
 int policy_bundle_from_text(const char *file, const char *text, size_t len, policy_bundle **out,
                             policy_diags *diags);
+/* Loads the model and feature spec of strategy si's fallback from the given
+ * files (replay: the versions a snapshot names, from the version store).
+ * Returns 0, or -1 with errors in d. */
+int policy_bundle_attach_model(policy_bundle *b, uint32_t si, const char *model_path,
+                               const char *features_path, policy_diags *d);
 /* The same with options (opts may be NULL); from text nothing is stored, so
  * opts->store_dir is not used. */
 int policy_bundle_from_text_opts(const char *file, const char *text, size_t len,

@@ -18,6 +18,7 @@
  *
  * Not here: reading files and cross-strategy checks (bundle.c), the rule
  * index (index.c), warnings (lint.c), versions (version.c). */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -841,16 +842,102 @@ static void parse_decision_points(cc *c, const ynode *n) {
   s->ndecision_points = k;
 }
 
+/* A number in YAML (int or double) as a double; -1 with an error otherwise. */
+static int want_number(cc *c, const ynode *n, const char *key, double *out) {
+  if (n->kind == Y_SCALAR && n->v.kind == V_DOUBLE && isfinite(n->v.d)) {
+    *out = n->v.d;
+    return 0;
+  }
+  if (n->kind == Y_SCALAR && n->v.kind == V_INT) {
+    *out = (double)n->v.i;
+    return 0;
+  }
+  err_at(c, n, key, "expected a number, got %s", kind_name(n));
+  return -1;
+}
+
+static void parse_thresholds(cc *c, const ynode *n) {
+  strategy *s = c->s;
+  if (want_list(c, n, "fallback.thresholds")) return;
+  if (!n->n) {
+    err_at(c, n, "fallback.thresholds", "empty: list {min_score: N, action: A} from the highest down");
+    return;
+  }
+  policy_threshold *t = arena_zalloc(c->mem, n->n * sizeof *t);
+  if (!t) {
+    nomem(c);
+    return;
+  }
+  static const char *const keys[] = {"min_score", "action", "reason"};
+  for (uint32_t i = 0; i < n->n; i++) {
+    const ynode *e = n->kids[i];
+    char key[64];
+    snprintf(key, sizeof key, "fallback.thresholds[%u]", i);
+    t[i].outcome.action = -1;
+    if (want_map(c, e, key)) continue;
+    check_keys(c, e, key, keys, 3);
+    const ynode *m = get(e, "min_score"), *a = get(e, "action"), *r = get(e, "reason");
+    char sub[96];
+    snprintf(sub, sizeof sub, "%s.min_score", key);
+    if (!m)
+      err_at(c, e, key, "missing 'min_score' (the score at or above which 'action' is taken)");
+    else if (want_number(c, m, sub, &t[i].min_score) == 0 && i > 0 &&
+             !(t[i].min_score < t[i - 1].min_score))
+      err_at(c, m, sub,
+             "thresholds are read from the top and the first reached decides: list them from the "
+             "highest min_score down (%g is not below %g)",
+             t[i].min_score, t[i - 1].min_score);
+    snprintf(sub, sizeof sub, "%s.action", key);
+    if (!a)
+      err_at(c, e, key, "missing 'action'");
+    else
+      t[i].outcome.action = use_action(c, a, sub);
+    if (r) {
+      snprintf(sub, sizeof sub, "%s.reason", key);
+      t[i].outcome.reason = want_text(c, r, sub);
+    }
+  }
+  s->thresholds = t;
+  s->nthresholds = n->n;
+}
+
+static void parse_classes(cc *c, const ynode *n) {
+  strategy *s = c->s;
+  if (want_list(c, n, "fallback.classes")) return;
+  if (!n->n) {
+    err_at(c, n, "fallback.classes", "empty: list one action a class, in the model's class order");
+    return;
+  }
+  int32_t *v = arena_alloc(c->mem, n->n * sizeof *v);
+  if (!v) {
+    nomem(c);
+    return;
+  }
+  for (uint32_t i = 0; i < n->n; i++) {
+    char key[64];
+    snprintf(key, sizeof key, "fallback.classes[%u]", i);
+    v[i] = use_action(c, n->kids[i], key);
+  }
+  s->classes = v;
+  s->nclasses = n->n;
+}
+
 static void parse_fallback(cc *c, const ynode *n) {
   strategy *s = c->s;
+  s->below.action = -1;
+  s->on_timeout.action = -1;
   if (want_map(c, n, "fallback")) return;
-  static const char *const keys[] = {"model", "timeout_ms"};
-  check_keys(c, n, "fallback", keys, 2);
-  const ynode *m = get(n, "model"), *t = get(n, "timeout_ms");
+  static const char *const keys[] = {"model",   "timeout_ms", "thresholds", "below",
+                                     "classes", "on_timeout", "features"};
+  check_keys(c, n, "fallback", keys, 7);
+  const ynode *m = get(n, "model"), *t = get(n, "timeout_ms"), *x;
   if (!m)
     err_at(c, n, "fallback", "missing 'model' (the name of the model that decides)");
-  else
+  else {
     s->fallback_model = want_name(c, m, "fallback.model", "model name");
+    s->fallback_line = m->line;
+    s->fallback_col = m->col;
+  }
   s->fallback_timeout_ms = 10;
   if (t) {
     if (t->kind != Y_SCALAR || (t->v.kind != V_INT && t->v.kind != V_UINT)) {
@@ -862,6 +949,38 @@ static void parse_fallback(cc *c, const ynode *n) {
     } else {
       s->fallback_timeout_ms = (uint32_t)t->v.i;
     }
+  }
+  if ((x = get(n, "thresholds"))) parse_thresholds(c, x);
+  if ((x = get(n, "classes"))) parse_classes(c, x);
+  if (s->thresholds && s->classes)
+    err_at(c, x, "fallback.classes",
+           "give 'thresholds' (a binary or regression model's score) or 'classes' (a multiclass "
+           "model's classes), not both");
+  if ((x = get(n, "below"))) {
+    if (s->classes)
+      err_at(c, x, "fallback.below", "'below' goes with 'thresholds', not with 'classes'");
+    parse_outcome(c, x, "fallback.below", &s->below);
+  }
+  if ((x = get(n, "on_timeout"))) parse_outcome(c, x, "fallback.on_timeout", &s->on_timeout);
+  if ((x = get(n, "features"))) s->features_file = want_text(c, x, "fallback.features");
+  /* Neither thresholds nor classes: the score is read as the probability
+   * that the request should be refused (docs/policy.md, "Models"). */
+  if (!s->thresholds && !s->classes && s->fallback_model) {
+    policy_threshold *d = arena_zalloc(c->mem, sizeof *d);
+    if (!d) {
+      nomem(c);
+      return;
+    }
+    d->min_score = 0.5;
+    int32_t blk = find_action(&c->acts, "block", 5);
+    d->outcome.action = blk >= 0 ? blk : add_action(c, "block", n);
+    d->outcome.reason = NULL;
+    s->thresholds = d;
+    s->nthresholds = 1;
+  }
+  if (s->thresholds && s->below.action < 0) {
+    int32_t alw = find_action(&c->acts, "allow", 5);
+    s->below.action = alw >= 0 ? alw : add_action(c, "allow", n);
   }
 }
 
@@ -1079,7 +1198,18 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
              kind_name(x));
     }
   }
+  s->below.action = -1;
+  s->on_timeout.action = -1;
   if ((x = get(root, "fallback"))) parse_fallback(&c, x);
+  for (uint32_t r = 0; r < s->nrules && !s->fallback_model; r++)
+    if (s->rules[r].reads_model) {
+      char key[48];
+      snprintf(key, sizeof key, "rules[%u].if", r);
+      diag_add(c.d, DIAG_ERROR, c.file, s->rules[r].line, s->rules[r].column, key,
+               "rule '%s' reads model, but the strategy has no fallback model: add "
+               "`fallback: {model: NAME}` (the model is models/NAME.json in the bundle)",
+               s->rules[r].name);
+    }
   if ((x = get(root, "tests"))) parse_tests(&c, x);
 
   /* The actions, final: declared ones first, then the ones named elsewhere. */

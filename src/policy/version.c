@@ -129,15 +129,20 @@ static int make_dirs(const char *dir, char *err, size_t err_size) {
 
 int policy_store_put(const char *dir, const char *hex, const char *data, size_t len, char *err,
                      size_t err_size) {
+  return policy_store_put_as(dir, hex, ".json", data, len, err, err_size);
+}
+
+int policy_store_put_as(const char *dir, const char *hex, const char *ext, const char *data,
+                        size_t len, char *err, size_t err_size) {
   char path[4200], tmp[4300];
-  if (snprintf(path, sizeof path, "%s/%s.json", dir, hex) >= (int)sizeof path) {
+  if (snprintf(path, sizeof path, "%s/%s%s", dir, hex, ext) >= (int)sizeof path) {
     snprintf(err, err_size, "store path too long");
     return -1;
   }
   if (access(path, F_OK) == 0) return 0; /* content-addressed: already there */
   if (make_dirs(dir, err, err_size)) return -1;
   static const char suffix[] = "XXXXXX";
-  snprintf(tmp, sizeof tmp, "%s/.%s.json.%s", dir, hex, suffix);
+  snprintf(tmp, sizeof tmp, "%s/.%s%s.%s", dir, hex, ext, suffix);
   int fd = mkstemp(tmp);
   if (fd < 0) {
     snprintf(err, err_size, "cannot write in %s: %s", dir, strerror(errno));

@@ -35,6 +35,8 @@
 /* One policy version, loaded (or found missing: error set) once. */
 typedef struct version_entry {
   char version[65];
+  char model[65];    /* the model version the snapshot used, "" none */
+  char features[65]; /* its feature spec's version */
   policy_bundle *bundle; /* NULL: could not be loaded */
   name_table *names;
   arena mem; /* names */
@@ -163,18 +165,38 @@ static void version_load(replayer *rp, version_entry *v) {
     v->bundle = NULL;
     return;
   }
+  if (v->model[0] && v->bundle->strategies[0].fallback_model) {
+    /* the model and spec the decision used, kept in the store by content */
+    char mp[4300], fp[4300];
+    snprintf(mp, sizeof mp, "%s/models/%s.json", rp->store, v->model);
+    snprintf(fp, sizeof fp, "%s/models/%s.features.yaml", rp->store, v->features);
+    memset(&dg, 0, sizeof dg);
+    if (policy_bundle_attach_model(v->bundle, 0, mp, fp, &dg) != 0) {
+      v->error = diags_message(path, &dg);
+      policy_diags_free(&dg);
+      policy_bundle_free(v->bundle);
+      v->bundle = NULL;
+      return;
+    }
+    policy_diags_free(&dg);
+  }
   arena_init(&v->mem, NULL, 0, 0);
   v->names = name_tables_build(&v->mem, v->bundle);
 }
 
 /* The cached entry for a version (loading it on first use); NULL only when
  * out of memory. */
-static version_entry *version_get(replayer *rp, const char *ver, size_t n) {
-  if (rp->last && strlen(rp->last->version) == n && memcmp(rp->last->version, ver, n) == 0)
-    return rp->last;
+static int entry_is(const version_entry *v, const char *ver, size_t n, const char *mv,
+                    const char *fv) {
+  return strlen(v->version) == n && memcmp(v->version, ver, n) == 0 && !strcmp(v->model, mv) &&
+         !strcmp(v->features, fv);
+}
+
+static version_entry *version_get(replayer *rp, const char *ver, size_t n, const char *mv,
+                                  const char *fv) {
+  if (rp->last && entry_is(rp->last, ver, n, mv, fv)) return rp->last;
   for (size_t i = 0; i < rp->nversions; i++)
-    if (strlen(rp->versions[i].version) == n && memcmp(rp->versions[i].version, ver, n) == 0)
-      return rp->last = &rp->versions[i];
+    if (entry_is(&rp->versions[i], ver, n, mv, fv)) return rp->last = &rp->versions[i];
   if (rp->nversions == rp->cap) {
     size_t cap = rp->cap ? rp->cap * 2 : 8;
     version_entry *nv = realloc(rp->versions, cap * sizeof *nv);
@@ -184,10 +206,14 @@ static version_entry *version_get(replayer *rp, const char *ver, size_t n) {
   }
   version_entry *v = &rp->versions[rp->nversions++];
   memset(v, 0, sizeof *v);
-  if (!is_hex64(ver, n)) {
+  snprintf(v->model, sizeof v->model, "%s", mv);
+  snprintf(v->features, sizeof v->features, "%s", fv);
+  if (!is_hex64(ver, n) || (mv[0] && !is_hex64(mv, strlen(mv))) ||
+      (fv[0] && !is_hex64(fv, strlen(fv)))) {
     /* Not a version the engine writes; never used as a file name. */
     snprintf(v->version, sizeof v->version, "%.*s", (int)(n > 64 ? 64 : n), ver);
-    v->error = strdup("the snapshot's policy_version is not a 64-digit hex SHA-256");
+    v->error = strdup("the snapshot's policy, model or features version is not a 64-digit hex "
+                      "SHA-256");
   } else {
     memcpy(v->version, ver, 64);
     v->version[64] = '\0';
@@ -237,6 +263,7 @@ enum {
   F_LATENCY,
   F_LIMITS,
   F_INPUTS,
+  F_MODEL,
   F_COUNT
 };
 
@@ -254,12 +281,12 @@ static const char *const field_names[F_COUNT] = {"format",         "id",
                                                  "review",         "confidence",
                                                  "source",         "reason",
                                                  "latency_ns",     "limits",
-                                                 "inputs"};
+                                                 "inputs", "model"};
 
 /* Which of them docs/snapshots.md ("Snapshot contents") requires: all but
  * let_errors and limits, which came with format 1 too but are not audit
  * fields. null is a value: a member that is null by design is present. */
-static int field_required(int f) { return f != F_LET_ERRORS && f != F_LIMITS; }
+static int field_required(int f) { return f != F_LET_ERRORS && f != F_LIMITS && f != F_MODEL; }
 
 typedef struct span {
   const char *s; /* NULL: absent */
@@ -521,7 +548,12 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
       snprintf(rp->msg, sizeof rp->msg, "the snapshot names no policy_version to replay under");
       return VD_ENOTFOUND;
     }
-    ve = version_get(rp, pv, strlen(pv));
+    value model = parse_span(a, f[F_MODEL]);
+    const value *mv = get(&model, "version"), *fv = get(&model, "features_version");
+    char mvb[65] = "", fvb[65] = "";
+    if (mv && mv->kind == V_STRING) snprintf(mvb, sizeof mvb, "%.*s", (int)mv->n, mv->s);
+    if (fv && fv->kind == V_STRING) snprintf(fvb, sizeof fvb, "%.*s", (int)fv->n, fv->s);
+    ve = version_get(rp, pv, strlen(pv), mvb, fvb);
     if (!ve) {
       snprintf(rp->msg, sizeof rp->msg, "out of memory loading policy versions");
       return VD_ENOMEM;
@@ -534,8 +566,12 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
 
   vd_error err;
   uint64_t c0 = cpu_now();
-  int rc = engine_decide_json_at(ve->bundle, ve->names, &lim, it->request_json, it->request_len,
-                                 clock_ns, rp->d, &err);
+  /* The model's deadline, as recorded (the clock decided it): replaying
+   * the recorded policy takes that outcome; a candidate runs on the clock. */
+  const value *dm = get(&inputs, "model_deadline_missed");
+  int deadline = rp->opts->policy_dir ? -1 : dm && dm->kind == V_BOOL && dm->b ? 1 : 0;
+  int rc = engine_decide_json_replay(ve->bundle, ve->names, &lim, it->request_json,
+                                     it->request_len, clock_ns, deadline, rp->d, &err);
   it->cpu_ns = cpu_now() - c0;
   if (rc) {
     snprintf(rp->msg, sizeof rp->msg, "%s", err.message);

@@ -18,29 +18,45 @@
 #define METRICS_MAX_SERIES 512
 #define METRICS_BUCKETS 14
 
+/* One labelled counter: up to three label values, malloc'd, immutable once
+ * published. */
 typedef struct metrics_series {
-  char *point, *action; /* malloc'd, immutable once published */
-  const char *source;   /* a static string from the engine */
+  char *label[3];
   uint64_t hash;
   _Atomic uint64_t count;
 } metrics_series;
 
-typedef struct metrics {
+/* A table of labelled counters (decisions; rule hits). */
+typedef struct metrics_table {
   metrics_series series[METRICS_MAX_SERIES];
   _Atomic uint32_t nseries;  /* entries [0, nseries) are published */
-  _Atomic uint64_t overflow; /* decisions not counted by series: table full */
-  _Atomic uint64_t latency_buckets[METRICS_BUCKETS]; /* cumulative at render */
-  _Atomic uint64_t latency_count;
-  _Atomic uint64_t latency_sum_ns;
+  _Atomic uint64_t overflow; /* counts not kept by a series: table full */
+} metrics_table;
+
+typedef struct metrics_hist {
+  _Atomic uint64_t buckets[METRICS_BUCKETS]; /* per bucket; cumulative at render */
+  _Atomic uint64_t count;
+  _Atomic uint64_t sum_ns;
+} metrics_hist;
+
+typedef struct metrics {
+  metrics_table decisions;    /* strategy, action, source */
+  metrics_table rules;        /* strategy, rule */
+  metrics_hist request;       /* first byte of a request to its answer queued */
+  metrics_hist decide;        /* the engine alone: parsing the request and deciding */
   _Atomic uint64_t status[6]; /* responses by class: [1..5]xx */
   _Atomic uint64_t refused;   /* decide requests refused (4xx) */
+  _Atomic uint64_t batches;   /* batch requests answered */
+  _Atomic uint64_t authz[3];  /* authz answers: 200, 401, 403 */
 } metrics;
 
 void metrics_init(metrics *m);
 void metrics_free(metrics *m);
-void metrics_count_decision(metrics *m, const char *point, const char *action, const char *source);
+/* Counts a decision made with d (strategy, action, source, rule, decide time). */
+void metrics_count_decision(metrics *m, const vd_decision *d);
 void metrics_observe(metrics *m, int status, uint64_t ns);
 void metrics_count_refused(metrics *m);
+void metrics_bump(_Atomic uint64_t *c);
 
 /* ---- the server ---- */
 typedef struct server server;
@@ -55,11 +71,12 @@ struct worker {
   uv_tcp_t listener;
   int fd;           /* the bound socket until the loop adopts it */
   uv_async_t wake;  /* the main thread asks the loop to drain and stop */
-  uv_timer_t sweep; /* timeouts */
+  uv_timer_t sweep; /* timeouts; flushes the access log */
   int stopping;
   conn *conns; /* doubly linked, every open connection */
   llhttp_settings_t settings;
   metrics m;
+  json_buf alog; /* access log lines not yet written */
   char readbuf[64 * 1024];
 };
 
@@ -67,27 +84,56 @@ struct server {
   const server_opts *opts;
   vd_engine *engine;
   const char *snapshots_dir; /* NULL: snapshots off */
+  char *store_dir;           /* the policy version store; NULL: none kept */
+  char *admin_token;         /* NULL: admin endpoints disabled */
+  size_t admin_token_len;
+  int access_fd; /* -1: no access log */
   _Atomic int ready;
   _Atomic unsigned nconns;
+  _Atomic uint64_t reloads, reload_failures;
   worker *workers;
   int nworkers;
   char listen_text[80];
+  void *mcp;    /* the MCP session table (mcp_http.c) */
+  int loopback; /* listening on a loopback address */
 };
+
+/* server.c: reloads the bundle and logs it (trigger: "signal", "http",
+ * "watch"). Returns 0, or the engine's error code with err filled. Safe
+ * from any thread; reloads are serialised by the engine. */
+int server_reload(server *s, const char *trigger, vd_error *err, char before[65], char after[65]);
 
 /* conn.c */
 int worker_start_listening(worker *w); /* on the worker's thread */
 void worker_stop(worker *w);           /* on the worker's thread: drain */
 void worker_sweep(uv_timer_t *t);      /* timer callback: timeouts */
 void worker_settings_init(llhttp_settings_t *s);
+void worker_flush_access_log(worker *w);
+
+#define HTTP_MAX_HEADERS 100
+
+typedef struct http_header {
+  uint32_t name, name_len, value, value_len; /* offsets into the header text */
+} http_header;
 
 /* The request being answered (slices into the connection's buffers). */
 typedef struct http_request {
-  int method; /* llhttp_method_t */
-  const char *path;
+  int method;      /* llhttp_method_t */
+  const char *url; /* the request target as sent, query included */
+  size_t url_len;
+  const char *path; /* the target up to '?' */
   size_t path_len;
+  const char *query; /* after '?', "" when none */
+  size_t query_len;
   const char *body;
   size_t body_len;
+  const char *htext; /* header names and values */
+  const http_header *headers;
+  unsigned nheaders; /* at most HTTP_MAX_HEADERS kept, in order */
 } http_request;
+
+/* The value of the first header called name (any case), or NULL. */
+const char *http_header_get(const http_request *r, const char *name, size_t *len);
 
 /* Queues a response on c: status, an optional extra header block (lines
  * ending in \r\n) and a JSON/text body. */
@@ -98,9 +144,30 @@ void conn_respond_error(conn *c, int status, const char *code, const char *messa
                         const char *path);
 vd_decision *conn_decision(conn *c);
 worker *conn_worker(conn *c);
+/* The peer's address as text into buf ("" when unknown). */
+void conn_peer(conn *c, char *buf, size_t len);
+/* What the access log says of the request being answered: the action and
+ * snapshot id of its decision (copied; NULL for none). */
+void conn_note_decision(conn *c, const char *action, const char *snapshot_id);
 
 /* routes.c: answers one complete request (always calls conn_respond*). */
 void route_request(conn *c, const http_request *r);
+
+/* admin.c: /v1/policies, /v1/policies/reload and the bearer token. */
+void route_policies(conn *c, const http_request *r);
+void route_reload(conn *c, const http_request *r);
+/* Loads the token (file, else $VERDICT_ADMIN_TOKEN) into s. 0, or -1 with why. */
+int admin_token_load(server *s, const char *file, char *why, size_t whylen);
+
+/* batch.c: POST /v1/decide/batch. */
+void route_batch(conn *c, const http_request *r);
+/* authz.c: GET|POST /v1/authz. */
+void route_authz(conn *c, const http_request *r);
+
+/* mcp_http.c: POST|DELETE|GET /mcp, and its session table. */
+void route_mcp(conn *c, const http_request *r);
+void *mcp_http_new(void);
+void mcp_http_free(void *table);
 
 /* metrics.c: the Prometheus text of the whole server into b. */
 void metrics_render(server *s, json_buf *b);
@@ -108,5 +175,11 @@ void metrics_render(server *s, json_buf *b);
 /* log.c: one JSON line on stderr: {"ts","level","event","message",...fields}.
  * fields, when not NULL, is a run of ,"key":value pairs already in JSON. */
 void server_log(const char *level, const char *event, const char *message, const char *fields);
+/* log.c: the current UTC time as 2026-11-30T00:51:13.630Z into t (>= 32). */
+size_t server_log_time(char *t, size_t len);
+
+/* Shared by the routes: the HTTP status and error code of an engine error. */
+int route_error_status(int code);
+const char *route_error_code(int code);
 
 #endif

@@ -1,6 +1,7 @@
 /* log.c — the server's structured log: one JSON object a line on stderr, one
  * line per event (start, ready, reload, stop, errors), written with a single
- * write() so that lines from different threads never interleave. */
+ * write() so that lines from different threads never interleave. The access
+ * log (one line per request, --access-log) is conn.c's: buffered per worker. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -8,14 +9,19 @@
 
 #include "server/internal.h"
 
-void server_log(const char *level, const char *event, const char *message, const char *fields) {
+size_t server_log_time(char *t, size_t len) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   struct tm tm;
   gmtime_r(&ts.tv_sec, &tm);
+  size_t tn = strftime(t, len, "%Y-%m-%dT%H:%M:%S", &tm);
+  tn += (size_t)snprintf(t + tn, len - tn, ".%03ldZ", ts.tv_nsec / 1000000);
+  return tn;
+}
+
+void server_log(const char *level, const char *event, const char *message, const char *fields) {
   char t[48];
-  size_t tn = strftime(t, sizeof t, "%Y-%m-%dT%H:%M:%S", &tm);
-  tn += (size_t)snprintf(t + tn, sizeof t - tn, ".%03ldZ", ts.tv_nsec / 1000000);
+  size_t tn = server_log_time(t, sizeof t);
   json_buf b;
   json_buf_init(&b, NULL);
   json_buf_put(&b, "{\"ts\":\"", 7);

@@ -4,10 +4,14 @@
  * relaxed atomic loads and sums them. Series of decisions (strategy, action,
  * source) go in a fixed table: an entry is filled first, then published by
  * bumping nseries with release order, and never changes after. */
+#include <dirent.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "server/internal.h"
 
@@ -26,61 +30,91 @@ static uint64_t get(_Atomic uint64_t *c) { return atomic_load_explicit(c, memory
 
 void metrics_init(metrics *m) { memset(m, 0, sizeof *m); }
 
-void metrics_free(metrics *m) {
-  uint32_t n = atomic_load(&m->nseries);
-  for (uint32_t i = 0; i < n; i++) {
-    free(m->series[i].point);
-    free(m->series[i].action);
-  }
+static void table_free(metrics_table *t) {
+  uint32_t n = atomic_load(&t->nseries);
+  for (uint32_t i = 0; i < n; i++)
+    for (int k = 0; k < 3; k++) free(t->series[i].label[k]);
 }
+
+void metrics_free(metrics *m) {
+  table_free(&m->decisions);
+  table_free(&m->rules);
+}
+
+void metrics_bump(_Atomic uint64_t *c) { bump(c, 1); }
 
 static uint64_t hash_str(uint64_t h, const char *s) {
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
   return h * 0x100000001b3ull;
 }
 
-void metrics_count_decision(metrics *m, const char *point, const char *action, const char *source) {
-  uint64_t h = hash_str(hash_str(hash_str(0xcbf29ce484222325ull, point), action), source);
-  uint32_t n = atomic_load_explicit(&m->nseries, memory_order_relaxed);
+static uint64_t hash3(const char *const l[3]) {
+  return hash_str(hash_str(hash_str(0xcbf29ce484222325ull, l[0]), l[1]), l[2]);
+}
+
+static int same(const metrics_series *s, uint64_t h, const char *const l[3]) {
+  return s->hash == h && strcmp(s->label[0], l[0]) == 0 && strcmp(s->label[1], l[1]) == 0 &&
+         strcmp(s->label[2], l[2]) == 0;
+}
+
+/* Adds one to the series with labels l (made on first use). Only the owning
+ * worker calls it. */
+static void table_count(metrics_table *t, const char *const l[3]) {
+  uint64_t h = hash3(l);
+  uint32_t n = atomic_load_explicit(&t->nseries, memory_order_relaxed);
   for (uint32_t i = 0; i < n; i++) {
-    metrics_series *s = &m->series[i];
-    if (s->hash == h && strcmp(s->point, point) == 0 && strcmp(s->action, action) == 0 &&
-        strcmp(s->source, source) == 0) {
+    metrics_series *s = &t->series[i];
+    if (same(s, h, l)) {
       bump(&s->count, 1);
       return;
     }
   }
   if (n == METRICS_MAX_SERIES) {
-    bump(&m->overflow, 1);
+    bump(&t->overflow, 1);
     return;
   }
-  metrics_series *s = &m->series[n];
-  s->point = strdup(point);
-  s->action = strdup(action);
-  if (!s->point || !s->action) {
-    free(s->point);
-    free(s->action);
-    s->point = s->action = NULL;
-    bump(&m->overflow, 1);
+  metrics_series *s = &t->series[n];
+  for (int k = 0; k < 3; k++) s->label[k] = strdup(l[k]);
+  if (!s->label[0] || !s->label[1] || !s->label[2]) {
+    for (int k = 0; k < 3; k++) {
+      free(s->label[k]);
+      s->label[k] = NULL;
+    }
+    bump(&t->overflow, 1);
     return;
   }
-  s->source = source;
   s->hash = h;
   atomic_store_explicit(&s->count, 1, memory_order_relaxed);
-  atomic_store_explicit(&m->nseries, n + 1, memory_order_release);
+  atomic_store_explicit(&t->nseries, n + 1, memory_order_release);
+}
+
+static void hist_observe(metrics_hist *h, uint64_t ns) {
+  double sec = (double)ns / 1e9;
+  for (int i = 0; i < METRICS_BUCKETS; i++)
+    if (sec <= bucket_le[i]) {
+      bump(&h->buckets[i], 1);
+      break;
+    }
+  bump(&h->count, 1);
+  bump(&h->sum_ns, ns);
+}
+
+void metrics_count_decision(metrics *m, const vd_decision *d) {
+  const char *strategy = vd_decision_strategy(d), *action = vd_decision_action(d);
+  const char *source = vd_decision_source(d), *rule = vd_decision_rule(d);
+  const char *l[3] = {strategy ? strategy : "", action ? action : "", source ? source : ""};
+  table_count(&m->decisions, l);
+  if (rule && source && strcmp(source, "rule") == 0) {
+    const char *r[3] = {l[0], rule, ""};
+    table_count(&m->rules, r);
+  }
+  hist_observe(&m->decide, (uint64_t)(vd_decision_latency_us(d) * 1e3));
 }
 
 void metrics_observe(metrics *m, int status, uint64_t ns) {
   int cls = status / 100;
   if (cls >= 1 && cls <= 5) bump(&m->status[cls], 1);
-  double sec = (double)ns / 1e9;
-  for (int i = 0; i < METRICS_BUCKETS; i++)
-    if (sec <= bucket_le[i]) {
-      bump(&m->latency_buckets[i], 1);
-      break;
-    }
-  bump(&m->latency_count, 1);
-  bump(&m->latency_sum_ns, ns);
+  hist_observe(&m->request, ns);
 }
 
 void metrics_count_refused(metrics *m) { bump(&m->refused, 1); }
@@ -109,91 +143,117 @@ static void put_label(json_buf *b, const char *s) {
   }
 }
 
-/* Decisions: merge the workers' series by label set (small tables: a scan). */
-static void render_decisions(server *srv, json_buf *b) {
-  PUT_LIT(b, "# HELP verdict_decisions_total Decisions made, by strategy, action and source.\n");
-  PUT_LIT(b, "# TYPE verdict_decisions_total counter\n");
+/* A labelled table summed over the workers (small tables: a scan). Each
+ * label set is printed by the first worker that has it. */
+static void render_table(server *srv, json_buf *b, size_t off, const char *name,
+                         const char *const keys[3]) {
   for (int w = 0; w < srv->nworkers; w++) {
-    metrics *m = &srv->workers[w].m;
-    uint32_t n = atomic_load_explicit(&m->nseries, memory_order_acquire);
+    metrics_table *t = (metrics_table *)((char *)&srv->workers[w].m + off);
+    uint32_t n = atomic_load_explicit(&t->nseries, memory_order_acquire);
     for (uint32_t i = 0; i < n; i++) {
-      metrics_series *s = &m->series[i];
-      /* Printed by the first worker that has it. */
+      metrics_series *s = &t->series[i];
+      const char *l[3] = {s->label[0], s->label[1], s->label[2]};
       int seen = 0;
       for (int v = 0; v < w && !seen; v++) {
-        metrics *o = &srv->workers[v].m;
+        metrics_table *o = (metrics_table *)((char *)&srv->workers[v].m + off);
         uint32_t on = atomic_load_explicit(&o->nseries, memory_order_acquire);
-        for (uint32_t j = 0; j < on && !seen; j++)
-          seen = o->series[j].hash == s->hash && strcmp(o->series[j].point, s->point) == 0 &&
-                 strcmp(o->series[j].action, s->action) == 0 &&
-                 strcmp(o->series[j].source, s->source) == 0;
+        for (uint32_t j = 0; j < on && !seen; j++) seen = same(&o->series[j], s->hash, l);
       }
       if (seen) continue;
       uint64_t total = get(&s->count);
       for (int v = w + 1; v < srv->nworkers; v++) {
-        metrics *o = &srv->workers[v].m;
+        metrics_table *o = (metrics_table *)((char *)&srv->workers[v].m + off);
         uint32_t on = atomic_load_explicit(&o->nseries, memory_order_acquire);
         for (uint32_t j = 0; j < on; j++)
-          if (o->series[j].hash == s->hash && strcmp(o->series[j].point, s->point) == 0 &&
-              strcmp(o->series[j].action, s->action) == 0 &&
-              strcmp(o->series[j].source, s->source) == 0)
-            total += get(&o->series[j].count);
+          if (same(&o->series[j], s->hash, l)) total += get(&o->series[j].count);
       }
-      PUT_LIT(b, "verdict_decisions_total{strategy=\"");
-      put_label(b, s->point);
-      PUT_LIT(b, "\",action=\"");
-      put_label(b, s->action);
-      PUT_LIT(b, "\",source=\"");
-      put_label(b, s->source);
-      putf(b, "\"} %llu\n", (unsigned long long)total);
+      json_buf_put(b, name, strlen(name));
+      for (int k = 0; k < 3 && keys[k]; k++) {
+        json_buf_putc(b, k ? ',' : '{');
+        json_buf_put(b, keys[k], strlen(keys[k]));
+        PUT_LIT(b, "=\"");
+        put_label(b, l[k]);
+        json_buf_putc(b, '"');
+      }
+      putf(b, "} %llu\n", (unsigned long long)total);
     }
   }
-  uint64_t overflow = 0, refused = 0;
-  for (int w = 0; w < srv->nworkers; w++) {
-    overflow += get(&srv->workers[w].m.overflow);
-    refused += get(&srv->workers[w].m.refused);
-  }
+}
+
+static uint64_t sum_field(server *srv, size_t off) {
+  uint64_t n = 0;
+  for (int w = 0; w < srv->nworkers; w++)
+    n += get((_Atomic uint64_t *)((char *)&srv->workers[w].m + off));
+  return n;
+}
+
+static void render_decisions(server *srv, json_buf *b) {
+  static const char *const dkeys[3] = {"strategy", "action", "source"};
+  static const char *const rkeys[3] = {"strategy", "rule", NULL};
+  PUT_LIT(b, "# HELP verdict_decisions_total Decisions made, by strategy, action and source.\n");
+  PUT_LIT(b, "# TYPE verdict_decisions_total counter\n");
+  render_table(srv, b, offsetof(metrics, decisions), "verdict_decisions_total", dkeys);
+  PUT_LIT(b, "# HELP verdict_rule_hits_total Decisions made by each rule, by strategy and rule.\n");
+  PUT_LIT(b, "# TYPE verdict_rule_hits_total counter\n");
+  render_table(srv, b, offsetof(metrics, rules), "verdict_rule_hits_total", rkeys);
   putf(b,
        "# HELP verdict_decisions_unlabelled_total Decisions past the series table (%d label "
        "sets).\n# TYPE verdict_decisions_unlabelled_total counter\n"
        "verdict_decisions_unlabelled_total %llu\n",
-       METRICS_MAX_SERIES, (unsigned long long)overflow);
+       METRICS_MAX_SERIES,
+       (unsigned long long)sum_field(srv, offsetof(metrics, decisions.overflow)));
+  putf(b,
+       "# HELP verdict_rule_hits_unlabelled_total Rule hits past the series table.\n"
+       "# TYPE verdict_rule_hits_unlabelled_total counter\n"
+       "verdict_rule_hits_unlabelled_total %llu\n",
+       (unsigned long long)sum_field(srv, offsetof(metrics, rules.overflow)));
   putf(b,
        "# HELP verdict_decide_refused_total Decide requests refused (bad JSON or request, "
        "unknown point, no candidate).\n# TYPE verdict_decide_refused_total counter\n"
        "verdict_decide_refused_total %llu\n",
-       (unsigned long long)refused);
+       (unsigned long long)sum_field(srv, offsetof(metrics, refused)));
+  putf(b,
+       "# HELP verdict_batches_total Batch requests answered.\n"
+       "# TYPE verdict_batches_total counter\nverdict_batches_total %llu\n",
+       (unsigned long long)sum_field(srv, offsetof(metrics, batches)));
+  PUT_LIT(b,
+          "# HELP verdict_authz_total Answers of /v1/authz by status.\n"
+          "# TYPE verdict_authz_total counter\n");
+  static const int codes[3] = {200, 401, 403};
+  for (int k = 0; k < 3; k++)
+    putf(b, "verdict_authz_total{code=\"%d\"} %llu\n", codes[k],
+         (unsigned long long)sum_field(srv,
+                                       offsetof(metrics, authz) + (size_t)k * sizeof(uint64_t)));
+}
+
+static void render_hist(server *srv, json_buf *b, size_t off, const char *name, const char *help) {
+  putf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+  uint64_t cum = 0;
+  for (int i = 0; i < METRICS_BUCKETS; i++) {
+    cum += sum_field(srv, off + offsetof(metrics_hist, buckets) + (size_t)i * sizeof(uint64_t));
+    putf(b, "%s_bucket{le=\"%g\"} %llu\n", name, bucket_le[i], (unsigned long long)cum);
+  }
+  uint64_t count = sum_field(srv, off + offsetof(metrics_hist, count));
+  uint64_t sum_ns = sum_field(srv, off + offsetof(metrics_hist, sum_ns));
+  /* count is read after the buckets: never below the last bucket. */
+  if (count < cum) count = cum;
+  putf(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)count);
+  putf(b, "%s_sum %.9f\n", name, (double)sum_ns / 1e9);
+  putf(b, "%s_count %llu\n", name, (unsigned long long)count);
 }
 
 static void render_http(server *srv, json_buf *b) {
   PUT_LIT(b,
           "# HELP verdict_http_responses_total HTTP responses by status class.\n"
           "# TYPE verdict_http_responses_total counter\n");
-  for (int cls = 1; cls <= 5; cls++) {
-    uint64_t n = 0;
-    for (int w = 0; w < srv->nworkers; w++) n += get(&srv->workers[w].m.status[cls]);
-    putf(b, "verdict_http_responses_total{code=\"%dxx\"} %llu\n", cls, (unsigned long long)n);
-  }
-  PUT_LIT(b,
-          "# HELP verdict_http_request_duration_seconds Time from the first byte of a "
-          "request to its answer being queued.\n"
-          "# TYPE verdict_http_request_duration_seconds histogram\n");
-  uint64_t cum = 0, count = 0, sum_ns = 0;
-  for (int i = 0; i < METRICS_BUCKETS; i++) {
-    for (int w = 0; w < srv->nworkers; w++) cum += get(&srv->workers[w].m.latency_buckets[i]);
-    putf(b, "verdict_http_request_duration_seconds_bucket{le=\"%g\"} %llu\n", bucket_le[i],
-         (unsigned long long)cum);
-  }
-  for (int w = 0; w < srv->nworkers; w++) {
-    count += get(&srv->workers[w].m.latency_count);
-    sum_ns += get(&srv->workers[w].m.latency_sum_ns);
-  }
-  /* count is read after the buckets: never below the last bucket. */
-  if (count < cum) count = cum;
-  putf(b, "verdict_http_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
-       (unsigned long long)count);
-  putf(b, "verdict_http_request_duration_seconds_sum %.9f\n", (double)sum_ns / 1e9);
-  putf(b, "verdict_http_request_duration_seconds_count %llu\n", (unsigned long long)count);
+  for (int cls = 1; cls <= 5; cls++)
+    putf(b, "verdict_http_responses_total{code=\"%dxx\"} %llu\n", cls,
+         (unsigned long long)sum_field(srv,
+                                       offsetof(metrics, status) + (size_t)cls * sizeof(uint64_t)));
+  render_hist(srv, b, offsetof(metrics, request), "verdict_http_request_duration_seconds",
+              "Time from the first byte of a request to its answer being queued.");
+  render_hist(srv, b, offsetof(metrics, decide), "verdict_decide_duration_seconds",
+              "Time the engine took for one decision: parsing the request and deciding.");
   putf(b,
        "# HELP verdict_http_connections Open HTTP connections.\n"
        "# TYPE verdict_http_connections gauge\nverdict_http_connections %u\n",
@@ -223,6 +283,9 @@ static void render_engine(server *srv, json_buf *b) {
          "# HELP verdict_snapshot_queue_depth Snapshots waiting to be written.\n"
          "# TYPE verdict_snapshot_queue_depth gauge\nverdict_snapshot_queue_depth %llu\n",
          c.snapshot_queue_depth);
+    counter(b, "verdict_model_calls_total", "Decisions that ran a fallback model.", c.model_calls);
+    counter(b, "verdict_model_deadline_misses_total",
+            "Model calls cut short by their strategy's timeout_ms.", c.model_deadline_misses);
     putf(b,
          "# HELP verdict_snapshots_enabled 1 when decisions are recorded.\n"
          "# TYPE verdict_snapshots_enabled gauge\nverdict_snapshots_enabled %d\n",
@@ -240,8 +303,87 @@ static void render_engine(server *srv, json_buf *b) {
        atomic_load(&srv->ready));
 }
 
+/* Process metrics as the Prometheus client libraries name them, from /proc. */
+static void render_process(json_buf *b) {
+  long tick = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+  char buf[1024];
+  FILE *f = fopen("/proc/self/stat", "r");
+  if (f) {
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* Fields after the command name (which may hold spaces) in ')'. */
+    const char *p = strrchr(buf, ')');
+    unsigned long long utime = 0, stime = 0, start = 0;
+    if (p && tick > 0 &&
+        sscanf(p + 2,
+               "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d "
+               "%llu",
+               &utime, &stime, &start) == 3) {
+      putf(b,
+           "# HELP process_cpu_seconds_total User and system CPU time spent, in seconds.\n"
+           "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.2f\n",
+           (double)(utime + stime) / (double)tick);
+      unsigned long long btime = 0;
+      FILE *st = fopen("/proc/stat", "r");
+      if (st) {
+        char line[256];
+        while (fgets(line, sizeof line, st))
+          if (sscanf(line, "btime %llu", &btime) == 1) break;
+        fclose(st);
+      }
+      if (btime)
+        putf(b,
+             "# HELP process_start_time_seconds Start time of the process since the epoch, in "
+             "seconds.\n# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds "
+             "%.2f\n",
+             (double)btime + (double)start / (double)tick);
+    }
+  }
+  f = fopen("/proc/self/statm", "r");
+  if (f) {
+    unsigned long long vsz = 0, rss = 0;
+    if (fscanf(f, "%llu %llu", &vsz, &rss) == 2 && page > 0) {
+      putf(b,
+           "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+           "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %llu\n",
+           rss * (unsigned long long)page);
+      putf(b,
+           "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
+           "# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes %llu\n",
+           vsz * (unsigned long long)page);
+    }
+    fclose(f);
+  }
+  DIR *d = opendir("/proc/self/fd");
+  if (d) {
+    unsigned n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+      if (e->d_name[0] != '.') n++;
+    closedir(d);
+    putf(b,
+         "# HELP process_open_fds Number of open file descriptors.\n"
+         "# TYPE process_open_fds gauge\nprocess_open_fds %u\n",
+         n > 0 ? n - 1 : 0); /* less the one opendir holds */
+  }
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+    putf(b,
+         "# HELP process_max_fds Maximum number of open file descriptors.\n"
+         "# TYPE process_max_fds gauge\nprocess_max_fds %llu\n",
+         (unsigned long long)rl.rlim_cur);
+}
+
 void metrics_render(server *srv, json_buf *b) {
   render_decisions(srv, b);
   render_http(srv, b);
   render_engine(srv, b);
+  putf(b,
+       "# HELP verdict_reloads_total Bundle reloads, by result.\n"
+       "# TYPE verdict_reloads_total counter\nverdict_reloads_total{result=\"ok\"} %llu\n"
+       "verdict_reloads_total{result=\"failed\"} %llu\n",
+       (unsigned long long)atomic_load(&srv->reloads),
+       (unsigned long long)atomic_load(&srv->reload_failures));
+  render_process(b);
 }

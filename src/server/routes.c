@@ -19,7 +19,7 @@ static void method_not_allowed(conn *c, const http_request *r, const char *allow
   conn_respond_error(c, 405, "method_not_allowed", msg, NULL);
 }
 
-static const char *error_code(int code) {
+const char *route_error_code(int code) {
   switch (code) {
     case VD_EJSON:
       return "json";
@@ -38,7 +38,7 @@ static const char *error_code(int code) {
   }
 }
 
-static int error_status(int code) {
+int route_error_status(int code) {
   switch (code) {
     case VD_EJSON:
     case VD_EREQUEST:
@@ -62,7 +62,8 @@ static void decide(conn *c, const http_request *r) {
   vd_error err;
   if (vd_decide_json(w->srv->engine, r->body, (long)r->body_len, d, &err) != 0) {
     metrics_count_refused(&w->m);
-    conn_respond_error(c, error_status(err.code), error_code(err.code), err.message, err.path);
+    conn_respond_error(c, route_error_status(err.code), route_error_code(err.code), err.message,
+                       err.path);
     return;
   }
   const char *s;
@@ -71,10 +72,8 @@ static void decide(conn *c, const http_request *r) {
     conn_respond_error(c, 503, "memory", "out of memory writing the decision", NULL);
     return;
   }
-  const char *action = vd_decision_action(d);
-  const char *strategy = vd_decision_strategy(d);
-  metrics_count_decision(&w->m, strategy ? strategy : "", action ? action : "",
-                         vd_decision_source(d));
+  metrics_count_decision(&w->m, d);
+  conn_note_decision(c, vd_decision_action(d), vd_decision_snapshot_id(d));
   conn_respond(c, 200, "application/json", NULL, s, n);
 }
 
@@ -134,6 +133,23 @@ void route_request(conn *c, const http_request *r) {
     if (!post) return method_not_allowed(c, r, "POST");
     return decide(c, r);
   }
+  if (path_is(r, "/v1/decide/batch")) {
+    if (!post) return method_not_allowed(c, r, "POST");
+    return route_batch(c, r);
+  }
+  if (path_is(r, "/v1/authz")) {
+    if (!get && !post) return method_not_allowed(c, r, "GET or POST");
+    return route_authz(c, r);
+  }
+  if (path_is(r, "/v1/policies")) {
+    if (!get) return method_not_allowed(c, r, "GET");
+    return route_policies(c, r);
+  }
+  if (path_is(r, "/v1/policies/reload")) {
+    if (!post) return method_not_allowed(c, r, "POST");
+    return route_reload(c, r);
+  }
+  if (path_is(r, "/mcp")) return route_mcp(c, r);
   if (path_is(r, "/healthz")) {
     if (!get) return method_not_allowed(c, r, "GET");
     return conn_respond(c, 200, "application/json", NULL, "{\"status\":\"ok\"}\n", 16);

@@ -8,6 +8,7 @@
  * libuv 1.44 (Debian 12) has no UV_TCP_REUSEPORT, so the sockets are made
  * here and handed to each loop with uv_tcp_open. */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +30,8 @@ void server_opts_init(server_opts *o) {
   o->idle_timeout_ms = 30000;
   o->request_timeout_ms = 10000;
   o->max_conns = 1024;
+  o->max_batch = 1000;
+  o->watch_debounce_ms = 300;
 }
 
 /* "HOST:PORT" or "[V6]:PORT" into addr. */
@@ -94,6 +97,7 @@ static int worker_init(server *s, worker *w, int index, int fd) {
   w->index = index;
   w->fd = fd;
   metrics_init(&w->m);
+  json_buf_init(&w->alog, NULL);
   worker_settings_init(&w->settings);
   int rc = uv_loop_init(&w->loop);
   if (rc < 0) return rc;
@@ -148,8 +152,34 @@ static unsigned warm_up(const char *dir) {
 typedef struct main_ctx {
   server *srv;
   uv_signal_t term, intr, hup;
+  uv_fs_event_t watch, watch_models; /* the bundle folder; its models/ folder */
+  uv_timer_t debounce;
+  int watching, watching_models;
   int stopping;
 } main_ctx;
+
+int server_reload(server *s, const char *trigger, vd_error *err, char before[65], char after[65]) {
+  char f[400];
+  vd_engine_policy_version(s->engine, before);
+  uint64_t t0 = uv_hrtime();
+  int rc = vd_engine_reload(s->engine, err);
+  if (rc != 0) {
+    atomic_fetch_add(&s->reload_failures, 1);
+    snprintf(f, sizeof f, ",\"trigger\":\"%s\",\"policy_version\":\"%s\"", trigger, before);
+    server_log("error", "reload_failed", err->message, f);
+    memcpy(after, before, 65);
+    return rc;
+  }
+  atomic_fetch_add(&s->reloads, 1);
+  vd_engine_policy_version(s->engine, after);
+  snprintf(f, sizeof f,
+           ",\"trigger\":\"%s\",\"changed\":%s,\"policy_version\":\"%s\",\"previous_version\":"
+           "\"%s\",\"ms\":%.3f",
+           trigger, strcmp(before, after) ? "true" : "false", after, before,
+           (double)(uv_hrtime() - t0) / 1e6);
+  server_log("info", "reload", NULL, f);
+  return 0;
+}
 
 static void on_stop_signal(uv_signal_t *h, int signum) {
   main_ctx *m = h->data;
@@ -162,23 +192,58 @@ static void on_stop_signal(uv_signal_t *h, int signum) {
   uv_close((uv_handle_t *)&m->term, NULL);
   uv_close((uv_handle_t *)&m->intr, NULL);
   uv_close((uv_handle_t *)&m->hup, NULL);
+  if (m->watching) {
+    uv_close((uv_handle_t *)&m->watch, NULL);
+    uv_close((uv_handle_t *)&m->debounce, NULL);
+  }
+  if (m->watching_models) uv_close((uv_handle_t *)&m->watch_models, NULL);
 }
 
 static void on_hup(uv_signal_t *h, int signum) {
+  (void)signum;
   main_ctx *m = h->data;
   vd_error err;
-  char before[65], after[65], f[256];
-  vd_engine_policy_version(m->srv->engine, before);
-  uint64_t t0 = uv_hrtime();
-  if (vd_engine_reload(m->srv->engine, &err) != 0) {
-    snprintf(f, sizeof f, ",\"policy_version\":\"%s\"", before);
-    server_log("error", "reload_failed", err.message, f);
-    return;
-  }
-  vd_engine_policy_version(m->srv->engine, after);
-  snprintf(f, sizeof f, ",\"policy_version\":\"%s\",\"previous_version\":\"%s\",\"ms\":%.3f", after,
-           before, (double)(uv_hrtime() - t0) / 1e6);
-  server_log("info", "reload", NULL, f);
+  char before[65], after[65];
+  server_reload(m->srv, "signal", &err, before, after);
+}
+
+/* --watch: a change in the bundle folder (re)starts the debounce timer; the
+ * reload runs once the folder has been quiet that long, so an editor's
+ * save (write a temporary file, rename it) or a deploy copying many files
+ * costs one reload. Only names the loader reads count: *.yaml files not
+ * starting with . or _, and the models folder (editor swap files, the
+ * .verdict folder, logs kept beside the bundle do not). */
+static int is_bundle_file(const char *name) {
+  size_t n = strlen(name);
+  if (name[0] == '.' || name[0] == '_') return 0;
+  if (strcmp(name, "models") == 0) return 1;
+  return n > 5 && strcmp(name + n - 5, ".yaml") == 0;
+}
+
+static void on_debounce(uv_timer_t *t) {
+  main_ctx *m = t->data;
+  if (m->stopping) return;
+  vd_error err;
+  char before[65], after[65];
+  server_reload(m->srv, "watch", &err, before, after);
+}
+
+static void on_fs_event(uv_fs_event_t *h, const char *name, int events, int status) {
+  (void)events;
+  main_ctx *m = h->data;
+  if (status < 0 || m->stopping) return;
+  if (name && !is_bundle_file(name)) return;
+  uv_timer_start(&m->debounce, on_debounce, m->srv->opts->watch_debounce_ms, 0);
+}
+
+/* In models/, every file counts but hidden ones (a model and its feature spec
+ * are both read). */
+static void on_models_event(uv_fs_event_t *h, const char *name, int events, int status) {
+  (void)events;
+  main_ctx *m = h->data;
+  if (status < 0 || m->stopping) return;
+  if (name && name[0] == '.') return;
+  uv_timer_start(&m->debounce, on_debounce, m->srv->opts->watch_debounce_ms, 0);
 }
 
 static void failed(const char *event, const char *msg) { server_log("error", event, msg, NULL); }
@@ -198,11 +263,39 @@ int server_run(const server_opts *o) {
   srv.opts = o;
   srv.snapshots_dir =
       o->engine.snapshots_dir && *o->engine.snapshots_dir ? o->engine.snapshots_dir : NULL;
+  srv.access_fd = -1;
+  if (admin_token_load(&srv, o->admin_token_file, why, sizeof why) < 0) {
+    failed("start_failed", why);
+    return 1;
+  }
+  if (o->access_log) {
+    if (strcmp(o->access_log, "-") == 0) {
+      srv.access_fd = STDOUT_FILENO;
+    } else {
+      srv.access_fd = open(o->access_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (srv.access_fd < 0) {
+        snprintf(why, sizeof why, "--access-log %s: %s", o->access_log, strerror(errno));
+        failed("start_failed", why);
+        free(srv.admin_token);
+        return 1;
+      }
+    }
+  }
+  if (!o->engine.store_dir) {
+    size_t n = strlen(o->policy_dir) + sizeof "/.verdict/versions";
+    srv.store_dir = malloc(n);
+    if (srv.store_dir) snprintf(srv.store_dir, n, "%s/.verdict/versions", o->policy_dir);
+  } else if (*o->engine.store_dir) {
+    srv.store_dir = strdup(o->engine.store_dir);
+  }
   vd_engine_opts eo = o->engine;
   eo.max_request_bytes = o->max_body;
   vd_error err;
   if (vd_engine_open(o->policy_dir, &eo, &srv.engine, &err) != 0) {
     failed("start_failed", err.message);
+    free(srv.admin_token);
+    free(srv.store_dir);
+    if (srv.access_fd > STDOUT_FILENO) close(srv.access_fd);
     return 1;
   }
   int nw = o->threads > 0 ? o->threads : 1;
@@ -234,6 +327,10 @@ int server_run(const server_opts *o) {
     port = ntohs(((struct sockaddr_in6 *)&addr)->sin6_port);
     snprintf(srv.listen_text, sizeof srv.listen_text, "[%s]:%d", host, port);
   }
+  srv.loopback = addr.ss_family == AF_INET
+                     ? (ntohl(((struct sockaddr_in *)&addr)->sin_addr.s_addr) >> 24) == 127
+                     : IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&addr)->sin6_addr);
+  srv.mcp = mcp_http_new();
   srv.nworkers = nw;
   for (int i = 0; i < nw; i++) {
     int wrc = worker_init(&srv, &srv.workers[i], i, fds[i]);
@@ -265,18 +362,43 @@ int server_run(const server_opts *o) {
   uv_signal_start(&m.term, on_stop_signal, SIGTERM);
   uv_signal_start(&m.intr, on_stop_signal, SIGINT);
   uv_signal_start(&m.hup, on_hup, SIGHUP);
+  if (o->watch) {
+    uv_fs_event_init(main_loop, &m.watch);
+    uv_timer_init(main_loop, &m.debounce);
+    m.watch.data = m.debounce.data = &m;
+    int wrc = uv_fs_event_start(&m.watch, on_fs_event, o->policy_dir, 0);
+    if (wrc < 0) {
+      snprintf(why, sizeof why, "--watch %s: %s", o->policy_dir, uv_strerror(wrc));
+      failed("watch_failed", why);
+      uv_close((uv_handle_t *)&m.watch, NULL);
+      uv_close((uv_handle_t *)&m.debounce, NULL);
+    } else {
+      m.watching = 1;
+      /* models/, when the bundle has one at start (not recursive: watched alone). */
+      char models[4200];
+      snprintf(models, sizeof models, "%s/models", o->policy_dir);
+      uv_fs_event_init(main_loop, &m.watch_models);
+      m.watch_models.data = &m;
+      if (uv_fs_event_start(&m.watch_models, on_models_event, models, 0) == 0)
+        m.watching_models = 1;
+      else
+        uv_close((uv_handle_t *)&m.watch_models, NULL);
+    }
+  }
 
   unsigned warm = warm_up(o->policy_dir);
   atomic_store(&srv.ready, 1);
   {
-    char v[65], f[512];
+    char v[65], f[1024];
     vd_engine_policy_version(srv.engine, v);
     snprintf(f, sizeof f,
              ",\"listen\":\"%s\",\"threads\":%d,\"policy_version\":\"%s\",\"snapshots\":%s%s%s,"
-             "\"warmup_decisions\":%u,\"ready_ms\":%.3f",
+             "\"warmup_decisions\":%u,\"ready_ms\":%.3f,\"admin\":%s,\"watch\":%s,"
+             "\"access_log\":%s",
              srv.listen_text, nw, v, srv.snapshots_dir ? "\"" : "",
              srv.snapshots_dir ? srv.snapshots_dir : "null", srv.snapshots_dir ? "\"" : "", warm,
-             (double)(uv_hrtime() - t0) / 1e6);
+             (double)(uv_hrtime() - t0) / 1e6, srv.admin_token ? "true" : "false",
+             m.watching ? "true" : "false", srv.access_fd >= 0 ? "true" : "false");
     server_log("info", "start", "ready", f);
   }
   uv_run(main_loop, UV_RUN_DEFAULT);
@@ -294,6 +416,8 @@ stop_workers:
     }
   }
   for (int i = 0; i < srv.nworkers; i++) {
+    worker_flush_access_log(&srv.workers[i]);
+    json_buf_free(&srv.workers[i].alog);
     uv_loop_close(&srv.workers[i].loop);
     metrics_free(&srv.workers[i].m);
   }
@@ -303,6 +427,7 @@ out:
     for (int i = 0; i < nw; i++)
       if (fds[i] >= 0) close(fds[i]);
   free(fds);
+  mcp_http_free(srv.mcp); /* its sessions hold decisions of the engine */
   vd_engine_close(srv.engine);
   if (rc == 0) {
     char f[128];
@@ -310,5 +435,8 @@ out:
     server_log("info", "stop", "snapshots flushed, engine closed", f);
   }
   free(srv.workers);
+  free(srv.admin_token);
+  free(srv.store_dir);
+  if (srv.access_fd > STDOUT_FILENO) close(srv.access_fd);
   return rc;
 }

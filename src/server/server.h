@@ -4,8 +4,7 @@
  * thread only waits for signals: SIGTERM/SIGINT drain and stop, SIGHUP
  * reloads the bundle. docs/server.md describes the endpoints and limits.
  *
- * Not here: TLS (put a proxy in front), HTTP/2, the batch and nginx authz
- * endpoints (see docs/server.md for what is not built yet). */
+ * Not here: TLS (put a proxy in front), HTTP/2, server-sent events. */
 #ifndef VD_SERVER_SERVER_H
 #define VD_SERVER_SERVER_H
 
@@ -14,15 +13,20 @@
 #include "verdict.h"
 
 typedef struct server_opts {
-  const char *policy_dir;      /* the bundle (required) */
-  const char *listen;          /* "HOST:PORT" or "[V6]:PORT"; default 127.0.0.1:8181 */
-  int threads;                 /* worker loops; default 2 */
-  vd_engine_opts engine;       /* snapshots_dir NULL: snapshots off */
-  size_t max_body;             /* request body bytes; default 1 MiB (413 past it) */
-  size_t max_header;           /* request line + header bytes; default 16 KiB (431) */
-  unsigned idle_timeout_ms;    /* keep-alive connection with no request; default 30 s */
-  unsigned request_timeout_ms; /* a request started but not complete; default 10 s (408) */
-  unsigned max_conns;          /* open connections, all workers; default 1024 (503 past it) */
+  const char *policy_dir;       /* the bundle (required) */
+  const char *listen;           /* "HOST:PORT" or "[V6]:PORT"; default 127.0.0.1:8181 */
+  int threads;                  /* worker loops; default 2 */
+  vd_engine_opts engine;        /* snapshots_dir NULL: snapshots off */
+  size_t max_body;              /* request body bytes; default 1 MiB (413 past it) */
+  size_t max_header;            /* request line + header bytes; default 16 KiB (431) */
+  unsigned idle_timeout_ms;     /* keep-alive connection with no request; default 30 s */
+  unsigned request_timeout_ms;  /* a request started but not complete; default 10 s (408) */
+  unsigned max_conns;           /* open connections, all workers; default 1024 (503 past it) */
+  unsigned max_batch;           /* requests in one batch; default 1000 (413 past it) */
+  const char *admin_token_file; /* NULL: $VERDICT_ADMIN_TOKEN, else admin is disabled */
+  const char *access_log;       /* NULL: none; "-": stdout; else a file (appended) */
+  int watch;                    /* reload when a file in the bundle folder changes */
+  unsigned watch_debounce_ms;   /* quiet time before a watched change reloads; default 300 */
 } server_opts;
 
 /* Fills the defaults above (policy_dir NULL). */

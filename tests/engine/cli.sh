@@ -118,7 +118,7 @@ has "$T/out" 'broken.yaml:4:' "check names file:line"
 has "$T/out" "did you mean 'default'" "check suggests"
 has "$T/out" 'the bundle does not load' "check summary on failure"
 expect_rc 0 "check the model bundle" -- "$V" check $B/model
-has "$T/out" 'model' "check says plainly that rules read a missing model"
+has "$T/out" 'model clef-default-v3: binary:logistic, 40 trees' "check lists the model the design's text falls back to"
 expect_rc 1 "check a missing folder" -- "$V" check "$T/none"
 expect_rc 2 "check without a folder" -- "$V" check
 expect_rc 2 "check unknown option" -- "$V" check --bogus $B/gate

@@ -1,8 +1,7 @@
 /* test_engine.c — every path a decision can take, through the public API:
  * a rule decides, the default decides, an error takes on_error, candidates
  * pass rules over, each on_no_candidate mode, lets computed lazily and once,
- * constants, the `request` variable, rules that read the (not yet built)
- * model, the cost limit, the decision JSON and its trace, and the same
+ * constants, the `request` variable, the cost limit, the decision JSON and its trace, and the same
  * request built in C. Bundles: tests/engine/bundles/. */
 #include <stdlib.h>
 #include <string.h>
@@ -332,38 +331,6 @@ static void tables_and_scans_agree(void) {
   policy_bundle_free(b);
 }
 
-static void model_rules_take_on_error(vd_engine *e) {
-  vd_error err;
-  /* The design's request_gate text, unchanged. */
-  if (decide_ok(e,
-                "{\"action\":\"request_gate\",\"context\":{\"env\":{\"country\":\"CN\"},"
-                "\"path\":\"/api/v1/users\"}}")) {
-    CHECK_STR(vd_decision_action(D), "allow");
-    CHECK_STR(vd_decision_rule(D), "rule-1");
-  }
-  if (decide_ok(e,
-                "{\"action\":\"request_gate\",\"context\":{\"env\":{\"country\":\"US\"},"
-                "\"path\":\"/api/v1/users\"}}")) {
-    CHECK_STR(vd_decision_action(D), "ask_mfa");
-    CHECK_STR(vd_decision_source(D), "error");
-    CHECK_STR(vd_decision_rule(D), "rule-2");
-    CHECK_MSG(contains(vd_decision_reason(D), "models are not available"), "%s",
-              vd_decision_reason(D));
-  }
-  /* ask_mfa passed over: no rule, no default, the fallback model is missing */
-  int rc = decide(e,
-                  "{\"action\":\"request_gate\",\"candidates\":[\"allow\",\"ask_mfa\"],"
-                  "\"context\":{\"env\":{\"country\":\"US\"},\"path\":\"/\"}}",
-                  &err);
-  CHECK(rc == 0);
-  CHECK_STR(vd_decision_rule(D), "rule-2");
-  rc = decide(e,
-              "{\"action\":\"request_gate\",\"candidates\":[\"allow\"],"
-              "\"context\":{\"env\":{\"country\":\"US\"},\"path\":\"/\"}}",
-              &err);
-  CHECK(rc == VD_ENOCANDIDATE);
-}
-
 static void cost_limit_stops_evaluation(vd_engine *e) {
   /* items.all(i, items.all(j, ...)) over 2,000 items: 4 million steps. */
   size_t cap = 2000 * 6 + 100;
@@ -457,9 +424,8 @@ int main(void) {
   CHECK(D != NULL);
   vd_engine *gate = open_bundle("tests/engine/bundles/gate");
   vd_engine *modes = open_bundle("tests/engine/bundles/modes");
-  vd_engine *model = open_bundle("tests/engine/bundles/model");
   vd_engine *cost = open_bundle("tests/engine/bundles/cost");
-  if (gate && modes && model && cost) {
+  if (gate && modes && cost) {
     rule_decides(gate);
     default_decides(gate);
     errors_take_on_error(gate);
@@ -469,7 +435,6 @@ int main(void) {
     constants_and_request(gate);
     shadowing(gate);
     tables_and_scans_agree();
-    model_rules_take_on_error(model);
     cost_limit_stops_evaluation(cost);
     json_shape(gate);
     request_built_in_c(gate);
@@ -477,7 +442,6 @@ int main(void) {
   }
   vd_engine_close(gate);
   vd_engine_close(modes);
-  vd_engine_close(model);
   vd_engine_close(cost);
   vd_decision_free(D);
   TEST_END();

@@ -142,6 +142,8 @@ static void check_common(const snap *s, vd_engine *e, const vd_decision *d, cons
   CHECK(is_null(get(r, "model_version")));
   CHECK(is_null(get(r, "features")));
   CHECK(is_null(get(r, "model_score")));
+  CHECK(is_null(get(r, "model")));
+  CHECK(is_null(get(get(r, "inputs"), "model_deadline_missed")));
   CHECK(is_null(get(r, "model_confidence")));
   /* the outcome, and the header's copy of it */
   const char *act = vd_decision_action(d);
@@ -178,7 +180,8 @@ static void check_common(const snap *s, vd_engine *e, const vd_decision *d, cons
                                      "candidates",     "key",
                                      "strategy",       "policy_version",
                                      "bundle_version", "model_version",
-                                     "features",       "trace",
+                                     "features",       "model",
+                                     "trace",
                                      "lets",           "let_errors",
                                      "model_score",    "model_confidence",
                                      "action",         "allowed",

@@ -45,7 +45,7 @@ stop_server() {
 stats() { python3 -c "import json,urllib.request; d=json.load(urllib.request.urlopen('http://127.0.0.1:$PORT/stats')); print(d['requests'], d['connections'])"; }
 
 # ---- recorded traffic: 300 generated requests decided with snapshots on ----
-mkdir "$T/bundle" && cp examples/policies/*.yaml "$T/bundle/"
+mkdir "$T/bundle" && cp examples/policies/*.yaml "$T/bundle/" && cp -r examples/policies/models "$T/bundle/"
 "$V" gen --count 300 --seed 11 --labels "$T/labels.jsonl" >"$T/traffic.jsonl" || bad "verdict gen"
 "$V" decide --policy "$T/bundle" --jsonl --snapshots "$T/snaps" "$T/traffic.jsonl" \
   >"$T/decisions.jsonl" 2>"$T/err" || { bad "verdict decide --snapshots"; cat "$T/err" >&2; }

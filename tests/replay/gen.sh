@@ -96,7 +96,7 @@ sys.exit(1 if fails else 0)
 EOF
 
 # ---- every request decides with the example bundle ----
-mkdir "$T/bundle" && cp examples/policies/*.yaml "$T/bundle/"
+mkdir "$T/bundle" && cp examples/policies/*.yaml "$T/bundle/" && cp -r examples/policies/models "$T/bundle/"
 for k in gate payment routing agent all; do
   "$V" decide --policy "$T/bundle" --no-store --no-snapshots --jsonl "$T/$k.jsonl" >"$T/$k.dec" 2>"$T/err"
   rc=$?

@@ -40,7 +40,7 @@ EOF
 }
 
 # ---- recorded traffic: every strategy, snapshots where `verdict decide` keeps them ----
-mkdir "$T/bundle" && cp examples/policies/*.yaml "$T/bundle/"
+mkdir "$T/bundle" && cp examples/policies/*.yaml "$T/bundle/" && cp -r examples/policies/models "$T/bundle/"
 N=1500
 "$V" gen --count $N --seed 3 --labels "$T/labels.jsonl" >"$T/traffic.jsonl" || bad "verdict gen"
 "$V" decide --policy "$T/bundle" --jsonl "$T/traffic.jsonl" >"$T/decisions.jsonl" 2>"$T/err" ||
@@ -91,7 +91,7 @@ python3 -c "import json; d=json.load(open('$T/f.json')); assert len(d['failures'
   ok || bad "missing versions: each failure in the JSON"
 
 # ---- a candidate bundle ----
-mkdir "$T/cand" && cp examples/policies/*.yaml "$T/cand/"
+mkdir "$T/cand" && cp examples/policies/*.yaml "$T/cand/" && cp -r examples/policies/models "$T/cand/"
 sed -i 's/^  challenge_rpm: 300 /  challenge_rpm: 120 /; s/^  max_failed_logins: 5 /  max_failed_logins: 2 /' \
   "$T/cand/request_gate.yaml"
 grep -q "challenge_rpm: 120" "$T/cand/request_gate.yaml" && ok || bad "editing the candidate"
@@ -115,7 +115,8 @@ tr = {(x["from"], x["to"]): x for x in d["transitions"]}
 assert ("allow", "challenge") in tr, tr.keys()
 assert sum(x["count"] for x in d["transitions"]) == d["changes"]["action"]
 rules = {(x["from"], x["to"]) for x in d["rules"]}
-assert ("(default)", "high-rate") in rules or ("(default)", "login-bruteforce") in rules, rules
+# what no rule decided (the abuse model's answers) now meets a stricter rule
+assert ("(model)", "high-rate") in rules or ("(model)", "login-bruteforce") in rules, rules
 # every example is a real snapshot whose recorded decision matches the row
 for row in d["transitions"] + d["rules"]:
     assert 1 <= len(row["examples"]) <= 3

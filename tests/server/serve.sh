@@ -30,7 +30,7 @@ command -v curl >/dev/null || { echo "serve.sh: curl is needed (scripts/deps)" >
 command -v python3 >/dev/null || { echo "serve.sh: python3 is needed" >&2; exit 1; }
 
 mkdir -p "$T/bundle"
-cp examples/policies/*.yaml "$T/bundle/"
+for f in examples/policies/*; do cp -r "$f" "$T/bundle/"; done
 SNAP="$T/snapshots"
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 URL="http://127.0.0.1:$PORT"
@@ -67,7 +67,7 @@ req GET /healthz; eq "$CODE" 200 "healthz"; has "$T/body" '{"status":"ok"}' "hea
 req GET /readyz; eq "$CODE" 200 "readyz"
 
 # ---- decide ----
-GOOD='{"action":"http_request","context":{"method":"GET","path":"/products/x","client_ip":"81.2.69.160","headers":{"user-agent":"Mozilla/5.0"},"env":{"country":"GB"}}}'
+GOOD='{"action":"http_request","context":{"method":"GET","path":"/products/x","client_ip":"10.0.0.7","headers":{"user-agent":"Mozilla/5.0"},"env":{"country":"GB"}}}'
 req POST /v1/decide -H 'Content-Type: application/json' -d "$GOOD"
 eq "$CODE" 200 "decide"; decisions=$((decisions + 1))
 eq "$(json 'd["strategy"]')" request_gate "decide: strategy"

@@ -1,0 +1,163 @@
+/* bench_hook.c — what one agent tool call costs: the agent spawns
+ * `verdict hook claude`, writes the hook JSON on its stdin, reads the answer
+ * and waits for the exit. That whole run is timed here, N times, next to the
+ * baselines in the same run: spawning /bin/true and `verdict --version`
+ * (the price of any process, and of this binary's dynamic linking, before
+ * verdict does any work). Reports p50/p90/p99 and the ratio to the version
+ * spawn. Not a test: no assertion on time.
+ *
+ *   bench-hook [--runs N] [--policy DIR] [--verdict PATH]
+ *
+ * The policy defaults to a copy of examples/policies/agent_guard.yaml alone
+ * in a temporary folder (so other example strategies do not count). */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* One run of argv with stdin from in_path, stdout to /dev/null. */
+static double run_once(char *const argv[], const char *in_path) {
+  double t0 = now_us();
+  pid_t pid = fork();
+  if (pid == 0) {
+    int in = open(in_path ? in_path : "/dev/null", O_RDONLY);
+    int out = open("/dev/null", O_WRONLY);
+    if (in < 0 || out < 0) _exit(127);
+    dup2(in, 0);
+    dup2(out, 1);
+    dup2(out, 2);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  int st;
+  if (pid < 0 || waitpid(pid, &st, 0) < 0) return -1;
+  if (!WIFEXITED(st) || WEXITSTATUS(st) == 127) return -1;
+  return now_us() - t0;
+}
+
+typedef struct row {
+  const char *name;
+  char *argv[16];
+  const char *input;
+  double *t;
+} row;
+
+static void copy_file(const char *from, const char *to) {
+  FILE *f = fopen(from, "rb"), *g = fopen(to, "wb");
+  if (!f || !g) {
+    fprintf(stderr, "bench-hook: cannot copy %s to %s\n", from, to);
+    exit(1);
+  }
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, n, g);
+  fclose(f);
+  fclose(g);
+}
+
+int main(int argc, char **argv) {
+  int runs = 300;
+  const char *policy = NULL, *verdict = VD_BINARY_DIR "/verdict";
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc)
+      runs = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--policy") == 0 && i + 1 < argc)
+      policy = argv[++i];
+    else if (strcmp(argv[i], "--verdict") == 0 && i + 1 < argc)
+      verdict = argv[++i];
+    else {
+      fprintf(stderr, "usage: bench-hook [--runs N] [--policy DIR] [--verdict PATH]\n");
+      return 2;
+    }
+  }
+  if (runs < 10) runs = 10;
+  char tmp[] = "/tmp/bench-hook-XXXXXX";
+  if (!mkdtemp(tmp)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  char pdir[512], snaps[512], input[512], path[600];
+  snprintf(pdir, sizeof pdir, "%s/policy", tmp);
+  snprintf(snaps, sizeof snaps, "%s/snapshots", tmp);
+  snprintf(input, sizeof input, "%s/in.json", tmp);
+  if (!policy) {
+    mkdir(pdir, 0700);
+    snprintf(path, sizeof path, "%s/agent_guard.yaml", pdir);
+    copy_file(VD_SOURCE_DIR "/examples/policies/agent_guard.yaml", path);
+    policy = pdir;
+  }
+  FILE *f = fopen(input, "w");
+  if (!f) return 1;
+  fputs(
+      "{\"session_id\":\"bench\",\"transcript_path\":\"/tmp/t.jsonl\",\"cwd\":\"/home/dev/proj\","
+      "\"permission_mode\":\"default\",\"hook_event_name\":\"PreToolUse\",\"tool_name\":\"Bash\","
+      "\"tool_input\":{\"command\":\"git status && rm -rf ./build\",\"description\":\"x\"},"
+      "\"tool_use_id\":\"toolu_01\"}\n",
+      f);
+  fclose(f);
+
+  char *V = (char *)verdict, *P = (char *)policy;
+  row rows[] = {
+      {"/bin/true (process spawn)", {"/bin/true", NULL}, NULL, NULL},
+      {"verdict --version (baseline)", {V, "--version", NULL}, NULL, NULL},
+      {"hook claude, --no-snapshots --no-store",
+       {V, "hook", "claude", "--policy", P, "--no-snapshots", "--no-store", NULL},
+       input,
+       NULL},
+      {"hook claude, snapshots (durability none)",
+       {V, "hook", "claude", "--policy", P, "--snapshots", snaps, "--durability", "none",
+        "--no-store", NULL},
+       input,
+       NULL},
+      {"hook claude, snapshots (default: synced at exit)",
+       {V, "hook", "claude", "--policy", P, "--snapshots", snaps, NULL},
+       input,
+       NULL},
+  };
+  size_t nrows = sizeof rows / sizeof rows[0];
+  for (size_t r = 0; r < nrows; r++) {
+    rows[r].t = calloc((size_t)runs, sizeof(double));
+    if (!rows[r].t) return 1;
+    if (run_once(rows[r].argv, rows[r].input) < 0) {
+      fprintf(stderr, "bench-hook: %s failed to run (is %s built?)\n", rows[r].name, verdict);
+      return 1;
+    }
+  }
+  /* Interleaved, so that load changes hit every row alike. */
+  for (int i = 0; i < runs; i++)
+    for (size_t r = 0; r < nrows; r++) rows[r].t[i] = run_once(rows[r].argv, rows[r].input);
+  double base = 0;
+  printf("bench-hook: %d runs each, interleaved; policy %s\n\n", runs, policy);
+  printf("%-50s %9s %9s %9s %9s\n", "run", "p50 us", "p90 us", "p99 us", "p50/base");
+  for (size_t r = 0; r < nrows; r++) {
+    qsort(rows[r].t, (size_t)runs, sizeof(double), cmp_double);
+    double p50 = rows[r].t[runs / 2], p90 = rows[r].t[runs * 9 / 10],
+           p99 = rows[r].t[runs * 99 / 100];
+    if (r == 1) base = p50;
+    printf("%-50s %9.0f %9.0f %9.0f", rows[r].name, p50, p90, p99);
+    if (base > 0)
+      printf(" %8.2fx\n", p50 / base);
+    else
+      printf(" %9s\n", "-");
+    free(rows[r].t);
+  }
+  printf("\nverdict's own work per call = hook p50 - version p50.\n");
+  snprintf(path, sizeof path, "rm -rf '%s'", tmp);
+  if (system(path) != 0) fprintf(stderr, "bench-hook: could not remove %s\n", tmp);
+  return 0;
+}

@@ -1,0 +1,530 @@
+/* mcp.c — the MCP server's protocol core (see mcp.h): JSON-RPC 2.0 message
+ * checks, the lifecycle, and the two tools.
+ *
+ * Leniency where the spec allows it and strictness where clients rely on
+ * it: requests before `initialize` are served (a stateless HTTP client and
+ * the 2026-07-28 style never send it), unknown members and capabilities are
+ * ignored, but a message that is not JSON-RPC 2.0 gets the exact error code
+ * (-32700 parse, -32600 invalid request, -32601 method not found, -32602
+ * invalid params) with id null when the id cannot be read. A tool that runs
+ * and fails (a request the engine refuses, an unknown snapshot) answers a
+ * result with isError: true, as MCP asks, so the model can read why.
+ *
+ * decide_action returns the engine's decision object (the same JSON as
+ * `verdict decide` and POST /v1/decide) as structuredContent, with a
+ * sentence and a JSON copy as text content for clients that ignore
+ * structured output. */
+#include "agent/mcp.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/hook.h"
+#include "snapshot/snapshot.h"
+
+#define LATEST_LEGACY "2025-11-25"
+#define MODERN "2026-07-28"
+#define META_VERSION "io.modelcontextprotocol/protocolVersion"
+#define META_CAPS "io.modelcontextprotocol/clientCapabilities"
+
+static const char *const legacy_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
+                                              "2024-11-05"};
+
+struct mcp_session {
+  vd_engine *engine;
+  char *snapshots_dir;
+  vd_decision *d;
+  char version[16]; /* negotiated by initialize, "" before */
+  int initialized;  /* notifications/initialized seen */
+  char cwd[PATH_MAX];
+};
+
+/* JSON-RPC and MCP error codes */
+enum {
+  E_PARSE = -32700,
+  E_REQUEST = -32600,
+  E_METHOD = -32601,
+  E_PARAMS = -32602,
+  E_INTERNAL = -32603,
+  E_UNSUPPORTED_VERSION = -32022,
+};
+
+int mcp_version_supported(const char *v, size_t len) {
+  for (size_t i = 0; i < sizeof legacy_versions / sizeof legacy_versions[0]; i++)
+    if (strlen(legacy_versions[i]) == len && memcmp(v, legacy_versions[i], len) == 0) return 1;
+  return len == strlen(MODERN) && memcmp(v, MODERN, len) == 0;
+}
+
+mcp_session *mcp_session_new(vd_engine *e, const char *snapshots_dir) {
+  mcp_session *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->engine = e;
+  s->d = vd_decision_new();
+  if (snapshots_dir && *snapshots_dir) s->snapshots_dir = strdup(snapshots_dir);
+  if (!s->d || (snapshots_dir && *snapshots_dir && !s->snapshots_dir)) {
+    mcp_session_free(s);
+    return NULL;
+  }
+  if (!getcwd(s->cwd, sizeof s->cwd)) s->cwd[0] = '\0';
+  return s;
+}
+
+void mcp_session_free(mcp_session *s) {
+  if (!s) return;
+  vd_decision_free(s->d);
+  free(s->snapshots_dir);
+  free(s);
+}
+
+/* ---- writing responses ---- */
+
+static void put(json_buf *b, const char *s) { json_buf_put(b, s, strlen(s)); }
+static void put_str(json_buf *b, const char *s) { json_write_string(b, s, strlen(s)); }
+
+static void begin_result(json_buf *out, const value *id) {
+  put(out, "{\"jsonrpc\":\"2.0\",\"id\":");
+  if (id)
+    json_write(out, id, 0);
+  else
+    put(out, "null");
+  put(out, ",\"result\":");
+}
+
+/* data_json: raw JSON for error.data, or NULL. */
+static int error_reply(json_buf *out, const value *id, int code, const char *msg,
+                       const char *data_json) {
+  char c[16];
+  put(out, "{\"jsonrpc\":\"2.0\",\"id\":");
+  if (id)
+    json_write(out, id, 0);
+  else
+    put(out, "null");
+  snprintf(c, sizeof c, "%d", code);
+  put(out, ",\"error\":{\"code\":");
+  put(out, c);
+  put(out, ",\"message\":");
+  put_str(out, msg);
+  if (data_json) {
+    put(out, ",\"data\":");
+    put(out, data_json);
+  }
+  put(out, "}}");
+  return out->oom ? -1 : 1;
+}
+
+/* Closes a result object: modern requests carry resultType. */
+static int end_result(json_buf *out, int modern) {
+  if (modern) put(out, ",\"resultType\":\"complete\"");
+  put(out, "}}");
+  return out->oom ? -1 : 1;
+}
+
+/* ---- the tools ---- */
+
+static const char server_info[] =
+    "{\"name\":\"verdict\",\"title\":\"verdict decision engine\",\"version\":\"" /* + version */;
+
+static const char instructions[] =
+    "verdict decides whether a coding agent's tool call may run. Call decide_action with the "
+    "tool call (tool_name, tool_input, cwd) before running it: a decision whose action is "
+    "allow may run; deny must not; ask needs the developer's approval. Every decision is "
+    "recorded; explain_decision shows the record for a snapshot_id.";
+
+static const char decision_schema[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"action\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}],\"description\":\"the "
+    "action decided: allow, "
+    "deny, ask, or any action of the policy\"},"
+    "\"allowed\":{\"type\":\"boolean\"},"
+    "\"review\":{\"type\":\"boolean\",\"description\":\"a person should look (ask)\"},"
+    "\"confidence\":{\"type\":\"number\"},"
+    "\"source\":{\"type\":\"string\",\"description\":\"rule, default, model or error\"},"
+    "\"reason\":{\"type\":\"object\",\"properties\":{\"rule\":{\"anyOf\":[{\"type\":\"string\"},{"
+    "\"type\":\"null\"}]},"
+    "\"message\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}}},"
+    "\"strategy\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]},"
+    "\"policy_version\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]},"
+    "\"model_version\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]},"
+    "\"latency_us\":{\"type\":\"number\"},"
+    "\"snapshot_id\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}],\"description\":\"the "
+    "recorded "
+    "snapshot, for explain_decision\"}},"
+    "\"required\":[\"action\",\"allowed\",\"review\",\"source\"]}";
+
+static void write_tools(json_buf *out) {
+  put(out, "{\"tools\":[{\"name\":\"decide_action\",\"title\":\"Decide a tool call\",");
+  put(out,
+      "\"description\":\"Asks verdict whether a coding agent's tool call may run, under the "
+      "loaded policy (decision point tool_call). Give tool_name, tool_input and cwd; or, for "
+      "any other decision point, action with context. Returns the decision: action (allow, "
+      "deny, ask, ...), allowed, review, the rule and its reason, and a snapshot_id.\",");
+  put(out,
+      "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
+      "\"tool_name\":{\"type\":\"string\",\"description\":\"the tool about to run: Bash, Write, "
+      "Edit, Read, WebFetch, mcp__server__tool, ...\"},"
+      "\"tool_input\":{\"type\":\"object\",\"description\":\"its arguments, e.g. {\\\"command\\\": "
+      "\\\"rm -rf build\\\"}\"},"
+      "\"cwd\":{\"type\":\"string\",\"description\":\"the project directory (default: the "
+      "server's working directory)\"},"
+      "\"session_id\":{\"type\":\"string\"},"
+      "\"agent\":{\"type\":\"string\",\"description\":\"claude-code, codex, gemini-cli, opencode "
+      "(their tool names are mapped to one vocabulary); default mcp\"},"
+      "\"candidates\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"description\":\"the "
+      "answers acceptable, e.g. [allow, deny] when nobody can be asked\"},"
+      "\"action\":{\"type\":\"string\",\"description\":\"instead of a tool call: a decision "
+      "point of the policy\"},"
+      "\"context\":{\"type\":\"object\",\"description\":\"with action: the request's context\"},"
+      "\"key\":{\"type\":\"string\",\"description\":\"with action: the request's key\"}}},");
+  put(out, "\"outputSchema\":");
+  put(out, decision_schema);
+  put(out,
+      ",\"annotations\":{\"title\":\"Decide a tool call\",\"readOnlyHint\":true,"
+      "\"destructiveHint\":false,\"idempotentHint\":false,\"openWorldHint\":false}},");
+  put(out, "{\"name\":\"explain_decision\",\"title\":\"Show a recorded decision\",");
+  put(out,
+      "\"description\":\"Returns the snapshot verdict recorded for a decision: the request, "
+      "the policy version, the rule that decided and the trace, given the decision's "
+      "snapshot_id.\",");
+  put(out,
+      "\"inputSchema\":{\"type\":\"object\",\"properties\":{\"snapshot_id\":{\"type\":\"string\","
+      "\"description\":\"a decision's snapshot_id (a UUID)\"}},\"required\":[\"snapshot_id\"]},");
+  put(out,
+      "\"outputSchema\":{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\"}}},"
+      "\"annotations\":{\"title\":\"Show a recorded decision\",\"readOnlyHint\":true,"
+      "\"destructiveHint\":false,\"idempotentHint\":true,\"openWorldHint\":false}}]");
+}
+
+/* A tool failure: a result with isError. */
+static int tool_error(json_buf *out, const value *id, int modern, const char *msg) {
+  begin_result(out, id);
+  put(out, "{\"content\":[{\"type\":\"text\",\"text\":");
+  put_str(out, msg);
+  put(out, "}],\"isError\":true");
+  return end_result(out, modern);
+}
+
+static const value *get(const value *m, const char *k) {
+  return m && m->kind == V_MAP ? value_map_get(m, k, strlen(k)) : NULL;
+}
+
+static int decide_action(mcp_session *s, arena *a, const value *id, int modern, const value *args,
+                         json_buf *out) {
+  json_buf req;
+  json_buf_init(&req, a);
+  const value *action = get(args, "action");
+  const value *cands = get(args, "candidates");
+  if (cands && cands->kind != V_LIST)
+    return tool_error(out, id, modern, "candidates must be a list of action names");
+  if (action) {
+    if (action->kind != V_STRING || action->n == 0)
+      return tool_error(out, id, modern, "action must be a decision point's name (a string)");
+    const value *ctx = get(args, "context"), *key = get(args, "key");
+    if (ctx && ctx->kind != V_MAP) return tool_error(out, id, modern, "context must be an object");
+    if (key && key->kind != V_STRING) return tool_error(out, id, modern, "key must be a string");
+    put(&req, "{\"action\":");
+    json_write(&req, action, 0);
+    if (ctx) {
+      put(&req, ",\"context\":");
+      json_write(&req, ctx, 0);
+    }
+    if (key) {
+      put(&req, ",\"key\":");
+      json_write(&req, key, 0);
+    }
+  } else {
+    const value *tool = get(args, "tool_name"), *input = get(args, "tool_input");
+    if (!tool || tool->kind != V_STRING || tool->n == 0)
+      return tool_error(out, id, modern,
+                        "give tool_name (the tool about to run, e.g. Bash) and tool_input, or "
+                        "action and context for another decision point");
+    if (input && input->kind != V_MAP)
+      return tool_error(out, id, modern, "tool_input must be an object (the tool's arguments)");
+    hook_agent ag = HOOK_CLAUDE;
+    const value *agent = get(args, "agent"), *cwd = get(args, "cwd");
+    const value *sess = get(args, "session_id");
+    char agent_name[64] = "mcp";
+    if (agent && agent->kind == V_STRING && agent->n < sizeof agent_name) {
+      memcpy(agent_name, agent->s, agent->n);
+      agent_name[agent->n] = '\0';
+      if (hook_agent_parse(agent_name, &ag) != 0) ag = HOOK_CLAUDE;
+    }
+    hook_call c;
+    memset(&c, 0, sizeof c);
+    hook_normalize(ag, a, tool->s, tool->n, input, &c);
+    c.agent = agent_name;
+    if (agent && hook_agent_parse(agent_name, &ag) == 0) c.agent = hook_agent_name(ag);
+    if (cwd && cwd->kind == V_STRING) {
+      c.cwd = cwd->s;
+      c.cwd_len = cwd->n;
+    } else if (s->cwd[0]) {
+      c.cwd = s->cwd;
+      c.cwd_len = strlen(s->cwd);
+    }
+    if (sess && sess->kind == V_STRING) {
+      c.session = sess->s;
+      c.session_len = sess->n;
+    }
+    if (hook_write_request(&c, 0, &req) != 0)
+      return tool_error(out, id, modern, "tool_input holds a value that JSON cannot carry");
+    req.len--; /* reopen the request object to add candidates */
+  }
+  if (cands) {
+    put(&req, ",\"candidates\":");
+    json_write(&req, cands, 0);
+  }
+  put(&req, "}");
+  if (req.oom) return -1;
+
+  vd_error err;
+  if (vd_decide_json(s->engine, req.data, (long)req.len, s->d, &err) != 0) {
+    char msg[1200];
+    snprintf(msg, sizeof msg, "verdict could not decide this request: %s", err.message);
+    return tool_error(out, id, modern, msg);
+  }
+  const char *dj;
+  size_t dn;
+  if (vd_decision_render(s->d, 0, &dj, &dn) != 0) return -1;
+  char sentence[1400];
+  hook_describe(s->d, sentence, sizeof sentence);
+  const char *verdict = hook_verdict_name(hook_verdict_of(s->d));
+  begin_result(out, id);
+  put(out, "{\"content\":[{\"type\":\"text\",\"text\":");
+  json_buf line;
+  json_buf_init(&line, a);
+  put(&line, verdict);
+  put(&line, ": ");
+  put(&line, sentence);
+  json_write_string(out, line.data ? line.data : "", line.len);
+  put(out, "},{\"type\":\"text\",\"text\":");
+  json_write_string(out, dj, dn);
+  put(out, "}],\"structuredContent\":");
+  json_buf_put(out, dj, dn);
+  put(out, ",\"isError\":false");
+  return end_result(out, modern);
+}
+
+static int explain_decision(mcp_session *s, const value *id, int modern, const value *args,
+                            json_buf *out) {
+  const value *sid = get(args, "snapshot_id");
+  uint8_t raw[16];
+  if (!sid || sid->kind != V_STRING || snapshot_id_parse(sid->s, sid->n, raw) != 0)
+    return tool_error(out, id, modern,
+                      "snapshot_id must be a decision's snapshot id (8-4-4-4-12 hex digits)");
+  if (!s->snapshots_dir)
+    return tool_error(out, id, modern,
+                      "this server records no snapshots (started with --no-snapshots)");
+  /* A decision this process just made may still be on its way to disk:
+   * look again for a moment before saying it is not there. */
+  char msg[SNAPSHOT_ERRLEN + 128];
+  for (int tries = 0;; tries++) {
+    snapshot_reader *r;
+    char err[SNAPSHOT_ERRLEN];
+    if (snapshot_reader_open(s->snapshots_dir, NULL, &r, err, sizeof err) < 0) {
+      snprintf(msg, sizeof msg, "cannot read the snapshots: %s", err);
+      return tool_error(out, id, modern, msg);
+    }
+    snapshot_rec rec;
+    int k = snapshot_reader_find(r, raw, &rec);
+    if (k < 0) {
+      snprintf(msg, sizeof msg, "cannot read the snapshots: %s", snapshot_reader_error(r));
+      snapshot_reader_close(r);
+      return tool_error(out, id, modern, msg);
+    }
+    if (k == 1) {
+      begin_result(out, id);
+      put(out, "{\"content\":[{\"type\":\"text\",\"text\":");
+      json_write_string(out, rec.payload, rec.payload_len);
+      put(out, "}],\"structuredContent\":");
+      json_buf_put(out, rec.payload, rec.payload_len);
+      put(out, ",\"isError\":false");
+      snapshot_reader_close(r);
+      return end_result(out, modern);
+    }
+    snapshot_reader_close(r);
+    if (tries >= 50) break;
+    struct timespec ts = {0, 20 * 1000000};
+    nanosleep(&ts, NULL);
+  }
+  snprintf(msg, sizeof msg, "no snapshot %.*s in %s", (int)sid->n, sid->s, s->snapshots_dir);
+  return tool_error(out, id, modern, msg);
+}
+
+/* ---- dispatch ---- */
+
+static int initialize(mcp_session *s, const value *id, const value *params, json_buf *out) {
+  const value *v = get(params, "protocolVersion");
+  if (!params || params->kind != V_MAP || !v || v->kind != V_STRING)
+    return error_reply(
+        out, id, E_PARAMS,
+        "initialize needs params.protocolVersion (a string such as \"" LATEST_LEGACY "\")", NULL);
+  /* Echo a version we speak, else offer our latest. */
+  const char *chosen = LATEST_LEGACY;
+  for (size_t i = 0; i < sizeof legacy_versions / sizeof legacy_versions[0]; i++)
+    if (strlen(legacy_versions[i]) == v->n && memcmp(v->s, legacy_versions[i], v->n) == 0)
+      chosen = legacy_versions[i];
+  snprintf(s->version, sizeof s->version, "%s", chosen);
+  begin_result(out, id);
+  put(out, "{\"protocolVersion\":");
+  put_str(out, chosen);
+  put(out, ",\"capabilities\":{\"tools\":{\"listChanged\":false}},\"serverInfo\":");
+  put(out, server_info);
+  put(out, vd_version());
+  put(out, "\"},\"instructions\":");
+  put_str(out, instructions);
+  return end_result(out, 0);
+}
+
+static int discover(const value *id, int modern, json_buf *out) {
+  begin_result(out, id);
+  put(out, "{\"supportedVersions\":[\"" MODERN "\"");
+  for (size_t i = 0; i < sizeof legacy_versions / sizeof legacy_versions[0]; i++) {
+    put(out, ",\"");
+    put(out, legacy_versions[i]);
+    put(out, "\"");
+  }
+  put(out, "],\"capabilities\":{\"tools\":{\"listChanged\":false}},\"serverInfo\":");
+  put(out, server_info);
+  put(out, vd_version());
+  put(out, "\"},\"instructions\":");
+  put_str(out, instructions);
+  return end_result(out, modern);
+}
+
+static int tools_call(mcp_session *s, arena *a, const value *id, int modern, const value *params,
+                      json_buf *out) {
+  if (!params || params->kind != V_MAP)
+    return error_reply(out, id, E_PARAMS, "tools/call needs params {name, arguments}", NULL);
+  const value *name = get(params, "name"), *args = get(params, "arguments");
+  if (!name || name->kind != V_STRING)
+    return error_reply(out, id, E_PARAMS, "tools/call needs params.name (a string)", NULL);
+  if (args && args->kind != V_MAP && args->kind != V_NULL)
+    return error_reply(out, id, E_PARAMS, "params.arguments must be an object", NULL);
+  if (name->n == 13 && memcmp(name->s, "decide_action", 13) == 0)
+    return decide_action(s, a, id, modern, args, out);
+  if (name->n == 16 && memcmp(name->s, "explain_decision", 16) == 0)
+    return explain_decision(s, id, modern, args, out);
+  char msg[200];
+  snprintf(msg, sizeof msg,
+           "Unknown tool: %.*s (this server has decide_action and explain_decision)",
+           (int)(name->n > 64 ? 64 : name->n), name->s);
+  return error_reply(out, id, E_PARAMS, msg, NULL);
+}
+
+/* The 2026-07-28 style: params._meta carries the version. 1 modern, 0
+ * legacy, or an error already written (returned as 2). */
+static int check_modern(const value *id, const value *params, json_buf *out, int *rc) {
+  const value *meta = get(params, "_meta");
+  const value *ver = get(meta, META_VERSION);
+  if (!ver) return 0;
+  if (ver->kind != V_STRING || !(ver->n == strlen(MODERN) && memcmp(ver->s, MODERN, ver->n) == 0)) {
+    json_buf data;
+    json_buf_init(&data, NULL);
+    put(&data, "{\"supported\":[\"" MODERN "\"],\"requested\":");
+    if (ver->kind == V_STRING)
+      json_write(&data, ver, 0);
+    else
+      put(&data, "null");
+    put(&data, "}");
+    *rc = error_reply(out, id, E_UNSUPPORTED_VERSION, "Unsupported protocol version",
+                      data.oom ? NULL : data.data);
+    json_buf_free(&data);
+    return 2;
+  }
+  const value *caps = get(meta, META_CAPS);
+  if (!caps || caps->kind != V_MAP) {
+    *rc = error_reply(out, id, E_PARAMS, "params._meta needs \"" META_CAPS "\" (an object)", NULL);
+    return 2;
+  }
+  return 1;
+}
+
+static int dispatch(mcp_session *s, arena *a, const value *msg, json_buf *out) {
+  if (msg->kind == V_LIST)
+    return error_reply(out, NULL, E_REQUEST,
+                       "Invalid Request: JSON-RPC batches are not supported (MCP dropped them in "
+                       "2025-06-18); send one message at a time",
+                       NULL);
+  if (msg->kind != V_MAP)
+    return error_reply(out, NULL, E_REQUEST, "Invalid Request: not a JSON-RPC object", NULL);
+  const value *id = get(msg, "id");
+  if (id && id->kind != V_STRING && id->kind != V_INT && id->kind != V_UINT && id->kind != V_DOUBLE)
+    return error_reply(out, NULL, E_REQUEST, "Invalid Request: id must be a string or a number",
+                       NULL);
+  const value *jv = get(msg, "jsonrpc");
+  if (!jv || !(jv->kind == V_STRING && jv->n == 3 && memcmp(jv->s, "2.0", 3) == 0))
+    return error_reply(out, id, E_REQUEST, "Invalid Request: jsonrpc must be \"2.0\"", NULL);
+  const value *method = get(msg, "method");
+  if (!method) {
+    /* A response to a request of ours (we send none): nothing to answer. */
+    if (id && (get(msg, "result") || get(msg, "error"))) return 0;
+    return error_reply(out, id, E_REQUEST, "Invalid Request: no method", NULL);
+  }
+  if (method->kind != V_STRING)
+    return error_reply(out, id, E_REQUEST, "Invalid Request: method must be a string", NULL);
+  const value *params = get(msg, "params");
+  if (params && params->kind != V_MAP && params->kind != V_LIST)
+    return error_reply(out, id, E_REQUEST, "Invalid Request: params must be an object", NULL);
+  const char *m = method->s;
+  size_t mn = method->n;
+#define IS(lit) (mn == sizeof(lit) - 1 && memcmp(m, lit, mn) == 0)
+  if (!id) { /* a notification: never answered */
+    if (IS("notifications/initialized")) s->initialized = 1;
+    return 0;
+  }
+  if (params && params->kind == V_LIST)
+    return error_reply(out, id, E_PARAMS, "params must be an object", NULL);
+  int rc = 0;
+  int modern = check_modern(id, params, out, &rc);
+  if (modern == 2) return rc;
+  if (IS("initialize")) return initialize(s, id, params, out);
+  if (IS("ping") && !modern) {
+    begin_result(out, id);
+    put(out, "{");
+    return end_result(out, 0);
+  }
+  if (IS("server/discover")) return discover(id, modern, out);
+  if (IS("tools/list")) {
+    begin_result(out, id);
+    write_tools(out);
+    return end_result(out, modern);
+  }
+  if (IS("tools/call")) return tools_call(s, a, id, modern, params, out);
+#undef IS
+  char buf[200];
+  snprintf(buf, sizeof buf, "Method not found: %.*s", (int)(mn > 100 ? 100 : mn), m);
+  return error_reply(out, id, E_METHOD, buf, NULL);
+}
+
+int mcp_handle(mcp_session *s, const char *msg, size_t len, json_buf *out) {
+  char stack[16384];
+  arena a;
+  arena_init(&a, stack, sizeof stack, 64u << 20);
+  json_opts o = {0};
+  o.max_size = 16u << 20;
+  value v;
+  json_error je;
+  size_t before = out->len;
+  int rc;
+  if (json_parse(&a, msg, len, &o, &v, &je) != 0) {
+    char m[600];
+    snprintf(m, sizeof m, "Parse error: line %d, column %d, at %s: %s", je.line, je.column, je.path,
+             je.message);
+    rc = error_reply(out, NULL, E_PARSE, m, NULL);
+  } else {
+    rc = dispatch(s, &a, &v, out);
+  }
+  if (rc < 0 || out->oom) {
+    /* Out of memory part way: answer an internal error instead of half a message. */
+    out->len = before;
+    out->oom = 0;
+    if (out->data) out->data[before] = '\0';
+    error_reply(out, NULL, E_INTERNAL, "Internal error: out of memory", NULL);
+    rc = out->oom ? -1 : 1;
+  }
+  arena_free(&a);
+  return rc;
+}

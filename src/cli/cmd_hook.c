@@ -1,0 +1,239 @@
+/* cmd_hook.c — `verdict hook AGENT`: one coding-agent tool call in on stdin,
+ * the agent's answer out on stdout with its exit-code convention. A new
+ * process per tool call, so this stays short: open the engine, decide once,
+ * answer, close (which writes the snapshot). Once the agent is known every
+ * failure is answered in that agent's format as a refusal (fail closed);
+ * the formats themselves are src/agent/hook.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent/hook.h"
+#include "cli/cli.h"
+#include "core/json.h"
+#include "verdict.h"
+
+const char cmd_hook_help[] =
+    "usage: verdict hook claude|codex|gemini|opencode --policy DIR [options]\n"
+    "\n"
+    "Answers a coding agent's pre-tool-call hook: reads the hook's JSON on stdin,\n"
+    "decides the request {\"action\": \"tool_call\", \"context\": {agent, tool,\n"
+    "agent_tool, input, cwd, session}} against the bundle in DIR, and answers in\n"
+    "the agent's own format:\n"
+    "\n"
+    "  claude    PreToolUse: {\"hookSpecificOutput\": {\"permissionDecision\":\n"
+    "            \"allow\"|\"deny\"|\"ask\", \"permissionDecisionReason\": ...}}, exit 0\n"
+    "  codex     PreToolUse: deny JSON (hookSpecificOutput, 3 fields), exit 0;\n"
+    "            allow and ask print nothing (Codex's own approvals then apply)\n"
+    "  gemini    BeforeTool: {\"decision\": \"allow\"|\"deny\"|\"ask\", \"reason\": ...}\n"
+    "  opencode  for integrations/opencode/verdict.js: {\"decision\", \"reason\"},\n"
+    "            exit 0 allow, 2 otherwise\n"
+    "\n"
+    "Tool names are mapped to one vocabulary (run_shell_command and bash become\n"
+    "Bash, filePath becomes file_path, ...). If verdict itself fails (bad stdin,\n"
+    "a bundle that does not load) the call is refused with the reason. Every\n"
+    "decision is recorded as a snapshot.\n"
+    "\n"
+    "options:\n"
+    "  -p, --policy DIR     the policy bundle (required; default $VERDICT_POLICY)\n"
+    "  -s, --snapshots DIR  record decisions in DIR (default: $VERDICT_SNAPSHOTS,\n"
+    "                       else DIR/.verdict/snapshots of the bundle)\n"
+    "      --no-snapshots   record nothing\n"
+    "      --store DIR      keep the policy versions loaded in DIR; --no-store: none\n"
+    "      --durability none|interval|always   as for `verdict decide` (interval:\n"
+    "                       the snapshot is written and synced before exit)\n"
+    "      --headless       nobody can be asked (CI, background agents): offer only\n"
+    "                       allow and deny, so the policy turns an ask into its\n"
+    "                       on_no_candidate answer (deny in agent_guard)\n"
+    "  -h, --help           this text\n"
+    "\n"
+    "examples:\n"
+    "  echo '{\"session_id\":\"s\",\"cwd\":\"/repo\",\"hook_event_name\":\"PreToolUse\",\n"
+    "        \"tool_name\":\"Bash\",\"tool_input\":{\"command\":\"rm -rf /\"}}' |\n"
+    "    verdict hook claude --policy examples/policies\n"
+    "\n"
+    "Configuration for each agent: docs/agents.md\n";
+
+/* Writes the answer and returns the exit status. */
+static int emit(json_buf *out, json_buf *err, int code) {
+  if (out->len) fwrite(out->data, 1, out->len, stdout);
+  if (err->len) fwrite(err->data, 1, err->len, stderr);
+  fflush(stdout);
+  return code;
+}
+
+static int fail(hook_agent ag, const char *why) {
+  json_buf out, err;
+  json_buf_init(&out, NULL);
+  json_buf_init(&err, NULL);
+  int code = hook_fail(ag, why, &out, &err);
+  code = emit(&out, &err, code);
+  json_buf_free(&out);
+  json_buf_free(&err);
+  return code;
+}
+
+int cmd_hook(int argc, char **argv) {
+  if (argc < 2 || argv[1][0] == '-')
+    return cli_usage_error("hook", "name the agent: claude, codex, gemini or opencode", NULL);
+  hook_agent ag;
+  if (hook_agent_parse(argv[1], &ag) != 0)
+    return cli_usage_error("hook", "unknown agent (claude, codex, gemini or opencode):", argv[1]);
+  const char *policy = getenv("VERDICT_POLICY"), *store = NULL, *snapshots = NULL;
+  int no_store = 0, no_snapshots = 0, headless = 0, durability = VD_DURABILITY_INTERVAL;
+  char why[1200];
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+    int takes = strcmp(a, "-p") == 0 || strcmp(a, "--policy") == 0 || strcmp(a, "-s") == 0 ||
+                strcmp(a, "--snapshots") == 0 || strcmp(a, "--store") == 0 ||
+                strcmp(a, "--durability") == 0;
+    if (takes && !next) {
+      snprintf(why, sizeof why, "the hook command is wrong: missing value after %s", a);
+      return fail(ag, why);
+    }
+    if (strcmp(a, "-p") == 0 || strcmp(a, "--policy") == 0) {
+      policy = argv[++i];
+    } else if (strncmp(a, "--policy=", 9) == 0) {
+      policy = a + 9;
+    } else if (strcmp(a, "-s") == 0 || strcmp(a, "--snapshots") == 0) {
+      snapshots = argv[++i];
+    } else if (strncmp(a, "--snapshots=", 12) == 0) {
+      snapshots = a + 12;
+    } else if (strcmp(a, "--no-snapshots") == 0) {
+      no_snapshots = 1;
+    } else if (strcmp(a, "--store") == 0) {
+      store = argv[++i];
+    } else if (strcmp(a, "--no-store") == 0) {
+      no_store = 1;
+    } else if (strcmp(a, "--headless") == 0) {
+      headless = 1;
+    } else if (strcmp(a, "--durability") == 0) {
+      const char *v = argv[++i];
+      if (strcmp(v, "none") == 0)
+        durability = VD_DURABILITY_NONE;
+      else if (strcmp(v, "interval") == 0)
+        durability = VD_DURABILITY_INTERVAL;
+      else if (strcmp(v, "always") == 0)
+        durability = VD_DURABILITY_ALWAYS;
+      else {
+        snprintf(why, sizeof why,
+                 "the hook command is wrong: --durability %s (none, interval "
+                 "or always)",
+                 v);
+        return fail(ag, why);
+      }
+    } else {
+      snprintf(why, sizeof why,
+               "the hook command is wrong: unknown argument %s (see verdict "
+               "hook --help)",
+               a);
+      return fail(ag, why);
+    }
+  }
+  if (!policy || !*policy)
+    return fail(ag, "the hook command is wrong: give --policy DIR (or set VERDICT_POLICY)");
+
+  size_t len;
+  char *in = cli_read_file("-", &len);
+  if (!in) return fail(ag, "cannot read the hook input on stdin");
+
+  char stack[16384];
+  arena a;
+  arena_init(&a, stack, sizeof stack, 64u << 20);
+  json_buf req, out, err;
+  json_buf_init(&req, &a);
+  json_buf_init(&out, NULL);
+  json_buf_init(&err, NULL);
+  hook_call call;
+  vd_engine *e = NULL;
+  vd_decision *d = NULL;
+  int code;
+  if (hook_parse(ag, &a, in, len, &call, why, sizeof why) != 0) {
+    code = fail(ag, why);
+    goto done;
+  }
+  if (hook_write_request(&call, headless, &req) != 0) {
+    code = fail(ag, "the tool input cannot be turned into a request (out of memory)");
+    goto done;
+  }
+
+  char *default_dir = NULL;
+  if (!no_snapshots && !snapshots) {
+    const char *env = getenv("VERDICT_SNAPSHOTS");
+    if (env && *env) {
+      snapshots = env;
+    } else {
+      size_t n = strlen(policy) + sizeof "/.verdict/snapshots";
+      default_dir = malloc(n);
+      if (!default_dir) {
+        code = fail(ag, "out of memory");
+        goto done;
+      }
+      snprintf(default_dir, n, "%s/.verdict/snapshots", policy);
+      snapshots = default_dir;
+    }
+  }
+  vd_engine_opts opts;
+  memset(&opts, 0, sizeof opts);
+  opts.store_dir = no_store ? "" : store;
+  opts.snapshots_dir = no_snapshots ? NULL : snapshots;
+  opts.snapshot_durability = durability;
+  vd_error verr;
+  int rc;
+  /* Parallel tool calls take turns at the snapshot folder; wait a little
+   * (by the clock: each try loads the bundle), well inside the agents' hook
+   * timeouts, then refuse rather than hang. */
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    rc = vd_engine_open(policy, &opts, &e, &verr);
+    if (rc != VD_EBUSY) break;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >= 2000) {
+      snprintf(verr.message, sizeof verr.message,
+               "the snapshot folder %s is held by another verdict process (a `verdict mcp` or "
+               "`verdict serve` using the same folder?): give this hook its own --snapshots DIR",
+               snapshots ? snapshots : "");
+      break;
+    }
+    struct timespec ts = {0, 5 * 1000000};
+    nanosleep(&ts, NULL);
+  }
+  free(default_dir);
+  if (rc != 0) {
+    e = NULL;
+    snprintf(why, sizeof why, "%s", verr.message);
+    code = fail(ag, why);
+    goto done;
+  }
+  d = vd_decision_new();
+  if (!d) {
+    code = fail(ag, "out of memory");
+    goto done;
+  }
+  if (vd_decide_json(e, req.data, (long)req.len, d, &verr) != 0) {
+    snprintf(why, sizeof why, "the policy refused the request: %s", verr.message);
+    code = fail(ag, why);
+    goto done;
+  }
+  char reason[1400];
+  hook_describe(d, reason, sizeof reason);
+  code = hook_answer(ag, hook_verdict_of(d), reason, &out, &err);
+  code = emit(&out, &err, code);
+
+done:
+  vd_decision_free(d);
+  if (e) {
+    vd_engine_counters c;
+    if (vd_engine_stats(e, &c) == 0 && (c.snapshots_dropped || c.snapshots_failed))
+      fprintf(stderr, "verdict hook: the decision was not recorded: %s\n", c.snapshot_last_error);
+    vd_engine_close(e);
+  }
+  json_buf_free(&out);
+  json_buf_free(&err);
+  arena_free(&a);
+  free(in);
+  return code;
+}

@@ -1,0 +1,813 @@
+/* lib_shell.c — reading shell command lines the way a POSIX shell would, for
+ * rules about what a coding agent's shell command does:
+ *
+ *   shellCommands(s) / s.shellCommands()  list(list(string)): every simple
+ *       command the line would run, each as its argv after quote removal
+ *   shellWords(s) / s.shellWords()        list(string): every argv word of
+ *       every command, and every redirection target, flattened
+ *   shellWrites(s) / s.shellWrites()      list(string): files written by
+ *       output redirections (> >> >| &> N>), /dev/null included
+ *
+ * Why by hand: a rule like "recursive rm outside the project" is only as good
+ * as its view of the command, and regexes over the raw text are fooled by
+ * quoting ("r""m" -rf /), wrappers (sudo, env, xargs, bash -c '…') and
+ * chains. This is a small recursive reader, not a shell: it never expands
+ * globs, runs nothing, and reads no environment.
+ *
+ * What it sees through: ; && || | & newlines ( ) { } and the reserved words
+ * (if/then/while/do/…); single, double and $'…' quotes and backslashes;
+ * $(…), `…` and <(…) bodies (their commands are listed too); heredocs fed to
+ * a shell, and substitutions inside unquoted heredocs; `sh/bash/zsh -c BODY`
+ * and `eval ARGS` (BODY parsed as a command line); wrappers that run their
+ * arguments — sudo, doas, env (also env -S), command, exec, nohup, time,
+ * nice, ionice, timeout, stdbuf, setsid, xargs, busybox, watch, flock — whose
+ * inner command is listed after the wrapper's own; find's -exec/-execdir/
+ * -ok/-okdir commands; leading NAME=value assignments (dropped from argv);
+ * NAME=value statements earlier in the line, whose $NAME and ${NAME} are
+ * substituted later in it (X=rm; $X -rf / lists rm -rf /). An absolute
+ * program path becomes its base name (/bin/rm → rm).
+ *
+ * What stays unknown, and is left visible for rules to treat as suspect: any
+ * other $VAR (kept as the text "$VAR"), command output "$(…)" used as a word
+ * (kept as its text), arithmetic, globs, aliases and functions.
+ *
+ * Bounds: input up to 256 KiB, 16 levels of nesting, 4096 commands; past
+ * them the call is an evaluation error (a rule then takes on_error), never a
+ * crash. Work is charged to the decision's cost limit per byte read. */
+#include <string.h>
+
+#include "expr/lib.h"
+
+#define MAX_INPUT (256u << 10)
+#define MAX_DEPTH 16
+#define MAX_COMMANDS 4096
+#define MAX_VARS 64
+
+typedef struct sbuf {
+  char *s;
+  size_t n, cap;
+} sbuf;
+
+typedef struct word {
+  sbuf t;
+  int eq_at;   /* index of the '=' of NAME=value written unquoted, else -1 */
+  int any;     /* something was read (an empty "" is a word) */
+  int name_ok; /* only identifier characters so far, unquoted */
+} word;
+
+typedef struct wlist {
+  value *v;
+  uint32_t n, cap;
+} wlist;
+
+typedef struct heredoc {
+  const char *delim;
+  size_t dn;
+  int strip_tabs, quoted;
+} heredoc;
+
+typedef struct parser {
+  eval_ctx *ctx;
+  arena *a;
+  wlist cmds;   /* list values (argv) */
+  wlist writes; /* strings */
+  struct {
+    const char *name, *val;
+    size_t nn, vn;
+  } vars[MAX_VARS];
+  int nvars;
+  const char *err; /* first error, or NULL */
+} parser;
+
+static int oom(parser *p) {
+  if (!p->err) p->err = "out of memory";
+  return -1;
+}
+
+static int sb_put(parser *p, sbuf *b, const char *s, size_t n) {
+  if (b->n + n + 1 > b->cap) {
+    size_t nc = b->cap ? b->cap : 32;
+    while (nc < b->n + n + 1) nc *= 2;
+    char *ns = arena_realloc(p->a, b->s, b->cap, nc);
+    if (!ns) return oom(p);
+    b->s = ns;
+    b->cap = nc;
+  }
+  memcpy(b->s + b->n, s, n);
+  b->n += n;
+  b->s[b->n] = '\0';
+  return 0;
+}
+
+static int sb_putc(parser *p, sbuf *b, char c) { return sb_put(p, b, &c, 1); }
+
+static int wl_push(parser *p, wlist *l, value v) {
+  if (l->n == l->cap) {
+    uint32_t nc = l->cap ? l->cap * 2 : 8;
+    value *nv = arena_alloc(p->a, nc * sizeof *nv);
+    if (!nv) return oom(p);
+    if (l->n) memcpy(nv, l->v, l->n * sizeof *nv);
+    l->v = nv;
+    l->cap = nc;
+  }
+  l->v[l->n++] = v;
+  return 0;
+}
+
+static int is_ident_start(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+static int is_ident(char c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static int parse_line(parser *p, const char *s, size_t n, int depth);
+
+/* ---- words ---- */
+
+static int w_put(parser *p, word *w, const char *s, size_t n, int unquoted_literal) {
+  for (size_t i = 0; i < n && w->name_ok; i++) {
+    if (!unquoted_literal) {
+      w->name_ok = 0;
+    } else if (s[i] == '=' && w->eq_at < 0 && w->t.n + i > 0) {
+      w->eq_at = (int)(w->t.n + i);
+      w->name_ok = 0;
+    } else if (!(w->t.n + i == 0 ? is_ident_start(s[i]) : is_ident(s[i]))) {
+      w->name_ok = 0;
+    }
+  }
+  w->any = 1;
+  return sb_put(p, &w->t, s, n);
+}
+
+/* Index just past the ')' that closes the '(' before s[i], honouring quotes
+ * and nesting; n when unclosed. */
+static size_t match_paren(const char *s, size_t n, size_t i) {
+  int depth = 1;
+  while (i < n) {
+    char c = s[i];
+    if (c == '\\') {
+      i += 2;
+    } else if (c == '\'') {
+      i++;
+      while (i < n && s[i] != '\'') i++;
+      i++;
+    } else if (c == '"') {
+      i++;
+      while (i < n && s[i] != '"') i += s[i] == '\\' ? 2 : 1;
+      i++;
+    } else if (c == '(') {
+      depth++;
+      i++;
+    } else if (c == ')') {
+      if (--depth == 0) return i + 1;
+      i++;
+    } else {
+      i++;
+    }
+  }
+  return n;
+}
+
+static const char *var_get(parser *p, const char *name, size_t nn, size_t *vn) {
+  for (int k = p->nvars - 1; k >= 0; k--)
+    if (p->vars[k].nn == nn && memcmp(p->vars[k].name, name, nn) == 0) {
+      *vn = p->vars[k].vn;
+      return p->vars[k].val;
+    }
+  return NULL;
+}
+
+/* A substitution body: its commands are listed; the word keeps the text. */
+static int subst(parser *p, word *w, const char *s, size_t n, size_t from, size_t body_from,
+                 size_t body_to, size_t to, int depth) {
+  if (body_to > body_from && parse_line(p, s + body_from, body_to - body_from, depth + 1) < 0)
+    return -1;
+  return w_put(p, w, s + from, to - from, 0);
+}
+
+/* s[*i] == '$'. */
+static int dollar(parser *p, word *w, const char *s, size_t n, size_t *i, int in_dq, int depth) {
+  size_t at = *i;
+  char c = at + 1 < n ? s[at + 1] : '\0';
+  if (c == '\'' && !in_dq) { /* $'...' with C escapes */
+    size_t k = at + 2;
+    sbuf tmp = {0};
+    while (k < n && s[k] != '\'') {
+      char d = s[k];
+      if (d == '\\' && k + 1 < n) {
+        char e = s[++k];
+        int v = -1;
+        if (e == 'n')
+          v = '\n';
+        else if (e == 't')
+          v = '\t';
+        else if (e == 'r')
+          v = '\r';
+        else if (e == 'a')
+          v = 7;
+        else if (e == 'b')
+          v = 8;
+        else if (e == 'e' || e == 'E')
+          v = 27;
+        else if (e == 'f')
+          v = 12;
+        else if (e == 'v')
+          v = 11;
+        else if (e == '\\' || e == '\'' || e == '"' || e == '?')
+          v = e;
+        else if (e == 'x') {
+          v = 0;
+          int digits = 0;
+          while (digits < 2 && k + 1 < n) {
+            char h = s[k + 1];
+            int hv = is_digit(h)                          ? h - '0'
+                     : (h | 32) >= 'a' && (h | 32) <= 'f' ? (h | 32) - 'a' + 10
+                                                          : -1;
+            if (hv < 0) break;
+            v = v * 16 + hv;
+            k++;
+            digits++;
+          }
+          if (!digits) v = -2;
+        } else if (e >= '0' && e <= '7') {
+          v = e - '0';
+          for (int digits = 1; digits < 3 && k + 1 < n && s[k + 1] >= '0' && s[k + 1] <= '7';
+               digits++)
+            v = v * 8 + (s[++k] - '0');
+          v &= 0xff;
+        }
+        if (v == -1 || v == -2) {
+          if (sb_putc(p, &tmp, '\\') < 0 || (v == -1 && sb_putc(p, &tmp, e) < 0)) return -1;
+          if (v == -2 && sb_putc(p, &tmp, 'x') < 0) return -1;
+        } else if (v != 0 && sb_putc(p, &tmp, (char)v) < 0) {
+          return -1;
+        }
+        k++;
+      } else {
+        if (sb_putc(p, &tmp, d) < 0) return -1;
+        k++;
+      }
+    }
+    *i = k < n ? k + 1 : n;
+    return w_put(p, w, tmp.s ? tmp.s : "", tmp.n, 0);
+  }
+  if (c == '(') {
+    if (at + 2 < n && s[at + 2] == '(') { /* arithmetic: kept as text */
+      size_t end = match_paren(s, n, at + 2);
+      *i = end;
+      return w_put(p, w, s + at, end - at, 0);
+    }
+    size_t end = match_paren(s, n, at + 2);
+    *i = end;
+    return subst(p, w, s, n, at, at + 2,
+                 end > at + 2 && end <= n && s[end - 1] == ')' ? end - 1 : end, end, depth);
+  }
+  if (c == '{') {
+    size_t k = at + 2;
+    while (k < n && s[k] != '}') k++;
+    size_t end = k < n ? k + 1 : n;
+    *i = end;
+    size_t nn = k - (at + 2), vn;
+    const char *name = s + at + 2;
+    int simple = nn > 0 && is_ident_start(name[0]);
+    for (size_t j = 1; j < nn && simple; j++) simple = is_ident(name[j]);
+    const char *val = simple ? var_get(p, name, nn, &vn) : NULL;
+    if (val) return w_put(p, w, val, vn, 0);
+    return w_put(p, w, s + at, end - at, 0);
+  }
+  if (is_ident_start(c)) {
+    size_t k = at + 1;
+    while (k < n && is_ident(s[k])) k++;
+    *i = k;
+    size_t vn;
+    const char *val = var_get(p, s + at + 1, k - at - 1, &vn);
+    if (val) return w_put(p, w, val, vn, 0);
+    return w_put(p, w, s + at, k - at, 0);
+  }
+  if (c && strchr("?$#@*!-0123456789", c)) {
+    *i = at + 2;
+    return w_put(p, w, s + at, 2, 0);
+  }
+  *i = at + 1;
+  return w_put(p, w, "$", 1, 0);
+}
+
+/* s[*i] == '`': up to the next unescaped backtick. */
+static int backtick(parser *p, word *w, const char *s, size_t n, size_t *i, int depth) {
+  size_t at = *i, k = at + 1;
+  sbuf body = {0};
+  while (k < n && s[k] != '`') {
+    if (s[k] == '\\' && k + 1 < n && (s[k + 1] == '`' || s[k + 1] == '\\' || s[k + 1] == '$')) k++;
+    if (sb_putc(p, &body, s[k]) < 0) return -1;
+    k++;
+  }
+  size_t end = k < n ? k + 1 : n;
+  *i = end;
+  if (body.n && parse_line(p, body.s, body.n, depth + 1) < 0) return -1;
+  return w_put(p, w, s + at, end - at, 0);
+}
+
+/* Inside double quotes from s[*i] (just past the opening quote). */
+static int dquoted(parser *p, word *w, const char *s, size_t n, size_t *i, char close, int depth) {
+  size_t k = *i;
+  while (k < n && (close == 0 || s[k] != close)) {
+    char c = s[k];
+    if (c == '\\' && k + 1 < n && strchr("$`\"\\\n", s[k + 1])) {
+      if (s[k + 1] != '\n' && w_put(p, w, s + k + 1, 1, 0) < 0) return -1;
+      k += 2;
+    } else if (c == '$') {
+      if (dollar(p, w, s, n, &k, 1, depth) < 0) return -1;
+    } else if (c == '`') {
+      if (backtick(p, w, s, n, &k, depth) < 0) return -1;
+    } else {
+      /* A backslash before anything else is kept, with what follows. */
+      size_t j = c == '\\' ? k + 1 : k;
+      while (j < n && s[j] != '\\' && s[j] != '$' && s[j] != '`' && (close == 0 || s[j] != close))
+        j++;
+      if (w_put(p, w, s + k, j - k, 0) < 0) return -1;
+      k = j;
+    }
+  }
+  *i = k < n ? k + 1 : n;
+  w->any = 1;
+  return w->t.s ? 0 : sb_put(p, &w->t, "", 0); /* "" is a word, never a NULL one */
+}
+
+static int is_meta(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ';' || c == '&' || c == '|' ||
+         c == '(' || c == ')' || c == '<' || c == '>';
+}
+
+/* One word from s[*i]. */
+static int read_word(parser *p, word *w, const char *s, size_t n, size_t *i, int depth) {
+  size_t k = *i;
+  while (k < n) {
+    char c = s[k];
+    if ((c == '<' || c == '>') && k + 1 < n && s[k + 1] == '(' && w->t.n == 0) {
+      size_t end = match_paren(s, n, k + 2);
+      if (subst(p, w, s, n, k, k + 2, end > k + 2 && s[end - 1] == ')' ? end - 1 : end, end,
+                depth) < 0)
+        return -1;
+      k = end;
+      continue;
+    }
+    if (is_meta(c)) break;
+    if (c == '\\') {
+      if (k + 1 < n && s[k + 1] == '\n') {
+        k += 2;
+      } else if (k + 1 < n) {
+        if (w_put(p, w, s + k + 1, 1, 0) < 0) return -1;
+        k += 2;
+      } else {
+        k++;
+      }
+    } else if (c == '\'') {
+      size_t j = k + 1;
+      while (j < n && s[j] != '\'') j++;
+      if (w_put(p, w, s + k + 1, j - k - 1, 0) < 0) return -1;
+      k = j < n ? j + 1 : n;
+    } else if (c == '"') {
+      k++;
+      if (dquoted(p, w, s, n, &k, '"', depth) < 0) return -1;
+    } else if (c == '$') {
+      if (dollar(p, w, s, n, &k, 0, depth) < 0) return -1;
+    } else if (c == '`') {
+      if (backtick(p, w, s, n, &k, depth) < 0) return -1;
+    } else {
+      size_t j = k;
+      while (j < n && !is_meta(s[j]) && !strchr("\\'\"$`", s[j])) j++;
+      if (w_put(p, w, s + k, j - k, 1) < 0) return -1;
+      k = j;
+    }
+  }
+  *i = k;
+  return 0;
+}
+
+/* ---- commands ---- */
+
+typedef struct argv_t {
+  word *w;
+  uint32_t n, cap;
+} argv_t;
+
+static int av_push(parser *p, argv_t *av, const word *w) {
+  if (av->n == av->cap) {
+    uint32_t nc = av->cap ? av->cap * 2 : 8;
+    word *nw = arena_alloc(p->a, nc * sizeof *nw);
+    if (!nw) return oom(p);
+    if (av->n) memcpy(nw, av->w, av->n * sizeof *nw);
+    av->w = nw;
+    av->cap = nc;
+  }
+  av->w[av->n++] = *w;
+  return 0;
+}
+
+static int wis(const word *w, const char *lit) {
+  size_t l = strlen(lit);
+  return w->t.n == l && (l == 0 || memcmp(w->t.s, lit, l) == 0);
+}
+
+static int in_set(const word *w, const char *const *set) {
+  for (; *set; set++)
+    if (wis(w, *set)) return 1;
+  return 0;
+}
+
+static const char *const reserved[] = {"!",     "{",     "}",    "if",     "then",
+                                       "else",  "elif",  "fi",   "do",     "done",
+                                       "while", "until", "time", "coproc", NULL};
+static const char *const shells[] = {"sh",   "bash", "zsh",   "dash",       "ksh", "ash",
+                                     "mksh", "fish", "rbash", "busybox-sh", NULL};
+
+static int emit(parser *p, word *w, uint32_t n, int depth);
+
+/* The argv from w[k] on is an inner command (after a wrapper). */
+static int inner(parser *p, word *w, uint32_t n, uint32_t k, int depth) {
+  if (k >= n) return 0;
+  return emit(p, w + k, n - k, depth + 1);
+}
+
+/* Skips options of a wrapper: those in with_arg take the next word. */
+static uint32_t skip_opts(word *w, uint32_t n, uint32_t k, const char *const *with_arg) {
+  while (k < n && w[k].t.n > 1 && w[k].t.s[0] == '-') {
+    if (wis(&w[k], "--")) return k + 1;
+    int takes = 0;
+    for (const char *const *o = with_arg; o && *o; o++)
+      if (wis(&w[k], *o)) takes = 1;
+    k += takes ? 2 : 1;
+  }
+  return k;
+}
+
+static int unwrap(parser *p, word *w, uint32_t n, int depth) {
+  const word *c = &w[0];
+  if (wis(c, "sudo") || wis(c, "doas")) {
+    static const char *const a[] = {"-u", "-g", "-C", "-D",     "-h",      "-p",      "-r", "-t",
+                                    "-U", "-T", "-R", "--user", "--group", "--chdir", NULL};
+    uint32_t k = skip_opts(w, n, 1, a);
+    while (k < n && w[k].eq_at > 0) k++;
+    return inner(p, w, n, k, depth);
+  }
+  if (wis(c, "env")) {
+    uint32_t k = 1;
+    while (k < n) {
+      if (w[k].eq_at > 0) {
+        k++;
+      } else if (wis(&w[k], "-S") || wis(&w[k], "--split-string")) {
+        if (k + 1 < n) return parse_line(p, w[k + 1].t.s, w[k + 1].t.n, depth + 1);
+        return 0;
+      } else if (w[k].t.n > 2 && memcmp(w[k].t.s, "-S", 2) == 0) {
+        return parse_line(p, w[k].t.s + 2, w[k].t.n - 2, depth + 1);
+      } else if (wis(&w[k], "-u") || wis(&w[k], "--unset") || wis(&w[k], "-C") ||
+                 wis(&w[k], "--chdir")) {
+        k += 2;
+      } else if (wis(&w[k], "--")) {
+        k++;
+        break;
+      } else if (w[k].t.n > 1 && w[k].t.s[0] == '-') {
+        k++;
+      } else {
+        break;
+      }
+    }
+    while (k < n && w[k].eq_at > 0) k++;
+    return inner(p, w, n, k, depth);
+  }
+  if (wis(c, "command") || wis(c, "builtin")) {
+    for (uint32_t k = 1; k < n; k++)
+      if (wis(&w[k], "-v") || wis(&w[k], "-V")) return 0; /* a lookup, runs nothing */
+    return inner(p, w, n, skip_opts(w, n, 1, NULL), depth);
+  }
+  if (wis(c, "exec")) {
+    static const char *const a[] = {"-a", NULL};
+    return inner(p, w, n, skip_opts(w, n, 1, a), depth);
+  }
+  if (wis(c, "nohup") || wis(c, "setsid") || wis(c, "busybox") || wis(c, "unbuffer") ||
+      wis(c, "time")) {
+    return inner(p, w, n, skip_opts(w, n, 1, NULL), depth);
+  }
+  if (wis(c, "nice") || wis(c, "ionice") || wis(c, "stdbuf") || wis(c, "watch")) {
+    static const char *const a[] = {"-n", "-c",           "-p",         "-i", "-o",
+                                    "-e", "--adjustment", "--interval", NULL};
+    return inner(p, w, n, skip_opts(w, n, 1, a), depth);
+  }
+  if (wis(c, "timeout")) {
+    static const char *const a[] = {"-s", "-k", "--signal", "--kill-after", NULL};
+    uint32_t k = skip_opts(w, n, 1, a);
+    return inner(p, w, n, k + 1, depth); /* past the duration */
+  }
+  if (wis(c, "flock")) {
+    static const char *const a[] = {"-w", "-E", "--timeout", "--conflict-exit-code", NULL};
+    uint32_t k = skip_opts(w, n, 1, a);
+    if (k + 1 < n && (wis(&w[k + 1], "-c") || wis(&w[k + 1], "--command")))
+      return k + 2 < n ? parse_line(p, w[k + 2].t.s, w[k + 2].t.n, depth + 1) : 0;
+    return inner(p, w, n, k + 1, depth); /* past the lock file */
+  }
+  if (wis(c, "xargs")) {
+    static const char *const a[] = {
+        "-I",          "-L",         "-l",          "-n",        "-P",         "-s",
+        "-d",          "-E",         "-e",          "-a",        "--max-args", "--max-procs",
+        "--delimiter", "--arg-file", "--max-lines", "--replace", "--eof",      NULL};
+    return inner(p, w, n, skip_opts(w, n, 1, a), depth);
+  }
+  if (wis(c, "eval")) {
+    sbuf joined = {0};
+    for (uint32_t k = 1; k < n; k++)
+      if ((k > 1 && sb_putc(p, &joined, ' ') < 0) || sb_put(p, &joined, w[k].t.s, w[k].t.n) < 0)
+        return -1;
+    return joined.n ? parse_line(p, joined.s, joined.n, depth + 1) : 0;
+  }
+  if (wis(c, "find")) {
+    for (uint32_t k = 1; k < n; k++) {
+      if (wis(&w[k], "-exec") || wis(&w[k], "-execdir") || wis(&w[k], "-ok") ||
+          wis(&w[k], "-okdir")) {
+        uint32_t e = k + 1;
+        while (e < n && !wis(&w[e], ";") && !wis(&w[e], "+")) e++;
+        if (e > k + 1 && emit(p, w + k + 1, e - k - 1, depth + 1) < 0) return -1;
+        k = e;
+      }
+    }
+    return 0;
+  }
+  if (in_set(c, shells)) {
+    /* sh -c BODY, also combined flags (-lc, -ec) and options before it. */
+    for (uint32_t k = 1; k < n; k++) {
+      const word *o = &w[k];
+      if (o->t.n < 2 || (o->t.s[0] != '-' && o->t.s[0] != '+')) return 0; /* a script file */
+      if (wis(o, "--")) return 0;
+      if (o->t.s[1] != '-' && memchr(o->t.s + 1, 'c', o->t.n - 1)) {
+        uint32_t b = k + 1;
+        while (b < n && w[b].t.n > 1 && w[b].t.s[0] == '-' && !wis(&w[b], "--")) b++;
+        if (b < n && wis(&w[b], "--")) b++;
+        return b < n ? parse_line(p, w[b].t.s, w[b].t.n, depth + 1) : 0;
+      }
+      if (wis(o, "-o") || wis(o, "+o") || wis(o, "--rcfile") || wis(o, "--init-file")) k++;
+    }
+    return 0;
+  }
+  return 0;
+}
+
+/* A finished simple command: assignments, reserved words, the program's
+ * base name; listed, then looked into. */
+static int emit(parser *p, word *w, uint32_t n, int depth) {
+  if (depth > MAX_DEPTH) {
+    if (!p->err) p->err = "shell command nested too deeply to check (more than 16 levels)";
+    return -1;
+  }
+  uint32_t k = 0;
+  for (;;) {
+    uint32_t before = k;
+    while (k < n && w[k].eq_at > 0) k++;
+    if (k == n && before < n && k > before) {
+      /* Only assignments: remembered for later $NAME. */
+      for (uint32_t j = before; j < n && p->nvars < MAX_VARS; j++) {
+        p->vars[p->nvars].name = w[j].t.s;
+        p->vars[p->nvars].nn = (size_t)w[j].eq_at;
+        p->vars[p->nvars].val = w[j].t.s + w[j].eq_at + 1;
+        p->vars[p->nvars].vn = w[j].t.n - (size_t)w[j].eq_at - 1;
+        p->nvars++;
+      }
+      return 0;
+    }
+    while (k < n && in_set(&w[k], reserved)) k++;
+    if (k == before) break;
+  }
+  if (k >= n) return 0;
+  w += k;
+  n -= k;
+  if (p->cmds.n >= MAX_COMMANDS) {
+    if (!p->err) p->err = "shell command has too many parts to check (more than 4096)";
+    return -1;
+  }
+  if (w[0].t.n > 1 && w[0].t.s[0] == '/') {
+    const char *slash = w[0].t.s + w[0].t.n;
+    while (slash[-1] != '/') slash--;
+    size_t bn = (size_t)(w[0].t.s + w[0].t.n - slash);
+    if (bn) {
+      w[0].t.s = (char *)slash;
+      w[0].t.n = bn;
+    }
+  }
+  /* export/declare NAME=value also set variables. */
+  if (wis(&w[0], "export") || wis(&w[0], "declare") || wis(&w[0], "local") ||
+      wis(&w[0], "readonly") || wis(&w[0], "typeset")) {
+    for (uint32_t j = 1; j < n && p->nvars < MAX_VARS; j++)
+      if (w[j].eq_at > 0) {
+        p->vars[p->nvars].name = w[j].t.s;
+        p->vars[p->nvars].nn = (size_t)w[j].eq_at;
+        p->vars[p->nvars].val = w[j].t.s + w[j].eq_at + 1;
+        p->vars[p->nvars].vn = w[j].t.n - (size_t)w[j].eq_at - 1;
+        p->nvars++;
+      }
+  }
+  value *items = arena_alloc(p->a, n * sizeof *items);
+  if (!items) return oom(p);
+  for (uint32_t j = 0; j < n; j++)
+    items[j] = value_str(w[j].t.s ? w[j].t.s : "", (uint32_t)w[j].t.n);
+  if (wl_push(p, &p->cmds, value_list(items, n)) < 0) return -1;
+  return unwrap(p, w, n, depth);
+}
+
+/* After a newline: the bodies of the heredocs opened on that line. Returns
+ * the index past them. */
+static size_t heredocs(parser *p, const char *s, size_t n, size_t i, heredoc *hd, int nhd,
+                       int feed_shell, int depth) {
+  for (int h = 0; h < nhd && i <= n; h++) {
+    size_t body = i;
+    size_t end = n, next = n;
+    while (i < n) {
+      size_t e = i;
+      while (e < n && s[e] != '\n') e++;
+      size_t ls = i;
+      if (hd[h].strip_tabs)
+        while (ls < e && s[ls] == '\t') ls++;
+      if (e - ls == hd[h].dn && memcmp(s + ls, hd[h].delim, hd[h].dn) == 0) {
+        end = i;
+        next = e < n ? e + 1 : n;
+        break;
+      }
+      i = e < n ? e + 1 : n;
+    }
+    if (end == n) next = n;
+    if (end > body) {
+      if (feed_shell) {
+        if (parse_line(p, s + body, end - body, depth + 1) < 0) return n;
+      } else if (!hd[h].quoted) {
+        word w = {{0}, -1, 0, 0};
+        size_t k = body;
+        /* Only the substitutions matter: they run. */
+        if (dquoted(p, &w, s, end, &k, 0, depth) < 0) return n;
+      }
+    }
+    i = next;
+  }
+  return i;
+}
+
+static int parse_line(parser *p, const char *s, size_t n, int depth) {
+  if (p->err) return -1;
+  if (depth > MAX_DEPTH) {
+    p->err = "shell command nested too deeply to check (more than 16 levels)";
+    return -1;
+  }
+  if (!eval_charge(p->ctx, n / 8 + 1)) {
+    p->err = "cost limit exceeded";
+    return -1;
+  }
+  argv_t av = {0};
+  heredoc hd[8];
+  int nhd = 0, hd_shell = 0;
+  size_t i = 0;
+  while (i < n) {
+    char c = s[i];
+    if (c == ' ' || c == '\t' || c == '\r') {
+      i++;
+      continue;
+    }
+    if (c == '\\' && i + 1 < n && s[i + 1] == '\n') {
+      i += 2;
+      continue;
+    }
+    if (c == '#') {
+      while (i < n && s[i] != '\n') i++;
+      continue;
+    }
+    /* Redirections: [N]op target. */
+    size_t j = i;
+    while (j < n && is_digit(s[j])) j++;
+    int redir = 0;
+    if (j < n && (s[j] == '<' || s[j] == '>') && !(j + 1 < n && s[j + 1] == '(')) redir = 1;
+    if (j == i && c == '&' && i + 1 < n && s[i + 1] == '>') redir = 1;
+    if (redir) {
+      int out = 0, here = 0, dup = 0, strip = 0;
+      if (s[j] == '&') {
+        j += 2;
+        if (j < n && s[j] == '>') j++;
+        out = 1;
+      } else if (s[j] == '>') {
+        out = 1;
+        j++;
+        if (j < n && (s[j] == '>' || s[j] == '|'))
+          j++;
+        else if (j < n && s[j] == '&')
+          j++, dup = 1;
+      } else {
+        j++;
+        if (j + 1 < n && s[j] == '<' && s[j + 1] == '<')
+          j += 2; /* <<< here-string */
+        else if (j < n && s[j] == '<') {
+          here = 1;
+          j++;
+          if (j < n && s[j] == '-') strip = 1, j++;
+        } else if (j < n && (s[j] == '&' || s[j] == '>')) {
+          dup = s[j] == '&';
+          j++;
+        }
+      }
+      while (j < n && (s[j] == ' ' || s[j] == '\t')) j++;
+      word t = {{0}, -1, 0, 0};
+      size_t k = j;
+      int quoted = k < n && (s[k] == '\'' || s[k] == '"' || s[k] == '\\');
+      if (read_word(p, &t, s, n, &k, depth) < 0) return -1;
+      i = k;
+      if (here) {
+        if (nhd < 8) {
+          hd[nhd].delim = t.t.s ? t.t.s : "";
+          hd[nhd].dn = t.t.n;
+          hd[nhd].strip_tabs = strip;
+          hd[nhd].quoted = quoted;
+          nhd++;
+        }
+        continue;
+      }
+      int is_fd = t.t.n > 0;
+      for (size_t q = 0; q < t.t.n && is_fd; q++) is_fd = is_digit(t.t.s[q]) || t.t.s[q] == '-';
+      if (out && t.any && !(dup && is_fd) &&
+          wl_push(p, &p->writes, value_str(t.t.s ? t.t.s : "", (uint32_t)t.t.n)) < 0)
+        return -1;
+      continue;
+    }
+    if (is_meta(c) && !((c == '<' || c == '>') && i + 1 < n && s[i + 1] == '(')) {
+      if (av.n) {
+        if (nhd && in_set(&av.w[0], shells)) {
+          int has_c = 0;
+          for (uint32_t q = 1; q < av.n; q++)
+            if (av.w[q].t.n > 1 && av.w[q].t.s[0] == '-' && memchr(av.w[q].t.s, 'c', av.w[q].t.n))
+              has_c = 1;
+          hd_shell = !has_c;
+        }
+        if (emit(p, av.w, av.n, depth) < 0) return -1;
+        av.n = 0;
+      }
+      i++;
+      if (c == '\n' && nhd) {
+        i = heredocs(p, s, n, i, hd, nhd, hd_shell, depth);
+        if (p->err) return -1;
+        nhd = 0;
+        hd_shell = 0;
+      }
+      continue;
+    }
+    word w = {{0}, -1, 0, 1};
+    if (read_word(p, &w, s, n, &i, depth) < 0) return -1;
+    if (w.any && av_push(p, &av, &w) < 0) return -1;
+  }
+  if (av.n && emit(p, av.w, av.n, depth) < 0) return -1;
+  return p->err ? -1 : 0;
+}
+
+/* ---- the CEL functions ---- */
+
+static value run(eval_ctx *ctx, const value *arg, parser *p) {
+  memset(p, 0, sizeof *p);
+  p->ctx = ctx;
+  p->a = ctx->arena;
+  if (arg->n > MAX_INPUT) return VALUE_ERR("shell command too long to check (more than 256 KiB)");
+  /* Words point into copies owned by the arena; the parser writes nothing
+   * into the input. */
+  if (parse_line(p, arg->s, arg->n, 0) < 0 || p->err)
+    return value_errorf(ctx->arena, "%s", p->err ? p->err : "out of memory");
+  return value_null();
+}
+
+static value fn_commands(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
+  parser p;
+  value e = run(ctx, &args[0], &p);
+  if (e.kind == V_ERROR) return e;
+  return value_list(p.cmds.v, p.cmds.n);
+}
+
+static value fn_writes(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
+  parser p;
+  value e = run(ctx, &args[0], &p);
+  if (e.kind == V_ERROR) return e;
+  return value_list(p.writes.v, p.writes.n);
+}
+
+static value fn_words(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
+  parser p;
+  value e = run(ctx, &args[0], &p);
+  if (e.kind == V_ERROR) return e;
+  uint32_t total = p.writes.n;
+  for (uint32_t i = 0; i < p.cmds.n; i++) total += p.cmds.v[i].n;
+  value *items = arena_alloc(ctx->arena, (total ? total : 1) * sizeof *items);
+  if (!items) return VALUE_ERR("out of memory");
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < p.cmds.n; i++)
+    for (uint32_t j = 0; j < p.cmds.v[i].n; j++) items[k++] = p.cmds.v[i].items[j];
+  for (uint32_t i = 0; i < p.writes.n; i++) items[k++] = p.writes.v[i];
+  return value_list(items, k);
+}
+
+const builtin lib_shell_builtins[] = {
+    {"shellCommands", 0, 1, {V_STRING}, fn_commands, NULL, NULL, 0},
+    {"shellCommands", 1, 1, {V_STRING}, fn_commands, NULL, NULL, 0},
+    {"shellWords", 0, 1, {V_STRING}, fn_words, NULL, NULL, 0},
+    {"shellWords", 1, 1, {V_STRING}, fn_words, NULL, NULL, 0},
+    {"shellWrites", 0, 1, {V_STRING}, fn_writes, NULL, NULL, 0},
+    {"shellWrites", 1, 1, {V_STRING}, fn_writes, NULL, NULL, 0},
+    {NULL, 0, 0, {0}, NULL, NULL, NULL, 0},
+};

@@ -1,0 +1,336 @@
+/* admin.c — the policy endpoints and the admin token.
+ *
+ * GET /v1/policies (read-only, open like /metrics): the live bundle's
+ * version and strategies, and the versions kept in the version store.
+ * POST /v1/policies/reload (admin): compiles the bundle folder again and
+ * swaps it in; a bundle that fails to compile is refused with its
+ * diagnostics as JSON (file, line, column) and the old one keeps serving.
+ *
+ * Admin endpoints need `Authorization: Bearer <token>`, the token read at
+ * start from --admin-token-file or $VERDICT_ADMIN_TOKEN. With neither, they
+ * answer 403 admin_disabled: disabled, never open. The comparison takes the
+ * same time whatever the token sent; the token is never logged or echoed.
+ *
+ * Not here: users, roles or more than one token; TLS (the token crosses the
+ * wire in clear unless a proxy in front adds it). */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "engine/engine.h"
+#include "policy/policy.h"
+#include "server/internal.h"
+
+#define PUT_LIT(b, s) json_buf_put((b), (s), sizeof(s) - 1)
+
+int admin_token_load(server *s, const char *file, char *why, size_t whylen) {
+  char *tok = NULL;
+  size_t n = 0;
+  if (file) {
+    FILE *f = fopen(file, "r");
+    if (!f) {
+      snprintf(why, whylen, "--admin-token-file %s: %s", file, strerror(errno));
+      return -1;
+    }
+    char buf[4097];
+    n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    if (n == sizeof buf) {
+      snprintf(why, whylen, "--admin-token-file %s: the token is longer than 4096 bytes", file);
+      return -1;
+    }
+    buf[n] = '\0';
+    tok = strdup(buf);
+  } else {
+    const char *env = getenv("VERDICT_ADMIN_TOKEN");
+    if (!env || !*env) return 0; /* admin disabled */
+    tok = strdup(env);
+  }
+  if (!tok) {
+    snprintf(why, whylen, "out of memory");
+    return -1;
+  }
+  n = strlen(tok);
+  while (n && (tok[n - 1] == '\n' || tok[n - 1] == '\r' || tok[n - 1] == ' ' || tok[n - 1] == '\t'))
+    tok[--n] = '\0';
+  if (n < 16) {
+    free(tok);
+    snprintf(why, whylen,
+             "the admin token (%s) must be at least 16 characters; make one with "
+             "`head -c 24 /dev/urandom | base64`",
+             file ? "--admin-token-file" : "VERDICT_ADMIN_TOKEN");
+    return -1;
+  }
+  s->admin_token = tok;
+  s->admin_token_len = n;
+  return 0;
+}
+
+/* Equal in time that depends only on the length of the token configured. */
+static int token_equal(const char *want, size_t wn, const char *got, size_t gn) {
+  unsigned char diff = (unsigned char)(wn != gn);
+  for (size_t i = 0; i < wn; i++) diff |= (unsigned char)(want[i] ^ (i < gn ? got[i] : 0));
+  return diff == 0;
+}
+
+/* 0 when the request may use an admin endpoint; else answered. */
+static int admin_check(conn *c, const http_request *r) {
+  server *s = conn_worker(c)->srv;
+  if (!s->admin_token) {
+    conn_respond_error(c, 403, "admin_disabled",
+                       "admin endpoints are disabled: start the server with --admin-token-file "
+                       "FILE or VERDICT_ADMIN_TOKEN set to enable them",
+                       NULL);
+    return -1;
+  }
+  size_t n = 0;
+  const char *v = http_header_get(r, "authorization", &n);
+  if (v && n > 7 && strncasecmp(v, "Bearer ", 7) == 0) {
+    v += 7;
+    n -= 7;
+    while (n && *v == ' ') v++, n--;
+    if (token_equal(s->admin_token, s->admin_token_len, v, n)) return 0;
+  }
+  json_buf b;
+  json_buf_init(&b, NULL);
+  PUT_LIT(&b,
+          "{\"error\":{\"code\":\"unauthorized\",\"message\":\"this endpoint needs "
+          "Authorization: Bearer <the admin token>\",\"path\":null}}\n");
+  conn_respond(c, 401, "application/json", "WWW-Authenticate: Bearer realm=\"verdict\"\r\n", b.data,
+               b.len);
+  json_buf_free(&b);
+  return -1;
+}
+
+/* ---- GET /v1/policies ---- */
+static void put_live(void *ud, const policy_bundle *bn) {
+  json_buf *b = ud;
+  PUT_LIT(b, "{\"version\":");
+  json_write_string(b, bn->version, strlen(bn->version));
+  PUT_LIT(b, ",\"strategies\":[");
+  for (uint32_t i = 0; i < bn->nstrategies; i++) {
+    const strategy *st = &bn->strategies[i];
+    if (i) json_buf_putc(b, ',');
+    PUT_LIT(b, "{\"name\":");
+    json_write_string(b, st->name, strlen(st->name));
+    PUT_LIT(b, ",\"version\":");
+    json_write_string(b, st->version, strlen(st->version));
+    PUT_LIT(b, ",\"file\":");
+    if (st->file)
+      json_write_string(b, st->file, strlen(st->file));
+    else
+      PUT_LIT(b, "null");
+    PUT_LIT(b, ",\"decision_points\":[");
+    for (uint32_t k = 0; k < st->ndecision_points; k++) {
+      if (k) json_buf_putc(b, ',');
+      json_write_string(b, st->decision_points[k], strlen(st->decision_points[k]));
+    }
+    char num[64];
+    int n = snprintf(num, sizeof num, "],\"rules\":%u}", st->nrules);
+    json_buf_put(b, num, (size_t)n);
+  }
+  PUT_LIT(b, "]}");
+}
+
+typedef struct kept {
+  char version[65];
+  long long mtime;
+  long long bytes;
+} kept;
+
+static int kept_newest_first(const void *a, const void *b) {
+  const kept *x = a, *y = b;
+  if (x->mtime != y->mtime) return x->mtime < y->mtime ? 1 : -1;
+  return strcmp(x->version, y->version);
+}
+
+/* The strategy a stored version is of: the "strategy" key of its canonical
+ * form (written first in every file the examples produce, but read properly). */
+static void put_stored_name(json_buf *b, const char *dir, const char *version) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s.json", dir, version);
+  FILE *f = fopen(path, "r");
+  char *text = NULL;
+  long n = 0;
+  if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && n < (1 << 20) &&
+      fseek(f, 0, SEEK_SET) == 0 && (text = malloc((size_t)n + 1)) &&
+      fread(text, 1, (size_t)n, f) == (size_t)n) {
+    arena a;
+    arena_init(&a, NULL, 0, 0);
+    value v;
+    if (json_parse(&a, text, (size_t)n, NULL, &v, NULL) == 0 && v.kind == V_MAP) {
+      for (uint32_t i = 0; i < v.n; i++) {
+        const value *k = &v.entries[i].key, *x = &v.entries[i].val;
+        if (k->kind == V_STRING && k->n == 8 && memcmp(k->s, "strategy", 8) == 0 &&
+            x->kind == V_STRING) {
+          json_write_string(b, x->s, x->n);
+          arena_free(&a);
+          free(text);
+          fclose(f);
+          return;
+        }
+      }
+    }
+    arena_free(&a);
+  }
+  free(text);
+  if (f) fclose(f);
+  PUT_LIT(b, "null");
+}
+
+#define KEPT_MAX 1000
+
+void route_policies(conn *c, const http_request *r) {
+  (void)r;
+  server *s = conn_worker(c)->srv;
+  json_buf b;
+  json_buf_init(&b, NULL);
+  PUT_LIT(&b, "{\"live\":");
+  engine_with_live_bundle(s->engine, put_live, &b);
+  char num[128];
+  int n = snprintf(num, sizeof num, ",\"reloads\":%llu,\"reload_failures\":%llu,\"store\":",
+                   (unsigned long long)atomic_load(&s->reloads),
+                   (unsigned long long)atomic_load(&s->reload_failures));
+  json_buf_put(&b, num, (size_t)n);
+  if (!s->store_dir) {
+    PUT_LIT(&b, "null,\"kept\":[]}\n");
+  } else {
+    json_write_string(&b, s->store_dir, strlen(s->store_dir));
+    PUT_LIT(&b, ",\"kept\":[");
+    kept *list = malloc(KEPT_MAX * sizeof *list);
+    size_t nk = 0, total = 0;
+    DIR *d = list ? opendir(s->store_dir) : NULL;
+    if (d) {
+      struct dirent *e;
+      while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len != 69 || strcmp(e->d_name + 64, ".json") != 0) continue;
+        if (strspn(e->d_name, "0123456789abcdef") != 64) continue;
+        total++;
+        if (nk == KEPT_MAX) continue;
+        char path[4200];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", s->store_dir, e->d_name);
+        if (stat(path, &st) != 0) continue;
+        memcpy(list[nk].version, e->d_name, 64);
+        list[nk].version[64] = '\0';
+        list[nk].mtime = (long long)st.st_mtime;
+        list[nk].bytes = (long long)st.st_size;
+        nk++;
+      }
+      closedir(d);
+    }
+    qsort(list, nk, sizeof *list, kept_newest_first);
+    for (size_t i = 0; i < nk; i++) {
+      if (i) json_buf_putc(&b, ',');
+      PUT_LIT(&b, "{\"version\":");
+      json_write_string(&b, list[i].version, 64);
+      PUT_LIT(&b, ",\"strategy\":");
+      put_stored_name(&b, s->store_dir, list[i].version);
+      struct tm tm;
+      time_t t = (time_t)list[i].mtime;
+      gmtime_r(&t, &tm);
+      char ts[40];
+      strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+      n = snprintf(num, sizeof num, ",\"stored\":\"%s\",\"bytes\":%lld}", ts, list[i].bytes);
+      json_buf_put(&b, num, (size_t)n);
+    }
+    free(list);
+    n = snprintf(num, sizeof num, "],\"kept_total\":%zu}\n", total);
+    json_buf_put(&b, num, (size_t)n);
+  }
+  if (b.oom)
+    conn_respond_error(c, 503, "memory", "out of memory listing the policies", NULL);
+  else
+    conn_respond(c, 200, "application/json", NULL, b.data, b.len);
+  json_buf_free(&b);
+}
+
+/* ---- POST /v1/policies/reload ---- */
+/* The diagnostics of the bundle on disk, as a JSON array: compiled once more
+ * (storing nothing) to have them one by one rather than as one message. */
+static void put_diagnostics(json_buf *b, const char *dir) {
+  policy_load_opts lo = {.store_dir = ""};
+  policy_diags diags;
+  memset(&diags, 0, sizeof diags);
+  policy_bundle *bn = NULL;
+  policy_bundle_load(dir, &lo, &bn, &diags);
+  policy_bundle_free(bn);
+  json_buf_putc(b, '[');
+  int first = 1;
+  for (size_t i = 0; i < diags.n; i++) {
+    const policy_diag *g = &diags.items[i];
+    if (!first) json_buf_putc(b, ',');
+    first = 0;
+    PUT_LIT(b, "{\"severity\":");
+    if (g->severity == DIAG_ERROR)
+      PUT_LIT(b, "\"error\"");
+    else
+      PUT_LIT(b, "\"warning\"");
+    PUT_LIT(b, ",\"file\":");
+    json_write_string(b, g->file, strlen(g->file));
+    char num[64];
+    int n = snprintf(num, sizeof num, ",\"line\":%d,\"column\":%d,\"key\":", g->line, g->column);
+    json_buf_put(b, num, (size_t)n);
+    json_write_string(b, g->key, strlen(g->key));
+    PUT_LIT(b, ",\"message\":");
+    json_write_string(b, g->message, strlen(g->message));
+    json_buf_putc(b, '}');
+  }
+  json_buf_putc(b, ']');
+  policy_diags_free(&diags);
+}
+
+void route_reload(conn *c, const http_request *r) {
+  if (admin_check(c, r)) return;
+  server *s = conn_worker(c)->srv;
+  vd_error err;
+  char before[65], after[65];
+  uint64_t t0 = uv_hrtime();
+  int rc = server_reload(s, "http", &err, before, after);
+  double ms = (double)(uv_hrtime() - t0) / 1e6;
+  json_buf b;
+  json_buf_init(&b, NULL);
+  int status = 200;
+  if (rc != 0) {
+    status = rc == VD_EPOLICY ? 422 : 500;
+    PUT_LIT(&b, "{\"error\":{\"code\":");
+    if (rc == VD_EPOLICY)
+      PUT_LIT(&b, "\"policy\"");
+    else
+      PUT_LIT(&b, "\"reload\"");
+    PUT_LIT(&b, ",\"message\":");
+    json_write_string(&b, err.message, strlen(err.message));
+    PUT_LIT(&b, ",\"path\":null,\"policy_version\":");
+    json_write_string(&b, before, strlen(before));
+    PUT_LIT(&b, ",\"diagnostics\":");
+    if (rc == VD_EPOLICY)
+      put_diagnostics(&b, s->opts->policy_dir);
+    else
+      PUT_LIT(&b, "[]");
+    PUT_LIT(&b, "}}\n");
+  } else {
+    PUT_LIT(&b, "{\"reloaded\":true,\"changed\":");
+    if (strcmp(before, after) != 0)
+      PUT_LIT(&b, "true");
+    else
+      PUT_LIT(&b, "false");
+    PUT_LIT(&b, ",\"policy_version\":");
+    json_write_string(&b, after, strlen(after));
+    PUT_LIT(&b, ",\"previous_version\":");
+    json_write_string(&b, before, strlen(before));
+    char num[64];
+    int n = snprintf(num, sizeof num, ",\"ms\":%.3f}\n", ms);
+    json_buf_put(&b, num, (size_t)n);
+  }
+  if (b.oom)
+    conn_respond_error(c, 503, "memory", "out of memory writing the answer", NULL);
+  else
+    conn_respond(c, status, "application/json", NULL, b.data, b.len);
+  json_buf_free(&b);
+}
