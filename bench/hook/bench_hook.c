@@ -3,14 +3,16 @@
  * and waits for the exit. That whole run is timed here, N times, next to the
  * baselines in the same run: spawning /bin/true and `verdict --version`
  * (the price of any process, and of this binary's dynamic linking, before
- * verdict does any work). Reports p50/p90/p99 and the ratio to the version
- * spawn. Not a test: no assertion on time.
+ * verdict does any work). Also the hook asking a `verdict serve` started
+ * here (--server), which loads the bundle once. Reports p50/p90/p99 and the
+ * ratio to the version spawn. Not a test: no assertion on time.
  *
  *   bench-hook [--runs N] [--policy DIR] [--verdict PATH]
  *
  * The policy defaults to a copy of examples/policies/agent_guard.yaml alone
  * in a temporary folder (so other example strategies do not count). */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +113,37 @@ int main(int argc, char **argv) {
       f);
   fclose(f);
 
+  /* A server for the --server row: port 0, read back from its start line. */
+  char log[600], serve_snaps[600], addr[64] = "";
+  snprintf(log, sizeof log, "%s/serve.log", tmp);
+  snprintf(serve_snaps, sizeof serve_snaps, "%s/serve-snapshots", tmp);
+  pid_t serve = fork();
+  if (serve == 0) {
+    int lf = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600), nul = open("/dev/null", O_RDWR);
+    dup2(nul, 0);
+    dup2(nul, 1);
+    dup2(lf, 2);
+    execl(verdict, verdict, "serve", "--policy", policy, "--listen", "127.0.0.1:0", "--threads",
+          "1", "--snapshots", serve_snaps, (char *)NULL);
+    _exit(127);
+  }
+  for (int tries = 0; tries < 200 && !addr[0]; tries++) {
+    struct timespec ts = {0, 50 * 1000000};
+    nanosleep(&ts, NULL);
+    FILE *lf = fopen(log, "r");
+    char line[4096];
+    while (lf && fgets(line, sizeof line, lf)) {
+      char *at = strstr(line, "\"listen\":\"");
+      if (at) sscanf(at + 10, "%63[^\"]", addr);
+    }
+    if (lf) fclose(lf);
+  }
+  if (!addr[0]) {
+    fprintf(stderr, "bench-hook: verdict serve did not start (see %s)\n", log);
+    kill(serve, SIGTERM);
+    return 1;
+  }
+
   char *V = (char *)verdict, *P = (char *)policy;
   row rows[] = {
       {"/bin/true (process spawn)", {"/bin/true", NULL}, NULL, NULL},
@@ -126,6 +159,10 @@ int main(int argc, char **argv) {
        NULL},
       {"hook claude, snapshots (default: synced at exit)",
        {V, "hook", "claude", "--policy", P, "--snapshots", snaps, NULL},
+       input,
+       NULL},
+      {"hook claude --server (verdict serve records)",
+       {V, "hook", "claude", "--server", addr, NULL},
        input,
        NULL},
   };
@@ -157,6 +194,8 @@ int main(int argc, char **argv) {
     free(rows[r].t);
   }
   printf("\nverdict's own work per call = hook p50 - version p50.\n");
+  kill(serve, SIGTERM);
+  waitpid(serve, NULL, 0);
   snprintf(path, sizeof path, "rm -rf '%s'", tmp);
   if (system(path) != 0) fprintf(stderr, "bench-hook: could not remove %s\n", tmp);
   return 0;

@@ -193,11 +193,23 @@ static vd_engine *open_engine(const char *policy, const char *store, const char 
 /* One pass over the requests, each decided and its answer rendered as a
  * caller would send it (with snapshots on, the render is reused from the
  * recording); returns decisions/s. */
+/* CPU seconds of the whole process (every thread: the snapshot writer too). */
+static double process_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* CPU per decision of the last decide_pass: the deciding thread's, and the
+ * rest of the process's (the snapshot writer's, with snapshots on). */
+static double pass_thread_us, pass_other_us;
+
 static double decide_pass(vd_engine *e, vd_decision *d, const reqs *r, size_t reps) {
   vd_error err;
   const char *out;
   size_t out_len;
   size_t bytes = 0;
+  double c0 = thread_cpu_s(), p0 = process_cpu_s();
   double t0 = mono_s();
   for (size_t k = 0; k < reps; k++)
     for (size_t i = 0; i < r->n; i++) {
@@ -208,6 +220,9 @@ static double decide_pass(vd_engine *e, vd_decision *d, const reqs *r, size_t re
       if (vd_decision_render(d, 0, &out, &out_len) == 0) bytes += out_len;
     }
   double rate = (double)(reps * r->n) / (mono_s() - t0);
+  double ct = thread_cpu_s() - c0, cp = process_cpu_s() - p0;
+  pass_thread_us = ct * 1e6 / (double)(reps * r->n);
+  pass_other_us = (cp - ct) * 1e6 / (double)(reps * r->n);
   if (bytes == 0) fprintf(stderr, "bench-snapshots: no answer was rendered\n");
   return rate;
 }
@@ -277,9 +292,15 @@ int main(int argc, char **argv) {
   decide_pass(on, d, &r, 1);
   double *v_off = calloc((size_t)rounds, sizeof(double)),
          *v_on = calloc((size_t)rounds, sizeof(double));
+  double *cpu_off = calloc((size_t)rounds, sizeof(double)),
+         *cpu_on = calloc((size_t)rounds, sizeof(double)),
+         *cpu_writer = calloc((size_t)rounds, sizeof(double));
   for (int k = 0; k < rounds; k++) {
     v_off[k] = decide_pass(off, d, &r, reps);
+    cpu_off[k] = pass_thread_us;
     v_on[k] = decide_pass(on, d, &r, reps);
+    cpu_on[k] = pass_thread_us;
+    cpu_writer[k] = pass_other_us;
   }
   vd_engine_counters c;
   vd_engine_stats(on, &c);
@@ -288,6 +309,14 @@ int main(int argc, char **argv) {
   printf("   snapshots off        %10.0f decisions/s\n", m_off);
   printf("   snapshots interval   %10.0f decisions/s\n", m_on);
   printf("   cost of recording    %9.1f%%   (target <= 10%%)\n", 100.0 * (1.0 - m_on / m_off));
+  /* CPU, not wall time: what recording adds to the deciding thread's own
+   * work, and what the writer thread spends beside it. On a machine with
+   * a core free for the writer, the first is what throughput loses. */
+  double u_off = median(cpu_off, rounds), u_on = median(cpu_on, rounds);
+  printf("   deciding thread CPU  %9.2f us off, %.2f us on a decision: +%.1f%%\n", u_off, u_on,
+         100.0 * (u_on / u_off - 1.0));
+  printf("   writer thread CPU    %9.2f us a snapshot (CRC, write, fsync)\n",
+         median(cpu_writer, rounds));
   printf("   dropped %llu, failed %llu, queue depth at the end %llu\n", c.snapshots_dropped,
          c.snapshots_failed, c.snapshot_queue_depth);
   vd_engine_close(on);

@@ -293,9 +293,8 @@ const char *hook_verdict_name(hook_verdict v) {
   return v == HOOK_ALLOW ? "allow" : v == HOOK_ASK ? "ask" : "deny";
 }
 
-void hook_describe(const vd_decision *d, char *buf, size_t size) {
-  const char *reason = vd_decision_reason(d), *rule = vd_decision_rule(d);
-  const char *sid = vd_decision_snapshot_id(d), *action = vd_decision_action(d);
+static void describe(const char *reason, const char *rule, const char *action, const char *sid,
+                     char *buf, size_t size) {
   if (!reason || !*reason) reason = rule ? rule : "no rule matched";
   int n = snprintf(buf, size, "%s (verdict: %s", reason, action ? action : "error");
   if (rule && n >= 0 && (size_t)n < size)
@@ -303,6 +302,42 @@ void hook_describe(const vd_decision *d, char *buf, size_t size) {
   if (sid && n >= 0 && (size_t)n < size)
     n += snprintf(buf + n, size - (size_t)n, ", snapshot %s", sid);
   if (n >= 0 && (size_t)n < size) snprintf(buf + n, size - (size_t)n, ")");
+}
+
+void hook_describe(const vd_decision *d, char *buf, size_t size) {
+  describe(vd_decision_reason(d), vd_decision_rule(d), vd_decision_action(d),
+           vd_decision_snapshot_id(d), buf, size);
+}
+
+/* A NUL-terminated copy of a string member, or NULL. */
+static const char *member(arena *a, const value *m, const char *k) {
+  const value *v = m && m->kind == V_MAP ? value_map_get(m, k, strlen(k)) : NULL;
+  return v && v->kind == V_STRING ? arena_strndup(a, v->s, v->n) : NULL;
+}
+
+int hook_describe_json(const char *json, size_t len, hook_verdict *v, char *buf, size_t size) {
+  arena a;
+  arena_init(&a, NULL, 0, 16u << 20);
+  value d;
+  json_error je;
+  int rc = -1;
+  if (json_parse(&a, json, len, NULL, &d, &je) != 0) {
+    snprintf(buf, size, "the server's answer is not JSON: %s at %s", je.message, je.path);
+  } else {
+    const value *allowed = d.kind == V_MAP ? value_map_get(&d, "allowed", 7) : NULL;
+    const value *review = d.kind == V_MAP ? value_map_get(&d, "review", 6) : NULL;
+    if (!allowed || allowed->kind != V_BOOL || !review || review->kind != V_BOOL) {
+      snprintf(buf, size, "the server's answer is not a decision (no allowed/review)");
+    } else {
+      const value *reason = value_map_get(&d, "reason", 6);
+      *v = review->b ? HOOK_ASK : allowed->b ? HOOK_ALLOW : HOOK_DENY;
+      describe(member(&a, reason, "message"), member(&a, reason, "rule"), member(&a, &d, "action"),
+               member(&a, &d, "snapshot_id"), buf, size);
+      rc = 0;
+    }
+  }
+  arena_free(&a);
+  return rc;
 }
 
 static void put_str(json_buf *b, const char *s) { json_write_string(b, s, strlen(s)); }

@@ -72,8 +72,14 @@ hook_verdict hook_verdict_of(const vd_decision *d);
 const char *hook_verdict_name(hook_verdict v);
 
 /* A sentence for the agent about decision d: its reason, the rule and the
- * snapshot id ("recursive delete of / (verdict rule rm-root, snapshot …)"). */
+ * snapshot id ("recursive delete of / (verdict: deny, rule rm-root,
+ * snapshot …)"). */
 void hook_describe(const vd_decision *d, char *buf, size_t size);
+
+/* The same from a decision's JSON (as `verdict decide` and POST /v1/decide
+ * write it), for a hook that asks a running server: sets *v and writes the
+ * sentence. 0, or -1 when the JSON is not a decision (buf says why). */
+int hook_describe_json(const char *json, size_t len, hook_verdict *v, char *buf, size_t size);
 
 /* Writes the agent's answer: stdout text appended to out (nothing, for some
  * allows), a line for stderr to errout; returns the process exit code. */

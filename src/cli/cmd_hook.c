@@ -4,10 +4,15 @@
  * answer, close (which writes the snapshot). Once the agent is known every
  * failure is answered in that agent's format as a refusal (fail closed);
  * the formats themselves are src/agent/hook.c. */
+#include <errno.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent/hook.h"
 #include "cli/cli.h"
@@ -43,6 +48,10 @@ const char cmd_hook_help[] =
     "      --store DIR      keep the policy versions loaded in DIR; --no-store: none\n"
     "      --durability none|interval|always   as for `verdict decide` (interval:\n"
     "                       the snapshot is written and synced before exit)\n"
+    "      --server HOST:PORT  ask a running `verdict serve` (POST /v1/decide)\n"
+    "                       instead of loading the bundle: the bundle is loaded once,\n"
+    "                       the server records the snapshots; --policy is then not\n"
+    "                       needed. If the server cannot be reached the call is refused\n"
     "      --headless       nobody can be asked (CI, background agents): offer only\n"
     "                       allow and deny, so the policy turns an ask into its\n"
     "                       on_no_candidate answer (deny in agent_guard)\n"
@@ -74,6 +83,127 @@ static int fail(hook_agent ag, const char *why) {
   return code;
 }
 
+/* One POST /v1/decide to a running `verdict serve`, HTTP/1.1 with
+ * Connection: close. On success *body (malloc'd) holds the answer's body
+ * and 0 is returned; else -1 with the reason in why. */
+static int ask_server(const char *server, const char *req, size_t n, char **body, size_t *blen,
+                      char *why, size_t whylen) {
+  char host[256], port[16];
+  const char *s = server;
+  if (strncmp(s, "http://", 7) == 0) s += 7;
+  const char *colon = s[0] == '[' ? strstr(s, "]:") : strrchr(s, ':');
+  if (!colon) {
+    snprintf(why, whylen, "--server %s: give HOST:PORT (e.g. 127.0.0.1:8181)", server);
+    return -1;
+  }
+  size_t hl = (size_t)(colon - s) + (s[0] == '[' ? 1 : 0);
+  const char *p = colon + (s[0] == '[' ? 2 : 1);
+  size_t pl = strcspn(p, "/");
+  if (hl == 0 || hl >= sizeof host || pl == 0 || pl >= sizeof port) {
+    snprintf(why, whylen, "--server %s: give HOST:PORT (e.g. 127.0.0.1:8181)", server);
+    return -1;
+  }
+  memcpy(host, s, hl);
+  host[hl] = '\0';
+  memcpy(port, p, pl);
+  port[pl] = '\0';
+  char *h = host;
+  if (h[0] == '[') {
+    h++;
+    h[strlen(h) - 1] = '\0';
+  }
+  struct addrinfo hints, *ai = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  int g = getaddrinfo(h, port, &hints, &ai);
+  if (g != 0) {
+    snprintf(why, whylen, "--server %s: %s", server, gai_strerror(g));
+    return -1;
+  }
+  int fd = -1;
+  for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
+    fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    struct timeval tv = {3, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(ai);
+  if (fd < 0) {
+    snprintf(why, whylen, "cannot reach verdict serve at %s: %s", server, strerror(errno));
+    return -1;
+  }
+  char head[512];
+  int hn = snprintf(head, sizeof head,
+                    "POST /v1/decide HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\n"
+                    "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                    host, port, n);
+  int ok = hn > 0 && (size_t)hn < sizeof head && write(fd, head, (size_t)hn) == hn &&
+           write(fd, req, n) == (ssize_t)n;
+  size_t cap = 8192, len = 0;
+  char *buf = malloc(cap);
+  while (ok && buf) {
+    if (len + 1 >= cap) {
+      char *nb = cap < (4u << 20) ? realloc(buf, cap * 2) : NULL;
+      if (!nb) {
+        ok = 0;
+        break;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    ssize_t got = read(fd, buf + len, cap - len - 1);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) ok = 0;
+    if (got <= 0) break;
+    len += (size_t)got;
+  }
+  int err = errno;
+  close(fd);
+  if (!ok || !buf) {
+    snprintf(why, whylen, "verdict serve at %s did not answer: %s", server,
+             buf ? strerror(err) : "out of memory");
+    free(buf);
+    return -1;
+  }
+  buf[len] = '\0';
+  char *sep = strstr(buf, "\r\n\r\n");
+  int status = 0;
+  if (!sep || sscanf(buf, "HTTP/1.%*d %d", &status) != 1) {
+    snprintf(why, whylen, "verdict serve at %s sent no HTTP answer", server);
+    free(buf);
+    return -1;
+  }
+  *sep = '\0';
+  for (char *c = buf; *c; c++)
+    if (*c >= 'A' && *c <= 'Z') *c = (char)(*c + 32);
+  int chunked = strstr(buf, "\ntransfer-encoding: chunked") != NULL;
+  char *b = sep + 4;
+  size_t bl = len - (size_t)(b - buf);
+  if (chunked) {
+    snprintf(why, whylen, "verdict serve at %s answered in chunks; this hook reads whole answers",
+             server);
+    free(buf);
+    return -1;
+  }
+  if (status != 200) {
+    snprintf(why, whylen, "verdict serve at %s answered %d: %.*s", server, status,
+             (int)(bl > 600 ? 600 : bl), b);
+    free(buf);
+    return -1;
+  }
+  memmove(buf, b, bl);
+  buf[bl] = '\0';
+  *body = buf;
+  *blen = bl;
+  return 0;
+}
+
 int cmd_hook(int argc, char **argv) {
   if (argc < 2 || argv[1][0] == '-')
     return cli_usage_error("hook", "name the agent: claude, codex, gemini or opencode", NULL);
@@ -81,6 +211,7 @@ int cmd_hook(int argc, char **argv) {
   if (hook_agent_parse(argv[1], &ag) != 0)
     return cli_usage_error("hook", "unknown agent (claude, codex, gemini or opencode):", argv[1]);
   const char *policy = getenv("VERDICT_POLICY"), *store = NULL, *snapshots = NULL;
+  const char *server = NULL;
   int no_store = 0, no_snapshots = 0, headless = 0, durability = VD_DURABILITY_INTERVAL;
   char why[1200];
   for (int i = 2; i < argc; i++) {
@@ -88,7 +219,7 @@ int cmd_hook(int argc, char **argv) {
     const char *next = i + 1 < argc ? argv[i + 1] : NULL;
     int takes = strcmp(a, "-p") == 0 || strcmp(a, "--policy") == 0 || strcmp(a, "-s") == 0 ||
                 strcmp(a, "--snapshots") == 0 || strcmp(a, "--store") == 0 ||
-                strcmp(a, "--durability") == 0;
+                strcmp(a, "--durability") == 0 || strcmp(a, "--server") == 0;
     if (takes && !next) {
       snprintf(why, sizeof why, "the hook command is wrong: missing value after %s", a);
       return fail(ag, why);
@@ -107,6 +238,8 @@ int cmd_hook(int argc, char **argv) {
       store = argv[++i];
     } else if (strcmp(a, "--no-store") == 0) {
       no_store = 1;
+    } else if (strcmp(a, "--server") == 0) {
+      server = argv[++i];
     } else if (strcmp(a, "--headless") == 0) {
       headless = 1;
     } else if (strcmp(a, "--durability") == 0) {
@@ -132,7 +265,7 @@ int cmd_hook(int argc, char **argv) {
       return fail(ag, why);
     }
   }
-  if (!policy || !*policy)
+  if (!server && (!policy || !*policy))
     return fail(ag, "the hook command is wrong: give --policy DIR (or set VERDICT_POLICY)");
 
   size_t len;
@@ -159,6 +292,22 @@ int cmd_hook(int argc, char **argv) {
     goto done;
   }
 
+  if (server) {
+    char *body = NULL;
+    size_t blen = 0;
+    hook_verdict v;
+    char reason[1400];
+    if (ask_server(server, req.data, req.len, &body, &blen, why, sizeof why) != 0) {
+      code = fail(ag, why);
+    } else if (hook_describe_json(body, blen, &v, reason, sizeof reason) != 0) {
+      code = fail(ag, reason);
+    } else {
+      code = emit(&out, &err, hook_answer(ag, v, reason, &out, &err));
+    }
+    free(body);
+    goto done;
+  }
+
   char *default_dir = NULL;
   if (!no_snapshots && !snapshots) {
     const char *env = getenv("VERDICT_SNAPSHOTS");
@@ -180,6 +329,10 @@ int cmd_hook(int argc, char **argv) {
   opts.store_dir = no_store ? "" : store;
   opts.snapshots_dir = no_snapshots ? NULL : snapshots;
   opts.snapshot_durability = durability;
+  /* Tool calls carry whole files (Write content, patches): a lockfile is
+   * easily over the 1 MiB default. */
+  opts.max_request_bytes = 16u << 20;
+  opts.memory_limit = 256u << 20;
   vd_error verr;
   int rc;
   /* Parallel tool calls take turns at the snapshot folder; wait a little

@@ -119,6 +119,10 @@ int cmd_mcp(int argc, char **argv) {
   opts.store_dir = no_store ? "" : store;
   opts.snapshots_dir = no_snapshots ? NULL : snapshots;
   opts.snapshot_durability = durability;
+  /* Tool calls carry whole files (Write content, patches): a lockfile is
+   * easily over the 1 MiB default. */
+  opts.max_request_bytes = 16u << 20;
+  opts.memory_limit = 256u << 20;
   vd_error err;
   vd_engine *e = NULL;
   int rc;

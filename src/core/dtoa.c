@@ -144,29 +144,9 @@ static size_t put_exponent(char *o, int x) {
   return n;
 }
 
-size_t dtoa_shortest(double d, char out[32]) {
-  size_t n = 0;
-  if (isnan(d)) {
-    memcpy(out, "NaN", 4);
-    return 3;
-  }
-  if (signbit(d)) {
-    out[n++] = '-';
-    d = -d;
-  }
-  if (isinf(d)) {
-    if (n == 0) out[n++] = '+';
-    memcpy(out + n, "Inf", 4);
-    return n + 3;
-  }
-  if (d == 0) {
-    out[n++] = '0';
-    out[n] = '\0';
-    return n;
-  }
-
-  decimal dec;
-  if (!fast_digits(d, &dec)) slow_digits(d, &dec);
+/* Writes dec after the n bytes already in out (a sign), in Go's 'g' layout. */
+static size_t layout(const decimal *pd, char out[32], size_t n) {
+  decimal dec = *pd;
 
   int x = dec.dp - 1;
   if (x < -4 || x >= 6) {
@@ -196,4 +176,135 @@ size_t dtoa_shortest(double d, char out[32]) {
   }
   out[n] = '\0';
   return n;
+}
+
+size_t dtoa_shortest(double d, char out[32]) {
+  size_t n = 0;
+  if (isnan(d)) {
+    memcpy(out, "NaN", 4);
+    return 3;
+  }
+  if (signbit(d)) {
+    out[n++] = '-';
+    d = -d;
+  }
+  if (isinf(d)) {
+    if (n == 0) out[n++] = '+';
+    memcpy(out + n, "Inf", 4);
+    return n + 3;
+  }
+  if (d == 0) {
+    out[n++] = '0';
+    out[n] = '\0';
+    return n;
+  }
+
+  decimal dec;
+  if (!fast_digits(d, &dec)) slow_digits(d, &dec);
+  return layout(&dec, out, n);
+}
+
+/* ---- float32 ----
+ *
+ * The shortest decimal D that reads back to a float f, found as for
+ * doubles: for k = 0, 1, ... take m, the integer nearest to f × 10^k, and
+ * t = m / 10^k, the double nearest to D (m and 10^k are exact, the division
+ * correctly rounded). When t rounds to f, D does too, unless t sits exactly
+ * on a midpoint between f and its neighbour (double rounding: D could lie
+ * on the other side of it); that case, and anything the loop misses, takes
+ * the exact search below (float_slow) instead. Below 2^24 an integer is the
+ * only integer that reads back to itself, and a decimal with more fraction
+ * digits has more digits, so the first k that works gives the fewest. */
+static int float_digits(float f, uint64_t *pm, int *pk, double *pt) {
+#if !defined(FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0
+  (void)f, (void)pm, (void)pk, (void)pt;
+  return 0;
+#endif
+  double d = (double)f;
+  /* From 2^24 up, floats are spaced more than 1 apart, and a decimal with
+   * fewer digits than the nearest integer may read back too: slow path. */
+  if (d >= 16777216.0) return 0;
+  for (int k = 0; k <= 22; k++) {
+    double m = nearbyint(d * pow10_exact[k]);
+    if (m >= 1e10) return 0;
+    if (m < 1) continue;
+    double t = m / pow10_exact[k];
+    if ((float)t != f) continue;
+    if (t != d) {
+      float nb = nextafterf(f, t > d ? INFINITY : 0.0f);
+      if (t == (d + (double)nb) / 2) return 0; /* on the midpoint: exact path */
+    }
+    *pm = (uint64_t)m;
+    *pk = k;
+    *pt = t;
+    return 1;
+  }
+  return 0;
+}
+
+/* Does the decimal m × 10^e read back to the float f? */
+static int reads_back_float(uint64_t m, int e, float f) {
+  char buf[48];
+  snprintf(buf, sizeof buf, "%llue%d", (unsigned long long)m, e);
+  return strtof(buf, NULL) == f;
+}
+
+/* Magnitudes the loop does not reach (and the rare midpoint): the nearest
+ * n-digit decimal for n = 1..9, and its neighbours, checked with strtof —
+ * as slow_digits does for doubles. 9 digits always read back. */
+static void float_slow(float f, uint64_t *pm, int *pe) {
+  double d = (double)f;
+  for (int n = 1; n <= 9; n++) {
+    uint64_t m;
+    int e;
+    nearest_digits(d, n, &m, &e);
+    if (reads_back_float(m, e, f)) goto found;
+    if (m > 1 && reads_back_float(m - 1, e, f)) {
+      m--;
+      goto found;
+    }
+    if (reads_back_float(m + 1, e, f)) {
+      m++;
+      goto found;
+    }
+    continue;
+  found:
+    *pm = m;
+    *pe = e;
+    return;
+  }
+  nearest_digits(d, 9, pm, pe);
+}
+
+double float_decimal(float f) {
+  if (!isfinite(f) || f == 0) return (double)f;
+  uint64_t m;
+  int k;
+  double t;
+  float a = fabsf(f);
+  if (!float_digits(a, &m, &k, &t)) {
+    char buf[48];
+    float_slow(a, &m, &k);
+    snprintf(buf, sizeof buf, "%llue%d", (unsigned long long)m, k);
+    t = strtod(buf, NULL);
+  }
+  return f < 0 ? -t : t;
+}
+
+size_t ftoa_shortest(float f, char out[32]) {
+  if (!isfinite(f) || f == 0) return dtoa_shortest((double)f, out);
+  uint64_t m;
+  int k;
+  double t;
+  size_t n = 0;
+  if (f < 0) out[n++] = '-';
+  decimal dec;
+  if (float_digits(fabsf(f), &m, &k, &t)) {
+    decimal_from_int(&dec, m, -k);
+  } else {
+    int e;
+    float_slow(fabsf(f), &m, &e);
+    decimal_from_int(&dec, m, e);
+  }
+  return layout(&dec, out, n);
 }

@@ -28,4 +28,13 @@
  * (at most 24). */
 size_t dtoa_shortest(double d, char out[32]);
 
+/* The same for a float32: the fewest digits that read back (with strtof, or
+ * strtod then a cast to float) to f, in the same layout. 0.1f → "0.1", where
+ * dtoa_shortest((double)0.1f) gives "0.10000000149011612". */
+size_t ftoa_shortest(float f, char out[32]);
+/* The double nearest to the decimal ftoa_shortest writes for f: f as people
+ * read it (0.9f → 0.9, not 0.8999999761581421). Casting it back to float
+ * gives f. */
+double float_decimal(float f);
+
 #endif

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "core/bytes.h"
+#include "core/dtoa.h"
 #include "engine/engine.h"
 #include "engine/names.h"
 #include "expr/expr.h"
@@ -163,14 +164,17 @@ static int run_model(dctx *x) {
   }
   d->ns_model = gbdt_now_ns() - t0;
   if (rc != GBDT_OK) return d->model_run = MODEL_DEADLINE;
+  /* Scores are float32; as doubles they are the decimals people read
+   * (0.9f is 0.9, so `model.score >= 0.9` holds for it), and they print
+   * short in answers and snapshots. */
   d->model_class = -1;
   if (k > 1) {
     d->model_class = (int32_t)gbdt_argmax(m->gbdt, probs);
-    d->model_score = probs[d->model_class];
+    d->model_score = float_decimal(probs[d->model_class]);
   } else {
-    d->model_score = probs[0];
+    d->model_score = float_decimal(probs[0]);
   }
-  d->model_confidence = gbdt_confidence(m->gbdt, probs);
+  d->model_confidence = float_decimal(gbdt_confidence(m->gbdt, probs));
   return d->model_run = MODEL_SCORED;
 }
 

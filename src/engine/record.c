@@ -28,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/dtoa.h"
 #include "core/json.h"
 #include "core/timefmt.h"
 #include "engine/engine.h"
@@ -434,15 +435,20 @@ static void put_lets(json_buf *b, const vd_decision *d) {
   put_char(b, '}');
 }
 
-/* A float32 feature: %.9g round-trips it; NaN (missing) is null. */
+/* A float32 feature: the fewest digits that read back to it (ftoa_shortest);
+ * NaN (missing) is null. Integers, the usual feature, go the short way. */
 static void put_float(json_buf *b, float f) {
   if (f != f) {
     PUT(b, "null");
     return;
   }
+  if (f >= 0 && f < 1e9f && f == (float)(uint32_t)f) {
+    put_u64(b, (uint32_t)f);
+    return;
+  }
   char t[32];
-  int n = snprintf(t, sizeof t, "%.9g", (double)f);
-  put_raw(b, t, (size_t)n);
+  size_t n = ftoa_shortest(f, t);
+  put_raw(b, t, n);
 }
 
 /* "model": what the fallback model saw and said, or null when the

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtoa.h"
 #include "core/json.h"
 #include "engine/engine.h"
 
@@ -46,6 +47,48 @@ static const char *result_name(uint8_t r) {
   }
 }
 
+/* "model": the fallback model's run — its input row by feature name (null
+ * for a missing value), score and confidence — or null when it did not run. */
+static void put_model(json_buf *b, const vd_decision *d) {
+  if (d->model_run != MODEL_SCORED && d->model_run != MODEL_DEADLINE) {
+    put_lit(b, ",\"model\":null");
+    return;
+  }
+  put_lit(b, ",\"model\":{\"name\":");
+  put_str_or_null(b, d->model_name);
+  put_lit(b, ",\"features\":{");
+  for (uint32_t i = 0; i < d->nfeatures; i++) {
+    if (i) json_buf_putc(b, ',');
+    put_str_or_null(b, d->feature_names[i]);
+    json_buf_putc(b, ':');
+    if (d->features[i] != d->features[i]) {
+      put_lit(b, "null");
+    } else {
+      char t[32];
+      size_t n = ftoa_shortest(d->features[i], t);
+      json_buf_put(b, t, n);
+    }
+  }
+  put_lit(b, "},\"deadline_missed\":");
+  put_lit(b, d->model_run == MODEL_DEADLINE ? "true" : "false");
+  if (d->model_run == MODEL_SCORED) {
+    put_lit(b, ",\"score\":");
+    json_write_double(b, d->model_score);
+    put_lit(b, ",\"confidence\":");
+    if (d->model_confidence == d->model_confidence)
+      json_write_double(b, d->model_confidence);
+    else
+      put_lit(b, "null");
+    if (d->model_class >= 0) {
+      put_lit(b, ",\"class\":");
+      put_u64(b, (uint64_t)d->model_class);
+    }
+  }
+  put_lit(b, ",\"ns\":");
+  put_u64(b, d->ns_model);
+  json_buf_putc(b, '}');
+}
+
 static void put_trace(json_buf *b, const vd_decision *d) {
   put_lit(b, ",\"trace\":{\"rules\":[");
   for (uint32_t i = 0; i < d->ntrace; i++) {
@@ -77,6 +120,7 @@ static void put_trace(json_buf *b, const vd_decision *d) {
   put_str_or_null(b, d->no_candidate);
   put_lit(b, ",\"cost\":");
   put_u64(b, d->cost);
+  put_model(b, d);
   put_lit(b, ",\"ns\":{\"parse\":");
   put_u64(b, d->ns_parse);
   put_lit(b, ",\"decide\":");

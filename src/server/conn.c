@@ -269,15 +269,19 @@ void conn_respond(conn *c, int status, const char *content_type, const char *ext
   *p++ = (char)('0' + status % 10);
   *p++ = ' ';
   PUT(text, strlen(text));
-  PUTL("\r\nContent-Type: ");
-  PUT(content_type, ctn);
-  PUTL("\r\nContent-Length: ");
-  char digits[24];
-  int dn = 0;
-  size_t v = len;
-  do digits[dn++] = (char)('0' + v % 10);
-  while ((v /= 10) && dn < (int)sizeof digits);
-  while (dn) *p++ = digits[--dn];
+  if (status == 204) { /* no body, and so neither of these (RFC 9110) */
+    len = 0;
+  } else {
+    PUTL("\r\nContent-Type: ");
+    PUT(content_type, ctn);
+    PUTL("\r\nContent-Length: ");
+    char digits[24];
+    int dn = 0;
+    size_t v = len;
+    do digits[dn++] = (char)('0' + v % 10);
+    while ((v /= 10) && dn < (int)sizeof digits);
+    while (dn) *p++ = digits[--dn];
+  }
   if (keep)
     PUTL("\r\nConnection: keep-alive\r\n");
   else

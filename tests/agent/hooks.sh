@@ -82,6 +82,12 @@ eq "$(json 'd["hookSpecificOutput"]["permissionDecision"]')" ask "claude MCP too
 run claude '{"session_id":"s","cwd":"/home/dev/proj","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf /"},"brand_new_field":{"x":[1,2]},"tool_use_id":"t"}'
 eq "$(json 'd["hookSpecificOutput"]["permissionDecision"]')" deny "claude: unknown fields ignored"
 
+# A Write of a 2 MB file (a lockfile, generated code) is decided, not refused
+# for its size.
+"$PY" -c 'import json; print(json.dumps({"session_id":"s","cwd":"/home/dev/proj","hook_event_name":"PreToolUse","tool_name":"Write","tool_input":{"file_path":"/home/dev/proj/package-lock.json","content":"x"*2000000},"tool_use_id":"t"}))' >"$T/big.json"
+"$V" hook claude --policy "$T/p" --snapshots "$SNAP" <"$T/big.json" >"$T/out" 2>"$T/err"
+eq "$(json 'd["hookSpecificOutput"]["permissionDecision"]')" allow "claude: a 2 MB Write inside the project"
+
 # --headless: an ask becomes deny (nobody to ask).
 run claude "$(claude Bash '{"command":"npm install left-pad"}')" --headless
 eq "$(json 'd["hookSpecificOutput"]["permissionDecision"]')" deny "claude --headless: ask becomes deny"
@@ -166,16 +172,47 @@ if "$V" hook --help | grep -q "claude|codex|gemini|opencode"; then ok; else bad 
 
 # A snapshot folder held by a running `verdict mcp`: the hook refuses, and
 # says which folder and what to do, instead of hanging.
-"$V" mcp --policy "$T/p" --snapshots "$T/held" < <(sleep 60) >/dev/null 2>&1 &
+mkfifo "$T/fifo"
+"$V" mcp --policy "$T/p" --snapshots "$T/held" <"$T/fifo" >/dev/null 2>&1 &
 MCP_PID=$!
 trap 'kill $MCP_PID 2>/dev/null; rm -rf "$T"' EXIT
+exec 3>"$T/fifo" # the server's stdin stays open until fd 3 is closed
 for _ in $(seq 100); do [ -e "$T/held/writer.lock" ] && break; sleep 0.05; done
 printf '%s' "$(claude Bash '{"command":"ls"}')" | "$V" hook claude --policy "$T/p" --snapshots "$T/held" >"$T/out" 2>"$T/err"
 eq "$(json 'd["hookSpecificOutput"]["permissionDecision"]')" deny "a held snapshot folder: deny"
 eq "$(json '"own --snapshots" in d["hookSpecificOutput"]["permissionDecisionReason"]')" True \
   "a held snapshot folder: the reason says what to do"
-kill $MCP_PID 2>/dev/null
+exec 3>&-
 wait $MCP_PID 2>/dev/null
+
+# --server: the hook asks a running `verdict serve` instead of loading the
+# bundle; the same answers, the server's snapshot id; an unreachable server
+# refuses the call.
+"$V" serve --policy "$T/p" --listen 127.0.0.1:0 --threads 1 --snapshots "$T/serve-snaps" \
+  2>"$T/serve.log" &
+SERVE_PID=$!
+trap 'kill $SERVE_PID 2>/dev/null; rm -rf "$T"' EXIT
+ADDR=
+for _ in $(seq 200); do
+  ADDR=$(grep -o '"listen":"[^"]*"' "$T/serve.log" 2>/dev/null | head -1 | cut -d'"' -f4)
+  [ -n "$ADDR" ] && break
+  sleep 0.05
+done
+if [ -n "$ADDR" ]; then ok; else bad "verdict serve did not start"; cat "$T/serve.log" >&2; fi
+printf '%s' "$(claude Bash '{"command":"X=/; rm -rf $X"}')" | "$V" hook claude --server "$ADDR" >"$T/out" 2>"$T/err"
+eq "$(json 'd["hookSpecificOutput"]["permissionDecision"]')" deny "--server: claude deny"
+eq "$(json '"rule rm-outside-project, snapshot " in d["hookSpecificOutput"]["permissionDecisionReason"]')" True \
+  "--server: the rule and the server's snapshot id"
+printf '%s' "$(gemini run_shell_command '{"command":"git status"}')" | "$V" hook gemini --server "http://$ADDR" >"$T/out" 2>"$T/err"
+eq "$(json 'd["decision"]')" allow "--server: gemini allow"
+printf '%s' "$(codex Bash '{"command":"cargo build"}')" | "$V" hook codex --server "$ADDR" >"$T/out" 2>"$T/err"
+eq "$(wc -c <"$T/out" | tr -d ' ')" 0 "--server: codex allow prints nothing"
+kill $SERVE_PID 2>/dev/null
+wait $SERVE_PID 2>/dev/null
+printf '%s' "$(claude Bash '{"command":"ls"}')" | "$V" hook claude --server "$ADDR" >"$T/out" 2>"$T/err"
+eq "$(json 'd["hookSpecificOutput"]["permissionDecision"]')" deny "--server gone: deny"
+eq "$(json '"cannot reach verdict serve" in d["hookSpecificOutput"]["permissionDecisionReason"]')" True \
+  "--server gone: says so"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

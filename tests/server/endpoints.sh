@@ -300,6 +300,11 @@ eq "$?" 1 "a token under 16 characters: refused at start"
 has "$T/err" "at least 16" "short token: says why"
 "$V" serve -p "$T/bundle" --no-snapshots --admin-token-file "$T/missing" 2>"$T/err"
 eq "$?" 1 "a missing token file: exit 1"
+"$V" serve -p "$T/bundle" --no-snapshots --max-batch 0 2>"$T/err"
+eq "$?" 2 "--max-batch 0: usage error"
+"$V" serve -p "$T/bundle" --no-snapshots --access-log "$T/no/such/dir/log" 2>"$T/err"
+eq "$?" 1 "an access log that cannot be opened: exit 1"
+grep -qF -- '--access-log' "$T/err" && ok || bad "access log error names the option"
 
 # ---- the token from the environment, and --watch ----
 PORT=$(free_port); URL="http://127.0.0.1:$PORT"

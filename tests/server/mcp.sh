@@ -82,6 +82,8 @@ eq "$CODE" 200 "a localhost Origin: 200"
 CODE=$(curl -s -D "$T/head" -o /dev/null -w '%{http_code}' "$URL")
 eq "$CODE" 405 "GET /mcp: 405 (no SSE stream)"
 eq "$(header allow)" "POST, DELETE" "GET /mcp: Allow"
+CODE=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "$URL")
+eq "$CODE" 400 "DELETE without Mcp-Session-Id: 400"
 CODE=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "$URL" -H "Mcp-Session-Id: $SID")
 eq "$CODE" 204 "DELETE ends the session"
 mcp '{"jsonrpc":"2.0","id":10,"method":"tools/list"}' "${S[@]}"
