@@ -160,7 +160,7 @@ void hook_normalize(hook_agent ag, arena *a, const char *name, size_t name_len, 
   uint32_t n = args->n;
   map_entry *e = arena_alloc(a, ((size_t)n + 8) * sizeof *e);
   if (!e) return;
-  memcpy(e, args->entries, (size_t)n * sizeof *e);
+  if (n) memcpy(e, args->entries, (size_t)n * sizeof *e);
   uint32_t k = n;
   for (const tool_map *al = arg_aliases; al->from; al++) {
     const value *v = value_map_get(args, al->from, strlen(al->from));

@@ -146,7 +146,7 @@ static int run_model(dctx *x) {
   d->model_timeout_ms = s->fallback_timeout_ms;
   for (uint32_t i = 0; i < nf; i++) {
     const char *n = features_name(m->features, i);
-    names[i] = n ? arena_strndup(a, n, strlen(n)) : "";
+    names[i] = !n ? "" : d->trace_borrow ? n : arena_strndup(a, n, strlen(n));
   }
   features_extract(m->features, &x->act, &x->ectx, row, st, &d->feature_error);
   d->nfeatures = nf;
@@ -252,7 +252,9 @@ static value let_value(dctx *x, uint32_t i) {
   x->let_vals[i] = v;
   x->let_state[i] = LET_DONE;
   if (x->d->trace_on && x->d->lets) {
-    const char *nm = arena_strndup(x->ectx.arena, s->lets[i].name, s->lets[i].name_len);
+    const char *nm = x->d->trace_borrow ? s->lets[i].name
+                                        : arena_strndup(x->ectx.arena, s->lets[i].name,
+                                                        s->lets[i].name_len);
     x->d->let_values[x->d->nlets] = v;
     x->d->lets[x->d->nlets++] = nm ? nm : "?";
   }
@@ -577,7 +579,7 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
     trace_rule *t = NULL;
     if (d->trace_on) {
       t = &d->trace[d->ntrace++];
-      t->name = dup(d, r->name);
+      t->name = d->trace_borrow ? r->name : dup(d, r->name);
       t->error = NULL;
     }
     if (mask && (r->action < 0 || !mask[r->action])) {

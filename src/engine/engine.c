@@ -248,6 +248,11 @@ static int decide_live(vd_engine *e, const decide_request *req, vd_decision *d, 
   const live *l = rcu_dereference(e->live);
   int rc = decide_stages(l->bundle, l->names, &e->lim, req, d, t0, err);
   if (rc == 0 && rin) record_build(e->rec, d, rin);
+  if (d->trace_borrow) { /* names into the bundle: gone with it */
+    d->ntrace = 0;
+    d->nlets = 0;
+    d->nfeatures = 0;
+  }
   rcu_read_unlock();
   if (d->model_run == MODEL_SCORED || d->model_run == MODEL_DEADLINE) {
     atomic_fetch_add_explicit(&e->model_calls, 1, memory_order_relaxed);
@@ -279,7 +284,7 @@ int vd_decide_json(vd_engine *e, const char *json, long len, vd_decision *d, vd_
   int rc = check_args(e, json, d, err, "vd_decide_json");
   if (rc) return rc;
   int trace = d->trace_on;
-  if (e->rec) d->trace_on = 1; /* the snapshot carries the trace */
+  if (e->rec && !trace) d->trace_on = d->trace_borrow = 1; /* the snapshot carries the trace */
   uint64_t t0 = engine_now_ns();
   decide_request req;
   size_t n = len < 0 ? strlen(json) : (size_t)len;
@@ -287,6 +292,7 @@ int vd_decide_json(vd_engine *e, const char *json, long len, vd_decision *d, vd_
   rc = request_parse_json(&d->mem, json, n, &e->lim, &req, err);
   if (rc == 0) rc = decide_live(e, &req, d, t0, e->rec ? &in : NULL, err);
   d->trace_on = trace;
+  d->trace_borrow = 0;
   return rc;
 }
 
@@ -294,13 +300,14 @@ int vd_decide(vd_engine *e, const vd_request *r, vd_decision *d, vd_error *err) 
   int rc = check_args(e, r, d, err, "vd_decide");
   if (rc) return rc;
   int trace = d->trace_on;
-  if (e->rec) d->trace_on = 1;
+  if (e->rec && !trace) d->trace_on = d->trace_borrow = 1;
   uint64_t t0 = engine_now_ns();
   decide_request req;
   record_input in = {.req = &req, .creq = r, .lim = &e->lim};
   rc = request_from_c(&d->mem, r, &e->lim, &req, err);
   if (rc == 0) rc = decide_live(e, &req, d, t0, e->rec ? &in : NULL, err);
   d->trace_on = trace;
+  d->trace_borrow = 0;
   return rc;
 }
 

@@ -70,6 +70,10 @@ typedef struct trace_rule {
 struct vd_decision {
   arena mem;
   int trace_on;
+  /* The trace is on only for the snapshot: its names point into the bundle
+   * instead of being copied, and the engine forgets them once the snapshot
+   * is built, before the bundle may go (engine.c, decide_live). */
+  int trace_borrow;
   int decided; /* the fields below hold a decision */
 
   /* the outcome (strings in mem) */

@@ -84,6 +84,11 @@ static void free_programs(policy_bundle *b) {
     const strategy *s = &b->strategies[i];
     for (uint32_t j = 0; j < s->nrules; j++) expr_free(s->rules[j].cond);
     for (uint32_t j = 0; j < s->nlets; j++) expr_free(s->lets[j].prog);
+    for (uint32_t j = 0; j < s->nlimits; j++) {
+      expr_free(s->limits[j].key);
+      expr_free(s->limits[j].when);
+      expr_free(s->limits[j].charge);
+    }
   }
 }
 

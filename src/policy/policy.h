@@ -74,8 +74,24 @@ typedef struct policy_let {
   expr_program *prog;
 } policy_let;
 
+/* limits: a counter per caller (docs/policy.md, "Limits"). */
+typedef struct policy_limit {
+  const char *name;
+  uint32_t name_len;
+  expr_program *key;    /* the caller's identity */
+  expr_program *when;   /* which requests the limit applies to; NULL: all */
+  expr_program *charge; /* which of those are charged; NULL: all */
+  int64_t window_ns;
+  uint32_t budget;
+  int64_t penalty_ns;  /* 0: none */
+  int32_t action;      /* index into strategy.actions; -1: counts only */
+  const char *reason;  /* may be NULL */
+  int line, column;    /* of the limit's name */
+} policy_limit;
+
 typedef struct policy_test {
   const char *name;
+  value counters; /* `counters:` limit name -> count before the test (V_NULL: none) */
   value context;             /* a map */
   value candidates;          /* a list (empty when not given) */
   value key;                 /* a string ("" when not given) */
@@ -139,6 +155,8 @@ typedef struct strategy {
   int fallback_line, fallback_col; /* of fallback.model, for messages */
   const policy_test *tests;
   uint32_t ntests;
+  const policy_limit *limits; /* in the order written */
+  uint32_t nlimits;
   const rule_index *index;
   char version[65]; /* hex SHA-256 of the canonical form */
 } strategy;

@@ -78,6 +78,9 @@ eq "$(json 'd["hookSpecificOutput"]["permissionDecision"]')" allow "claude WebFe
 run claude "$(claude mcp__github__delete_repo '{"owner":"a","repo":"b"}')"
 eq "$(json 'd["hookSpecificOutput"]["permissionDecision"]')" ask "claude MCP tool: default ask"
 
+run claude "$(claude LS '{}')"
+eq "$(json 'd["hookSpecificOutput"]["permissionDecision"]')" allow "claude: a tool with no arguments"
+
 # Unknown fields (new releases) are ignored; duplicate keys take the last.
 run claude '{"session_id":"s","cwd":"/home/dev/proj","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf /"},"brand_new_field":{"x":[1,2]},"tool_use_id":"t"}'
 eq "$(json 'd["hookSpecificOutput"]["permissionDecision"]')" deny "claude: unknown fields ignored"

@@ -1,0 +1,29 @@
+/* internal.h — what the files of src/state/ share and nobody else needs.
+ *
+ *   store.c  state_store: the public calls, dispatching to a kind of store
+ *   local.c  the in-process store (sharded, expiring, memory-bound)
+ *   redis.c  the Redis store (hiredis, one Lua script) */
+#ifndef VD_STATE_INTERNAL_H
+#define VD_STATE_INTERNAL_H
+
+#include "state/state.h"
+
+typedef struct local_store local_store;
+
+local_store *local_open(size_t max_bytes);
+void local_close(local_store *l);
+void local_hit(local_store *l, const char *key, size_t klen, const limit_spec *sp, int64_t now_ns,
+               bool charge, limit_reading *r);
+/* adds keys, bytes, charges, refusals, evictions, expired into out */
+void local_stats(local_store *l, state_stats *out);
+
+typedef struct redis_store redis_store;
+
+/* Parses "redis://HOST:PORT[/DB]". Returns NULL with a message in err. */
+redis_store *redis_open(const char *url, uint32_t timeout_ms, char *err, size_t errlen);
+void redis_close(redis_store *r);
+/* 0 with *r filled, or -1 when Redis failed or missed its deadline. */
+int redis_hit(redis_store *rs, const char *key, size_t klen, const limit_spec *sp, int64_t now_ns,
+              bool charge, limit_reading *r);
+
+#endif

@@ -1,0 +1,109 @@
+/* state.h — where rate-limit counters live: the store a strategy's `limits`
+ * charge and read (docs/policy.md, "Limits").
+ *
+ * One algorithm, the sliding-window log: a counter keeps the time of each
+ * charge still inside its window, at most `budget` of them. At time `now` a
+ * key's count is the number of charges at times t with now - window < t <=
+ * now: a charge made at t stops counting at exactly t + window. A request
+ * the limit applies to is refused when a penalty is running for its key or
+ * when the count has reached the budget; otherwise, when it is charged, its
+ * time is logged, and the charge that brings the count to the budget starts
+ * the penalty (penalty_until = now + penalty). A refused request is never
+ * charged, so a log holds at most `budget` times and "at most budget charges
+ * in any window" holds exactly, at every edge. state_apply is that rule, in
+ * one place: the local store, the Redis script (redis.c) and replay all
+ * follow it.
+ *
+ * Stores:
+ *   local.c  in this process: sharded hash tables under per-shard mutexes,
+ *            expiry, a memory bound with LRU eviction (counted)
+ *   redis.c  in a Redis server shared by several nodes (hiredis): one Lua
+ *            script updates a key atomically; when Redis is slow or down a
+ *            decision uses the local store, or reads as allowed or as refused,
+ *            as the store was opened to do (counted)
+ *
+ * A store is shared by every thread of an engine; every call is thread-safe.
+ *
+ * Not here: which requests reach a limit and what the decision does with a
+ * refusal (src/engine/decide.c), recording readings (src/engine/record.c). */
+#ifndef VD_STATE_STATE_H
+#define VD_STATE_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A limit as the store needs it. */
+typedef struct limit_spec {
+  int64_t window_ns; /* > 0 */
+  uint32_t budget;   /* >= 1 */
+  int64_t penalty_ns; /* 0: none */
+} limit_spec;
+
+/* What one decision read from a counter: the state before this decision
+ * (what the snapshot records and replay feeds back) and what the decision
+ * did to it. */
+typedef struct limit_reading {
+  uint32_t count;  /* charges in the window before this decision */
+  bool penalized;  /* a penalty was running */
+  bool charged;    /* this decision was logged */
+  bool exceeded;   /* this decision is refused by the limit */
+  bool degraded;   /* the shared store failed; the reading came from the fallback */
+} limit_reading;
+
+/* The rule itself, given the state before: fills charged and exceeded.
+ * charge: the request is to be charged if it passes. Returns 1 when the
+ * charge brings the count to the budget (the penalty starts), else 0. */
+static inline int state_apply(const limit_spec *sp, bool charge, limit_reading *r) {
+  r->exceeded = r->penalized || r->count >= sp->budget;
+  r->charged = charge && !r->exceeded;
+  return r->charged && r->count + 1 >= sp->budget && sp->penalty_ns > 0;
+}
+
+typedef struct state_store state_store;
+
+/* What a Redis-backed store does when Redis fails or misses its deadline. */
+typedef enum state_on_error {
+  STATE_FALLBACK_LOCAL = 0, /* count in this node's local store meanwhile */
+  STATE_FALLBACK_ALLOW,     /* read as an empty counter: nothing is refused */
+  STATE_FALLBACK_DENY,      /* read as exceeded: the limit refuses */
+} state_on_error;
+
+typedef struct state_opts {
+  size_t max_bytes;     /* memory bound of the local store; 0: 64 MiB */
+  uint32_t timeout_ms;  /* Redis: per command; 0: 50 */
+  state_on_error on_error;
+} state_opts;
+
+typedef struct state_stats {
+  uint64_t keys;      /* live keys (local) */
+  uint64_t bytes;     /* bytes they use (local) */
+  uint64_t charges;   /* charges logged */
+  uint64_t refusals;  /* readings that refused */
+  uint64_t evictions; /* keys evicted by the memory bound before they expired */
+  uint64_t expired;   /* keys removed because they expired */
+  uint64_t remote_errors;    /* Redis: commands that failed or timed out */
+  uint64_t remote_fallbacks; /* Redis: readings served by on_error */
+} state_stats;
+
+/* A local store. Returns 0, or -1 with a message in err. */
+int state_open_local(const state_opts *o, state_store **out, char *err, size_t errlen);
+/* A Redis store for "redis://HOST:PORT" (optionally "/DB"). Connects lazily
+ * per thread; a server that is down at open time is not an error (the
+ * fallback serves until it comes back). Returns 0, or -1 for a URL that does
+ * not parse, with a message in err. */
+int state_open(const char *url, const state_opts *o, state_store **out, char *err, size_t errlen);
+void state_close(state_store *s);
+
+/* Reads the counter `key` (any bytes) at time now_ns, charges it when
+ * `charge` and the rule allows, and fills *r. charge false: read only, the
+ * store is not changed. Never fails: a store in trouble answers as its
+ * on_error says, with r->degraded set. */
+void state_hit(state_store *s, const char *key, size_t klen, const limit_spec *sp, int64_t now_ns,
+               bool charge, limit_reading *r);
+
+void state_get_stats(state_store *s, state_stats *out);
+/* "local" or "redis://host:port" */
+const char *state_describe(const state_store *s);
+
+#endif

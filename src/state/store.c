@@ -1,0 +1,105 @@
+/* store.c — state_store: the calls the engine makes, whatever holds the
+ * counters.
+ *
+ * A local store is a local_store. A Redis store is a redis_store plus a
+ * local one: when Redis fails or misses its deadline the reading comes
+ * from on_error — the local store (counting on this node alone until Redis
+ * is back), an empty counter (allow) or an exceeded one (deny) — marked
+ * degraded and counted in remote_fallbacks.
+ *
+ * Not here: the stores themselves (local.c, redis.c). */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "state/internal.h"
+
+struct state_store {
+  local_store *local;
+  redis_store *redis; /* NULL: local only */
+  state_on_error on_error;
+  char desc[300];
+  _Atomic uint64_t remote_errors, remote_fallbacks, refusals;
+};
+
+int state_open_local(const state_opts *o, state_store **out, char *err, size_t errlen) {
+  return state_open("local", o, out, err, errlen);
+}
+
+int state_open(const char *url, const state_opts *o, state_store **out, char *err,
+               size_t errlen) {
+  *out = NULL;
+  state_store *s = calloc(1, sizeof *s);
+  if (!s || !(s->local = local_open(o ? o->max_bytes : 0))) {
+    free(s);
+    snprintf(err, errlen, "out of memory opening the counter store");
+    return -1;
+  }
+  s->on_error = o ? o->on_error : STATE_FALLBACK_LOCAL;
+  if (!url || !*url || strcmp(url, "local") == 0) {
+    snprintf(s->desc, sizeof s->desc, "local");
+  } else if (strncmp(url, "redis://", 8) == 0) {
+    s->redis = redis_open(url, o && o->timeout_ms ? o->timeout_ms : 50, err, errlen);
+    if (!s->redis) {
+      state_close(s);
+      return -1;
+    }
+    snprintf(s->desc, sizeof s->desc, "%s", url);
+  } else {
+    snprintf(err, errlen,
+             "unknown counter store '%s': use 'local' or redis://HOST:PORT (docs/deploy.md)", url);
+    state_close(s);
+    return -1;
+  }
+  *out = s;
+  return 0;
+}
+
+void state_close(state_store *s) {
+  if (!s) return;
+  if (s->redis) redis_close(s->redis);
+  local_close(s->local);
+  free(s);
+}
+
+void state_hit(state_store *s, const char *key, size_t klen, const limit_spec *sp, int64_t now_ns,
+               bool charge, limit_reading *r) {
+  if (!s->redis) {
+    local_hit(s->local, key, klen, sp, now_ns, charge, r);
+    return;
+  }
+  if (redis_hit(s->redis, key, klen, sp, now_ns, charge, r) == 0) {
+    if (r->exceeded) atomic_fetch_add_explicit(&s->refusals, 1, memory_order_relaxed);
+    return;
+  }
+  atomic_fetch_add_explicit(&s->remote_errors, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&s->remote_fallbacks, 1, memory_order_relaxed);
+  switch (s->on_error) {
+    case STATE_FALLBACK_ALLOW:
+      memset(r, 0, sizeof *r);
+      state_apply(sp, false, r); /* an empty counter, not charged: nothing refused */
+      break;
+    case STATE_FALLBACK_DENY:
+      memset(r, 0, sizeof *r);
+      r->count = sp->budget;
+      state_apply(sp, false, r); /* read as used up: refused */
+      atomic_fetch_add_explicit(&s->refusals, 1, memory_order_relaxed);
+      break;
+    default:
+      local_hit(s->local, key, klen, sp, now_ns, charge, r);
+      break;
+  }
+  r->degraded = true;
+}
+
+void state_get_stats(state_store *s, state_stats *out) {
+  memset(out, 0, sizeof *out);
+  if (!s) return;
+  local_stats(s->local, out);
+  out->refusals += atomic_load_explicit(&s->refusals, memory_order_relaxed);
+  out->remote_errors = atomic_load_explicit(&s->remote_errors, memory_order_relaxed);
+  out->remote_fallbacks = atomic_load_explicit(&s->remote_fallbacks, memory_order_relaxed);
+}
+
+const char *state_describe(const state_store *s) { return s ? s->desc : "none"; }
