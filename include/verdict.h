@@ -107,7 +107,20 @@ typedef struct vd_engine_opts {
   unsigned snapshot_interval_ms; /* INTERVAL: fsync at most this often; 0 = 100 */
   int snapshot_on_full;          /* VD_ON_FULL_BLOCK (0, the default) or VD_ON_FULL_DROP */
   const char *node;              /* node name in snapshots; NULL = the host name */
+
+  /* Rate-limit counters (docs/policy.md "Limits", docs/deploy.md): NULL or
+   * "local" keeps them in this process; "redis://HOST:PORT[/DB]" in Redis,
+   * shared by every node using it. */
+  const char *state_url;
+  size_t state_max_bytes;    /* memory bound of the local store; 0 = 64 MiB */
+  unsigned state_timeout_ms; /* Redis: deadline per command; 0 = 50 */
+  int state_on_error;        /* Redis slow or down: VD_STATE_LOCAL (0), _ALLOW or _DENY */
 } vd_engine_opts;
+
+/* state_on_error: what a limit reads while Redis fails or is late */
+#define VD_STATE_LOCAL 0 /* this node's local counters meanwhile */
+#define VD_STATE_ALLOW 1 /* an empty counter: the limit refuses nothing */
+#define VD_STATE_DENY 2  /* a used-up counter: the limit refuses */
 
 /* snapshot_durability */
 #define VD_DURABILITY_INTERVAL 0 /* fsync every snapshot_interval_ms */
@@ -145,6 +158,15 @@ typedef struct vd_engine_counters {
   unsigned long long model_calls;           /* decisions that ran a fallback model */
   unsigned long long model_deadline_misses; /* of those, the ones its timeout_ms cut short */
   char snapshot_last_error[512];      /* the last write error, "" if none */
+  /* rate-limit counters (docs/policy.md, "Limits") */
+  unsigned long long limit_charges;     /* charges logged */
+  unsigned long long limit_refusals;    /* readings that refused */
+  unsigned long long state_keys;        /* live counters in the local store */
+  unsigned long long state_bytes;       /* memory they use */
+  unsigned long long state_evictions;   /* live counters dropped by the memory bound */
+  unsigned long long state_expired;     /* counters removed once expired */
+  unsigned long long state_remote_errors;    /* Redis commands that failed or were late */
+  unsigned long long state_fallbacks;        /* readings answered by state_on_error */
 } vd_engine_counters;
 
 /* Fills *out (the snapshot fields are zero when snapshots are off). 0, or VD_EINVAL. */

@@ -255,7 +255,7 @@ int hook_parse(hook_agent ag, arena *a, const char *in, size_t len, hook_call *c
 
 int hook_write_request(const hook_call *c, int headless, json_buf *out) {
   json_buf_put(out, "{\"action\":\"tool_call\",", 22);
-  if (headless) json_buf_put(out, "\"candidates\":[\"allow\",\"deny\"],", 31);
+  if (headless) json_buf_put(out, "\"candidates\":[\"allow\",\"deny\"],", 30);
   json_buf_put(out, "\"key\":", 6);
   json_write_string(out, c->session ? c->session : "", c->session_len);
   json_buf_put(out, ",\"context\":{\"agent\":", 20);

@@ -43,4 +43,17 @@ int cli_parse_when(const char *s, int64_t now, int64_t *out);
  * buffer. Returns NULL and prints "verdict: PATH: reason" on failure. */
 char *cli_read_file(const char *path, size_t *len);
 
+/* state_opts.c: --state, --state-on-error, --state-timeout, --state-max-bytes.
+ * When argv[*i] is one of them, takes its value (advancing *i) into o and
+ * returns 0, or a usage error's status (2); -1 when it is none of them. */
+struct vd_engine_opts;
+int cli_state_option(const char *cmd, int argc, char **argv, int *i, struct vd_engine_opts *o);
+#define CLI_STATE_HELP                                                                    \
+  "      --state URL        where rate-limit counters live: local (the default, in\n"     \
+  "                         this process) or redis://HOST:PORT[/DB] (shared)\n"           \
+  "      --state-on-error local|allow|deny  when Redis fails or is late: count\n"         \
+  "                         locally meanwhile (default), refuse nothing, or refuse\n"      \
+  "      --state-timeout MS Redis deadline per command (default 50)\n"                    \
+  "      --state-max-bytes BYTES  memory bound of the local counters (64 MiB)\n"
+
 #endif

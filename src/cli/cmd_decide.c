@@ -52,6 +52,7 @@ const char cmd_decide_help[] =
     "                     when snapshots reach the disk: interval (the default) syncs\n"
     "                     every 100 ms and at exit; always answers each decision\n"
     "                     only once its snapshot is synced; none leaves it to the OS\n"
+    CLI_STATE_HELP
     "  -h, --help         this text\n"
     "\n"
     "Exit status: 0 every request was decided; 1 the bundle does not load, the\n"
@@ -252,6 +253,9 @@ int cmd_decide(int argc, char **argv) {
   const char *policy = NULL, *store = NULL, *input = NULL, *snapshots = NULL;
   int jsonl = 0, trace = 0, pretty = 0, no_store = 0, no_snapshots = 0;
   int durability = VD_DURABILITY_INTERVAL;
+  vd_engine_opts state; /* the --state options, copied into opts below */
+  memset(&state, 0, sizeof state);
+  int src;
   int i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i];
@@ -291,6 +295,9 @@ int cmd_decide(int argc, char **argv) {
         durability = VD_DURABILITY_ALWAYS;
       else
         return usage_error("--durability takes none, interval or always, not", v);
+    } else if (strncmp(a, "--state", 7) == 0 &&
+               (src = cli_state_option("decide", argc, argv, &i, &state)) >= 0) {
+      if (src) return src;
     } else if (strcmp(a, "--jsonl") == 0) {
       jsonl = 1;
     } else if (strcmp(a, "--trace") == 0) {
@@ -334,6 +341,10 @@ int cmd_decide(int argc, char **argv) {
   opts.store_dir = no_store ? "" : store;
   opts.snapshots_dir = no_snapshots ? NULL : snapshots;
   opts.snapshot_durability = durability;
+  opts.state_url = state.state_url;
+  opts.state_on_error = state.state_on_error;
+  opts.state_timeout_ms = state.state_timeout_ms;
+  opts.state_max_bytes = state.state_max_bytes;
   vd_error err;
   vd_engine *e;
   int orc = open_engine(policy, &opts, &e, &err);

@@ -50,6 +50,7 @@ const char cmd_serve_help[] =
     "      --watch            reload when a file in the bundle folder changes\n"
     "      --access-log FILE  one JSON line per request, appended to FILE (- for\n"
     "                         stdout)\n"
+    CLI_STATE_HELP
     "  -h, --help             this text\n"
     "\n"
     "Exit status: 0 stopped by a signal; 1 could not start (the bundle, the\n"
@@ -105,6 +106,7 @@ int cmd_serve(int argc, char **argv) {
   const char *snapshots = NULL, *store = NULL;
   int no_snapshots = 0, no_store = 0;
   int durability = VD_DURABILITY_INTERVAL;
+  int src;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = NULL;
@@ -170,6 +172,9 @@ int cmd_serve(int argc, char **argv) {
       o.access_log = v;
     } else if (strcmp(a, "--watch") == 0) {
       o.watch = 1;
+    } else if (strncmp(a, "--state", 7) == 0 && (src = cli_state_option("serve", argc, argv, &i,
+                                                                          &o.engine)) >= 0) {
+      if (src) return src;
     } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       fputs(cmd_serve_help, stdout);
       return 0;

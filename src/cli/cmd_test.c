@@ -181,12 +181,17 @@ int cmd_test(int argc, char **argv) {
     for (uint32_t j = 0; j < s->ntests; j++) {
       const policy_test *t = &s->tests[j];
       decide_request req;
-      const char *point = s->ndecision_points ? s->decision_points[0] : s->name;
+      const char *point = t->point                ? t->point
+                          : s->ndecision_points ? s->decision_points[0]
+                                                : s->name;
       req.action = value_str(point, (uint32_t)strlen(point));
       req.candidates = t->candidates.kind == V_LIST ? t->candidates : value_list(NULL, 0);
       req.key = t->key.kind == V_STRING ? t->key : value_str("", 0);
       req.context = t->context.kind == V_MAP ? t->context : value_map(NULL, 0);
       decision_reset(d);
+      /* no counter store: each test starts from empty counters, or from its
+       * own `counters:` (docs/policy.md, "Limits") */
+      d->counters_in = t->counters.kind == V_MAP ? &t->counters : NULL;
       vd_error err;
       engine_error_clear(&err);
       int rc = decide_run(b, NULL, &req, &lim, d, &err);

@@ -453,6 +453,12 @@ static int read_string_rest(parser *P, const char **pp, value *out, const char *
     if (c == '\\') {
       if (!esc) esc = s;
       if (end - s < 2) return FAIL(P, *pp, "unterminated string (it starts here)");
+      /* A non-ASCII byte is never a valid escape; skipping it would leave
+       * the rest of its UTF-8 sequence to be reported as invalid UTF-8. */
+      if ((unsigned char)s[1] >= 0x80) {
+        char what[48];
+        return FAIL(P, s, "invalid escape: %s after a backslash", describe(s + 1, end, what));
+      }
       s += 2; /* the escaped byte is checked when decoding */
       continue;
     }

@@ -215,6 +215,227 @@ static value model_value(dctx *x) {
   return v;
 }
 
+static const char *cat(arena *m, const char *a, const char *b, const char *c, const char *dd,
+                       size_t dn);
+
+/* ---- limits (docs/policy.md, "Limits") ----
+ * A limit's counter is read at most once per decision: by the limits stage
+ * (which may charge it) or, for a limit the stage did not reach, by the
+ * first rule that reads `limits.NAME` (which never charges). The reading is
+ * kept in d->limit_reads for the rest of the decision and for the snapshot;
+ * replay and `verdict test` give the readings instead of the store. */
+
+/* The caller's identity as text: a string as it is; a number or bool in
+ * decimal or true/false; a list of those joined by U+001F. 0, or -1 (with
+ * *why) when the value is of another kind. */
+static int key_text(const value *v, char *buf, size_t cap, size_t *len, const char **why) {
+  switch (v->kind) {
+    case V_STRING:
+      if (v->n >= cap - *len) break;
+      memcpy(buf + *len, v->s, v->n);
+      *len += v->n;
+      return 0;
+    case V_INT:
+      *len += (size_t)snprintf(buf + *len, cap - *len, "%lld", (long long)v->i);
+      return *len < cap ? 0 : -1;
+    case V_UINT:
+      *len += (size_t)snprintf(buf + *len, cap - *len, "%llu", (unsigned long long)v->u);
+      return *len < cap ? 0 : -1;
+    case V_BOOL:
+      *len += (size_t)snprintf(buf + *len, cap - *len, "%s", v->b ? "true" : "false");
+      return *len < cap ? 0 : -1;
+    case V_LIST:
+      for (uint32_t i = 0; i < v->n; i++) {
+        if (i) {
+          if (*len + 1 >= cap) break;
+          buf[(*len)++] = '\x1f';
+        }
+        if (v->items[i].kind == V_LIST) {
+          *why = "a key list holds strings, numbers or bools, not lists";
+          return -1;
+        }
+        if (key_text(&v->items[i], buf, cap, len, why)) return -1;
+      }
+      if (*len < cap) return 0;
+      break;
+    default:
+      *why = "the key must be a string, a number, a bool or a list of those";
+      return -1;
+  }
+  if (!*why) *why = "the key is longer than 512 bytes";
+  return -1;
+}
+
+/* The counter of limit i, fed back or from the store (NULL store: empty). */
+static void counter_in(dctx *x, const policy_limit *pl, const limit_spec *sp, const char *skey,
+                       size_t sklen, bool charge, limit_reading *r) {
+  vd_decision *d = x->d;
+  memset(r, 0, sizeof *r);
+  if (d->counters_in) {
+    const value *c = d->counters_in->kind == V_MAP
+                         ? value_map_get(d->counters_in, pl->name, pl->name_len)
+                         : NULL;
+    const value *n = c && c->kind == V_MAP ? value_map_get(c, "count", 5) : c;
+    const value *p = c && c->kind == V_MAP ? value_map_get(c, "penalized", 9) : NULL;
+    if (n && n->kind == V_INT && n->i > 0) r->count = n->i > UINT32_MAX ? UINT32_MAX : (uint32_t)n->i;
+    if (n && n->kind == V_UINT) r->count = n->u > UINT32_MAX ? UINT32_MAX : (uint32_t)n->u;
+    r->penalized = p && p->kind == V_BOOL && p->b;
+    state_apply(sp, charge, r);
+  } else if (d->state) {
+    state_hit(d->state, skey, sklen, sp, d->clock_ns, charge, r);
+  } else {
+    state_apply(sp, charge, r);
+  }
+}
+
+/* `limits.NAME` for a reading: {key, count, budget, remaining, exceeded,
+ * penalized, charged}; count includes this decision's own charge. */
+static value limit_map(dctx *x, const policy_limit *pl, const limit_read *lr) {
+  map_entry *e = arena_alloc(x->ectx.arena, 7 * sizeof *e);
+  if (!e) return VALUE_ERR("memory limit exceeded during evaluation");
+  uint32_t count = lr->r.count + (lr->r.charged ? 1 : 0);
+  e[0].key = value_str("key", 3);
+  e[0].val = value_str(lr->key, lr->key_len);
+  e[1].key = value_str("count", 5);
+  e[1].val = value_int(count);
+  e[2].key = value_str("budget", 6);
+  e[2].val = value_int(pl->budget);
+  e[3].key = value_str("remaining", 9);
+  e[3].val = value_int(count >= pl->budget ? 0 : (int64_t)(pl->budget - count));
+  e[4].key = value_str("exceeded", 8);
+  e[4].val = value_bool(lr->r.exceeded);
+  e[5].key = value_str("penalized", 9);
+  e[5].val = value_bool(lr->r.penalized);
+  e[6].key = value_str("charged", 7);
+  e[6].val = value_bool(lr->r.charged);
+  for (int i = 0; i < 7; i++) e[i].key.flags |= VF_ASCII;
+  return value_map(e, 7);
+}
+
+/* Reads limit i once per decision (charging when `charge`): evaluates its
+ * key, then the counter. NULL only when out of memory. */
+static limit_read *limit_take(dctx *x, uint32_t i, bool charge) {
+  vd_decision *d = x->d;
+  const strategy *s = x->s;
+  if (!d->limit_reads) {
+    d->limit_reads = arena_zalloc(&d->mem, s->nlimits * sizeof *d->limit_reads);
+    if (!d->limit_reads) return NULL;
+    d->nlimit_reads = s->nlimits;
+    d->limits_of = s;
+  }
+  limit_read *lr = &d->limit_reads[i];
+  if (lr->state != LIMIT_UNREAD) return lr;
+  const policy_limit *pl = &s->limits[i];
+  lr->state = LIMIT_FAILED;
+  value k = expr_eval(pl->key, &x->act, &x->ectx);
+  const char *why = NULL;
+  char buf[600];
+  size_t hdr = strlen(s->name) + pl->name_len + 2, len = hdr;
+  if (hdr < 80) { /* the store's key: strategy, limit, caller */
+    memcpy(buf, s->name, hdr - pl->name_len - 2);
+    buf[hdr - pl->name_len - 2] = '\x1f';
+    memcpy(buf + hdr - pl->name_len - 1, pl->name, pl->name_len);
+    buf[hdr - 1] = '\x1f';
+  } else {
+    why = "the strategy and limit names are too long";
+  }
+  if (k.kind == V_ERROR) {
+    lr->v = value_errorf(x->ectx.arena, "limit '%s': key: %.*s", pl->name, (int)k.n, k.s);
+    return lr;
+  }
+  if (why || key_text(&k, buf, hdr + 512, &len, &why)) {
+    lr->v = value_errorf(x->ectx.arena, "limit '%s': key: %s", pl->name, why ? why : "?");
+    return lr;
+  }
+  lr->key = arena_strndup(&d->mem, buf + hdr, len - hdr);
+  if (!lr->key) return NULL;
+  lr->key_len = (uint32_t)(len - hdr);
+  limit_spec sp = {.window_ns = pl->window_ns, .budget = pl->budget, .penalty_ns = pl->penalty_ns};
+  counter_in(x, pl, &sp, buf, len, charge, &lr->r);
+  lr->state = LIMIT_READ; /* lr->v is built when a rule reads it (limit_value) */
+  return lr;
+}
+
+/* `limits.NAME` as rules see it: the map, built on the first read. */
+static value limit_value(dctx *x, uint32_t i, limit_read *lr) {
+  if (!lr) return VALUE_ERR("memory limit exceeded during evaluation");
+  if (lr->state == LIMIT_READ && lr->v.kind == V_NULL) lr->v = limit_map(x, &x->s->limits[i], lr);
+  return lr->v;
+}
+
+/* `limits.NAME` (read only), or `limits` — every limit, read. */
+static int limits_value(dctx *x, const char *name, size_t len, value *out) {
+  const strategy *s = x->s;
+  if (len == 6) {
+    map_entry *e = arena_alloc(x->ectx.arena, s->nlimits * sizeof *e);
+    if (!e) {
+      *out = VALUE_ERR("memory limit exceeded during evaluation");
+      return 0;
+    }
+    for (uint32_t i = 0; i < s->nlimits; i++) {
+      e[i].key = value_str(s->limits[i].name, s->limits[i].name_len);
+      e[i].val = limit_value(x, i, limit_take(x, i, false));
+    }
+    *out = value_map(e, s->nlimits);
+    return 0;
+  }
+  const char *nm = name + 7;
+  size_t nl = len - 7;
+  const char *dot = memchr(nm, '.', nl);
+  if (dot) return -1; /* limits.NAME.field: the evaluator asks for limits.NAME next */
+  for (uint32_t i = 0; i < s->nlimits; i++)
+    if (s->limits[i].name_len == nl && memcmp(s->limits[i].name, nm, nl) == 0) {
+      *out = limit_value(x, i, limit_take(x, i, false));
+      return 0;
+    }
+  *out = value_errorf(x->ectx.arena, "no limit named '%.*s' in strategy '%s'", (int)nl, nm,
+                      s->name);
+  return 0;
+}
+
+/* The limits stage: each limit in order, passed over when its action is not
+ * a candidate or its `when` is false; the first one that refuses and has an
+ * action decides (*limited). A `when`, `charge` or `key` that fails stops
+ * the stage (*failed, *why). Returns 0, or -1 out of memory. */
+static int run_limits(dctx *x, const uint8_t *mask, const policy_limit **limited,
+                      const policy_limit **failed, const char **why) {
+  const strategy *s = x->s;
+  vd_decision *d = x->d;
+  for (uint32_t i = 0; i < s->nlimits; i++) {
+    const policy_limit *pl = &s->limits[i];
+    if (mask && pl->action >= 0 && !mask[pl->action]) continue;
+    const expr_program *conds[2] = {pl->when, pl->charge};
+    bool hold[2] = {true, true};
+    for (int c = 0; c < 2; c++) {
+      if (!conds[c]) continue;
+      value v = expr_eval(conds[c], &x->act, &x->ectx);
+      if (v.kind == V_BOOL) {
+        hold[c] = v.b;
+        if (c == 0 && !v.b) break;
+        continue;
+      }
+      *failed = pl;
+      *why = v.kind == V_ERROR ? cat(&d->mem, "limit '", pl->name, c ? "' charge failed: " : "' when failed: ", v.s, v.n)
+                               : cat(&d->mem, "limit '", pl->name, c ? "' charge" : "' when", " is not a bool", (size_t)-1);
+      return *why ? 0 : -1;
+    }
+    if (!hold[0]) continue;
+    limit_read *lr = limit_take(x, i, hold[1]);
+    if (!lr) return -1;
+    if (lr->state == LIMIT_FAILED) {
+      *failed = pl;
+      *why = cat(&d->mem, "", "", "", lr->v.s, lr->v.n);
+      return *why ? 0 : -1;
+    }
+    lr->reached = true;
+    if (lr->r.exceeded && pl->action >= 0) {
+      *limited = pl;
+      return 0;
+    }
+  }
+  return 0;
+}
+
 static value let_value(dctx *x, uint32_t i) {
   const strategy *s = x->s;
   if (!x->let_state) {
@@ -303,6 +524,8 @@ static int resolve_request(dctx *x, const char *name, size_t len, value *out) {
     *out = model_value(x);
     return 0;
   }
+  if (x->s->nlimits && len >= 6 && memcmp(name, "limits", 6) == 0 && (len == 6 || name[6] == '.'))
+    return limits_value(x, name, len, out);
   const value *f = context_field(&x->req->context, name, len);
   if (f) {
     *out = *f;
@@ -558,8 +781,13 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
     }
   }
 
+  /* Limits, before the rules: the first one that refuses decides. */
+  const policy_limit *limited = NULL, *lim_failed = NULL;
+  const char *why = NULL; /* what failed, in the arena */
+  if (s->nlimits && run_limits(&x, mask, &limited, &lim_failed, &why)) return nomem(err);
+
   /* The rules that can match, in order. */
-  uint32_t nrules = s->nrules;
+  uint32_t nrules = limited || lim_failed ? 0 : s->nrules;
   uint32_t *order = NULL;
   if (s->index && nrules) {
     order = arena_alloc(&d->mem, nrules * sizeof *order);
@@ -573,7 +801,6 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
   }
 
   const policy_rule *matched = NULL, *failed = NULL;
-  const char *why = NULL; /* what failed, in the arena */
   for (uint32_t k = 0; k < nrules; k++) {
     const policy_rule *r = &s->rules[order ? order[k] : k];
     trace_rule *t = NULL;
@@ -614,8 +841,24 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
 
   int32_t chosen;
   int model_says = 0; /* no rule matched, none failed, and the model is asked */
-  if (!matched && !failed && s->fallback_model) model_says = run_model(&x);
-  if (matched) {
+  if (!matched && !failed && !limited && !lim_failed && s->fallback_model)
+    model_says = run_model(&x);
+  if (limited) {
+    /* a limit refused: it decides as a rule would, named limits.NAME */
+    const limit_read *lr = &d->limit_reads[limited - s->limits];
+    char buf[200];
+    snprintf(buf, sizeof buf, "%s (limit '%s': %s)", limited->reason ? limited->reason : "rate limited",
+             limited->name,
+             lr->r.degraded    ? "the counter store failed; state_on_error decided"
+             : lr->r.penalized ? "penalty running"
+                               : "budget used up");
+    d->source = SRC_RULE;
+    d->confidence = 1.0;
+    d->rule = cat(&d->mem, "limits.", limited->name, "", NULL, 0);
+    d->reason = dup(d, buf);
+    if (!d->rule || !d->reason) return nomem(err);
+    chosen = limited->action;
+  } else if (matched) {
     d->source = SRC_RULE;
     d->confidence = 1.0;
     d->rule = dup(d, matched->name);
@@ -669,13 +912,13 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
     d->reason = o->reason ? cat(&d->mem, o->reason, " (", buf, ")", (size_t)-1) : dup(d, buf);
     if (!d->reason) return nomem(err);
     chosen = o->action;
-  } else if (!failed && !s->fallback_model && s->default_outcome.action >= 0) {
+  } else if (!failed && !lim_failed && !s->fallback_model && s->default_outcome.action >= 0) {
     d->source = SRC_DEFAULT;
     d->confidence = 1.0;
     d->reason = dup(d, s->default_outcome.reason);
     chosen = s->default_outcome.action;
   } else {
-    if (!failed) {
+    if (!failed && !lim_failed) {
       if (s->fallback_model)
         why = cat(&d->mem, "no rule matched, and the fallback model '", s->fallback_model,
                   d->model_run == MODEL_DEADLINE ? "' missed its deadline" : "' is not loaded",
@@ -685,7 +928,9 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
     }
     d->source = SRC_ERROR;
     d->confidence = 0.0;
-    d->rule = failed ? dup(d, failed->name) : NULL;
+    d->rule = failed       ? dup(d, failed->name)
+              : lim_failed ? cat(&d->mem, "limits.", lim_failed->name, "", NULL, 0)
+                           : NULL;
     /* The strategy's on_error reason first, then what failed. */
     d->reason = why && s->on_error.reason
                     ? cat(&d->mem, s->on_error.reason, " (", why, ")", (size_t)-1)

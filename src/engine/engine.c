@@ -46,6 +46,7 @@ struct vd_engine {
   decide_limits lim;
   pthread_mutex_t reload_lock;
   recorder *rec; /* NULL: snapshots off */
+  state_store *state; /* rate-limit counters, shared by every decision */
   _Atomic unsigned long long model_calls, model_deadline_misses;
 };
 
@@ -167,6 +168,18 @@ int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out,
     return rc;
   }
   e->live = l; /* not yet shared: no barrier needed */
+  {
+    state_opts so = {.max_bytes = opts ? opts->state_max_bytes : 0,
+                     .timeout_ms = opts ? opts->state_timeout_ms : 0,
+                     .on_error = opts && opts->state_on_error == VD_STATE_ALLOW  ? STATE_FALLBACK_ALLOW
+                                 : opts && opts->state_on_error == VD_STATE_DENY ? STATE_FALLBACK_DENY
+                                                                                  : STATE_FALLBACK_LOCAL};
+    char msg[512];
+    if (state_open(opts ? opts->state_url : NULL, &so, &e->state, msg, sizeof msg)) {
+      vd_engine_close(e);
+      return engine_error(err, VD_EINVAL, 0, 0, NULL, "%s", msg);
+    }
+  }
   if (opts && opts->snapshots_dir && opts->snapshots_dir[0] &&
       (rc = recorder_open(opts->snapshots_dir, opts, &e->rec, err))) {
     vd_engine_close(e);
@@ -205,6 +218,7 @@ const char *vd_engine_policy_version(vd_engine *e, char buf[65]) {
 void vd_engine_close(vd_engine *e) {
   if (!e) return;
   recorder_close(e->rec);
+  state_close(e->state);
   live_free(e->live);
   pthread_mutex_destroy(&e->reload_lock);
   free(e->dir);
@@ -218,6 +232,18 @@ int vd_engine_stats(vd_engine *e, vd_engine_counters *out) {
   if (e->rec) recorder_counters(e->rec, out);
   out->model_calls = atomic_load_explicit(&e->model_calls, memory_order_relaxed);
   out->model_deadline_misses = atomic_load_explicit(&e->model_deadline_misses, memory_order_relaxed);
+  if (e->state) {
+    state_stats st;
+    state_get_stats(e->state, &st);
+    out->limit_charges = st.charges;
+    out->limit_refusals = st.refusals;
+    out->state_keys = st.keys;
+    out->state_bytes = st.bytes;
+    out->state_evictions = st.evictions;
+    out->state_expired = st.expired;
+    out->state_remote_errors = st.remote_errors;
+    out->state_fallbacks = st.remote_fallbacks;
+  }
   return 0;
 }
 
@@ -274,6 +300,7 @@ static int check_args(vd_engine *e, const void *req, vd_decision *d, vd_error *e
   decision_reset(d);
   d->mem.limit = e->lim.memory_limit;
   d->model_replay = -1;
+  d->state = e->state;
   /* The one clock reading of this decision: request.time, the snapshot's time. */
   d->clock_ns = engine_wall_ns();
   d->clock_set = true;
@@ -321,6 +348,14 @@ int engine_decide_json_replay(const policy_bundle *b, const name_table *names,
                               const decide_limits *lim, const char *json, size_t len,
                               int64_t clock_ns, int model_deadline, vd_decision *d,
                               vd_error *err) {
+  return engine_decide_json_inputs(b, names, lim, json, len, clock_ns, model_deadline, NULL, d,
+                                   err);
+}
+
+int engine_decide_json_inputs(const policy_bundle *b, const name_table *names,
+                              const decide_limits *lim, const char *json, size_t len,
+                              int64_t clock_ns, int model_deadline, const value *counters,
+                              vd_decision *d, vd_error *err) {
   engine_error_clear(err);
   if (!b || !lim || !json || !d)
     return engine_error(err, VD_EINVAL, 0, 0, NULL, "engine_decide_json_at: an argument is NULL");
@@ -329,6 +364,7 @@ int engine_decide_json_replay(const policy_bundle *b, const name_table *names,
   d->clock_ns = clock_ns;
   d->clock_set = true;
   d->model_replay = (int8_t)(model_deadline < 0 ? -1 : model_deadline != 0);
+  d->counters_in = counters; /* NULL: no store either, every counter reads empty */
   uint64_t t0 = engine_now_ns();
   decide_request req;
   int rc = request_parse_json(&d->mem, json, len, lim, &req, err);

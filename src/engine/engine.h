@@ -26,6 +26,7 @@
 #include "core/arena.h"
 #include "core/value.h"
 #include "policy/policy.h"
+#include "state/state.h"
 #include "verdict.h"
 
 /* Limits applied to each decision. */
@@ -66,6 +67,18 @@ typedef struct trace_rule {
   const char *error; /* RR_ERROR: the message; else NULL */
   uint8_t result;    /* rule_result */
 } trace_rule;
+
+/* What a decision read from one of its strategy's limits (decide.c). */
+typedef struct limit_read {
+  uint8_t state;        /* LIMIT_* */
+  bool reached;         /* the limits stage reached it (else a rule read it) */
+  const char *key;      /* in the decision's arena */
+  uint32_t key_len;
+  limit_reading r;      /* count and penalty before this decision; what it did */
+  value v;              /* `limits.NAME` as rules see it */
+} limit_read;
+
+enum { LIMIT_UNREAD = 0, LIMIT_READ, LIMIT_FAILED };
 
 struct vd_decision {
   arena mem;
@@ -120,6 +133,16 @@ struct vd_decision {
   uint8_t *feature_status;    /* feature_status per feature (model.h) */
   const char *feature_error;  /* the first extraction error, or NULL */
   uint64_t ns_model;          /* features + scoring */
+
+  /* limits: the counter store the engine lends this decision (NULL: none —
+   * every counter reads as empty and nothing is kept), or the readings fed
+   * back instead (replay: the snapshot's inputs.counters; `verdict test`: a
+   * test's counters), a map by limit name (NULL: the store) */
+  state_store *state;
+  const value *counters_in;
+  limit_read *limit_reads; /* one per limit of the strategy; NULL until one is read */
+  uint32_t nlimit_reads;
+  const strategy *limits_of; /* whose limits limit_reads follows (names in the bundle) */
 
   /* request.time: the wall clock read once per decision (unix ns), or the
    * recorded reading fed back by replay; decision_time() reads the clock on
@@ -216,6 +239,14 @@ int engine_decide_json_at(const policy_bundle *b, const name_table *names, const
 int engine_decide_json_replay(const policy_bundle *b, const name_table *names,
                               const decide_limits *lim, const char *json, size_t len,
                               int64_t clock_ns, int model_deadline, vd_decision *d, vd_error *err);
+
+/* engine.c: the same with the limits' counters fed back: counters is a map
+ * by limit name of {count, penalized} (a snapshot's inputs.counters) or of
+ * counts; NULL: every counter reads as empty. Nothing is charged. */
+int engine_decide_json_inputs(const policy_bundle *b, const name_table *names,
+                              const decide_limits *lim, const char *json, size_t len,
+                              int64_t clock_ns, int model_deadline, const value *counters,
+                              vd_decision *d, vd_error *err);
 
 /* ---- record.c: decision snapshots ---- */
 typedef struct recorder recorder;

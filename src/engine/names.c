@@ -63,7 +63,7 @@ static void put(name_table *t, const char *name, uint32_t len, int32_t let, cons
 
 static int program_refs(const expr_program *p, expr_ref **buf, uint32_t *n, uint32_t *cap) {
   for (;;) {
-    uint32_t want = expr_refs(p, *buf + *n, *cap - *n);
+    uint32_t want = expr_refs(p, *buf ? *buf + *n : NULL, *cap - *n); /* NULL + 0 is UB */
     if (*n + want <= *cap) {
       *n += want;
       return 0;

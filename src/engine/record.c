@@ -499,6 +499,32 @@ static void put_model(json_buf *b, const vd_decision *d) {
   put_char(b, '}');
 }
 
+/* inputs.counters: every limit counter the decision read, by limit name —
+ * the count and penalty before the decision (what replay feeds back), and
+ * whether it charged (docs/snapshots.md). */
+static void put_counters(json_buf *b, const vd_decision *d) {
+  put_char(b, '{');
+  int first = 1;
+  for (uint32_t i = 0; i < d->nlimit_reads && d->limits_of; i++) {
+    const limit_read *lr = &d->limit_reads[i];
+    if (lr->state != LIMIT_READ) continue;
+    if (!first) put_char(b, ',');
+    first = 0;
+    put_str(b, d->limits_of->limits[i].name);
+    PUT(b, ":{\"key\":");
+    put_strn(b, lr->key, lr->key_len);
+    PUT(b, ",\"count\":");
+    put_u64(b, lr->r.count);
+    PUT(b, ",\"penalized\":");
+    put_bool(b, lr->r.penalized);
+    PUT(b, ",\"charged\":");
+    put_bool(b, lr->r.charged);
+    if (lr->r.degraded) PUT(b, ",\"degraded\":true");
+    put_char(b, '}');
+  }
+  put_char(b, '}');
+}
+
 int record_payload(vd_decision *d, const record_input *in, const char *id, const char *node,
                    const char **out, size_t *len) {
   const decide_request *req = in->req;
@@ -597,7 +623,9 @@ int record_payload(vd_decision *d, const record_input *in, const char *id, const
     put_bool(&b, d->model_run == MODEL_DEADLINE);
   else
     PUT(&b, "null");
-  PUT(&b, ",\"counters\":{},\"random\":{}}}");
+  PUT(&b, ",\"counters\":");
+  put_counters(&b, d);
+  PUT(&b, ",\"random\":{}}}");
   if (room(&b, 0)) return VD_ENOMEM;
   b.data[b.len] = '\0';
   if (b.oom) return VD_ENOMEM;

@@ -141,7 +141,8 @@ static int32_t path_of(builder *x, const ast *e) {
   const ast *root = comps[0];
   if (name_in(root, x->b->let_names, x->b->nlets) ||
       name_in(root, x->b->const_names, x->b->nconsts) ||
-      (root->name_len == 5 && memcmp(root->name, "model", 5) == 0))
+      (root->name_len == 5 && memcmp(root->name, "model", 5) == 0) ||
+      (root->name_len == 6 && memcmp(root->name, "limits", 6) == 0 && x->b->s->nlimits))
     return -1;
   char buf[1024];
   size_t len = 0;

@@ -92,6 +92,7 @@ typedef struct policy_limit {
 typedef struct policy_test {
   const char *name;
   value counters; /* `counters:` limit name -> count before the test (V_NULL: none) */
+  const char *point; /* the decision point asked; NULL: the strategy's first */
   value context;             /* a map */
   value candidates;          /* a list (empty when not given) */
   value key;                 /* a string ("" when not given) */

@@ -411,6 +411,7 @@ static const stype *ident(checker *c, const ast *e) {
   if (is(e, "request")) return c->request;
   if (is(e, "context")) return c->input;
   if (is(e, "model")) return &T_DYN_;
+  if (is(e, "limits") && b->s->nlimits) return &T_DYN_;
   const stype *f = field_of(c->input, e->name, e->name_len);
   if (f) return f;
   if (is_type_name(e)) return &T_TYPE_;

@@ -729,6 +729,19 @@ static void let_visit(cc *c, const strategy *s, let_info *info, uint32_t i, uint
   info[i].mark = 2;
 }
 
+
+/* A rule's name and place, sorted to find repeated names. */
+typedef struct rule_by_name {
+  const char *name;
+  uint32_t index;
+} rule_by_name;
+
+static int cmp_rule_by_name(const void *a, const void *b) {
+  const rule_by_name *x = a, *y = b;
+  int d = strcmp(x->name, y->name);
+  return d ? d : (x->index > y->index) - (x->index < y->index);
+}
+
 static void parse_rules(cc *c, const ynode *n, const char *const *let_names, let_info *lets,
                         rule_info **info_out) {
   if (want_list(c, n, "rules")) return;
@@ -791,19 +804,38 @@ static void parse_rules(cc *c, const ynode *n, const char *const *let_names, let
     for (uint32_t j = 0; j < s->nlets && lets; j++)
       if (uses[j] && lets[j].model) pr->reads_model = true;
   }
-  /* Rule names are unique in a strategy (traces and tests name them). */
-  for (uint32_t i = 1; i < n->n; i++) {
-    if (!rules[i].name) continue;
-    for (uint32_t j = 0; j < i; j++) {
-      if (!rules[j].name || strcmp(rules[i].name, rules[j].name)) continue;
-      const ynode *r = n->kids[i];
-      const ynode *at = r->kind == Y_MAP && get(r, "name") ? get(r, "name") : r;
-      char path[64];
-      snprintf(path, sizeof path, "rules[%u].name", i);
-      err_at(c, at, path, "duplicate rule name '%s' (rules[%u] has it too)", rules[i].name, j);
-      break;
-    }
+  /* Rule names are unique in a strategy (traces and tests name them). The
+   * rules sorted by name (then place) put each repeat right after the first
+   * rule of that name: n log n, where comparing every pair cost minutes for
+   * a strategy of 100,000 rules. */
+  rule_by_name *byname = n->n ? malloc(n->n * sizeof *byname) : NULL;
+  uint32_t *first = n->n ? malloc(n->n * sizeof *first) : NULL;
+  if (n->n && (!byname || !first)) {
+    free(byname);
+    free(first);
+    nomem(c);
+    return;
   }
+  uint32_t nb = 0;
+  for (uint32_t i = 0; i < n->n; i++) {
+    first[i] = UINT32_MAX;
+    if (rules[i].name) byname[nb++] = (rule_by_name){rules[i].name, i};
+  }
+  if (nb) qsort(byname, nb, sizeof *byname, cmp_rule_by_name);
+  for (uint32_t k = 1; k < nb; k++)
+    if (!strcmp(byname[k].name, byname[k - 1].name))
+      first[byname[k].index] =
+          first[byname[k - 1].index] == UINT32_MAX ? byname[k - 1].index : first[byname[k - 1].index];
+  for (uint32_t i = 1; i < n->n; i++) {
+    if (first[i] == UINT32_MAX) continue;
+    const ynode *r = n->kids[i];
+    const ynode *at = r->kind == Y_MAP && get(r, "name") ? get(r, "name") : r;
+    char path[64];
+    snprintf(path, sizeof path, "rules[%u].name", i);
+    err_at(c, at, path, "duplicate rule name '%s' (rules[%u] has it too)", rules[i].name, first[i]);
+  }
+  free(byname);
+  free(first);
 }
 
 static void parse_decision_points(cc *c, const ynode *n) {
@@ -984,6 +1016,160 @@ static void parse_fallback(cc *c, const ynode *n) {
   }
 }
 
+/* ---- limits ---- */
+
+/* A duration: whole numbers with units, largest first ("10m", "1h30m",
+ * "500ms", "1d"). Returns 0 with *ns set, or -1 with an error. */
+static int want_duration(cc *c, const ynode *n, const char *key, int64_t *ns) {
+  if (n->kind != Y_SCALAR || n->v.kind != V_STRING || !n->len) {
+    err_at(c, n, key, "expected a duration such as 30s, 10m, 1h or 1h30m, got %s", kind_name(n));
+    return -1;
+  }
+  static const struct {
+    const char *u;
+    int64_t ns;
+  } units[] = {{"ms", 1000000LL},        {"s", 1000000000LL},      {"m", 60000000000LL},
+               {"h", 3600000000000LL},   {"d", 86400000000000LL}};
+  const char *p = n->text, *end = n->text + n->len;
+  int64_t total = 0, last_unit = INT64_MAX;
+  while (p < end) {
+    int64_t v = 0;
+    const char *d0 = p;
+    while (p < end && *p >= '0' && *p <= '9' && v < 100000000) v = v * 10 + (*p++ - '0');
+    size_t k, ul = 0;
+    for (k = 0; k < 5; k++) {
+      ul = strlen(units[k].u);
+      if ((size_t)(end - p) >= ul && memcmp(p, units[k].u, ul) == 0 &&
+          !(ul == 1 && k == 2 && end - p >= 2 && p[1] == 's'))
+        break;
+    }
+    if (p == d0 || k == 5 || units[k].ns >= last_unit) {
+      err_at(c, n, key,
+             "'%s' is not a duration: write whole numbers with units ms, s, m, h or d, largest "
+             "first (30s, 10m, 1h30m)",
+             n->text);
+      return -1;
+    }
+    total += v * units[k].ns;
+    last_unit = units[k].ns;
+    p += ul;
+  }
+  if (total > 366 * 86400000000000LL) {
+    err_at(c, n, key, "'%s' is too long: at most 366d", n->text);
+    return -1;
+  }
+  *ns = total;
+  return 0;
+}
+
+static void parse_limits(cc *c, const ynode *n) {
+  strategy *s = c->s;
+  if (want_map(c, n, "limits")) return;
+  policy_limit *v = n->n ? arena_zalloc(c->mem, n->n * sizeof *v) : NULL;
+  if (n->n && !v) {
+    nomem(c);
+    return;
+  }
+  s->limits = v; /* before compiling: policy_bundle_free finds the programs */
+  s->nlimits = n->n;
+  static const char *const keys[] = {"key",    "when",   "charge", "window",
+                                     "budget", "action", "reason", "penalty"};
+  for (uint32_t i = 0; i < n->n; i++) {
+    const ynode *k = n->kids[2 * i], *l = n->kids[2 * i + 1], *x;
+    policy_limit *pl = &v[i];
+    pl->action = -1;
+    pl->line = k->line;
+    pl->column = k->col;
+    char path[192], sub[224];
+    snprintf(path, sizeof path, "limits.%.160s", k->text);
+    if (!valid_ident(k->text, k->len)) {
+      err_at(c, k, "limits",
+             "'%s' is not a valid limit name: rules read it as limits.NAME, so use letters, "
+             "digits and '_', starting with a letter",
+             k->text);
+      continue;
+    }
+    pl->name = dup(c, k->text, k->len);
+    pl->name_len = k->len;
+    if (want_map(c, l, path)) continue;
+    check_keys(c, l, path, keys, 8);
+    const ast *tree;
+    if (!(x = get(l, "key")))
+      err_at(c, l, path, "missing 'key' (an expression naming the caller: ip, user, request.key)");
+    else {
+      snprintf(sub, sizeof sub, "%s.key", path);
+      pl->key = compile_expr(c, x, sub, &tree);
+    }
+    if ((x = get(l, "when"))) {
+      snprintf(sub, sizeof sub, "%s.when", path);
+      pl->when = compile_expr(c, x, sub, &tree);
+    }
+    if ((x = get(l, "charge"))) {
+      snprintf(sub, sizeof sub, "%s.charge", path);
+      pl->charge = compile_expr(c, x, sub, &tree);
+    }
+    snprintf(sub, sizeof sub, "%s.window", path);
+    if (!(x = get(l, "window")))
+      err_at(c, l, path, "missing 'window' (the span the budget covers: 1m, 1h, ...)");
+    else if (want_duration(c, x, sub, &pl->window_ns) == 0 && pl->window_ns < 1000000)
+      err_at(c, x, sub, "the window must be at least 1ms");
+    snprintf(sub, sizeof sub, "%s.budget", path);
+    if (!(x = get(l, "budget")))
+      err_at(c, l, path, "missing 'budget' (how many charges the window allows)");
+    else if (x->kind != Y_SCALAR || x->v.kind != V_INT || x->v.i < 1 || x->v.i > 1000000)
+      err_at(c, x, sub, "expected a whole number from 1 to 1000000, got %s",
+             x->kind == Y_SCALAR ? x->text : kind_name(x));
+    else
+      pl->budget = (uint32_t)x->v.i;
+    if ((x = get(l, "penalty"))) {
+      snprintf(sub, sizeof sub, "%s.penalty", path);
+      want_duration(c, x, sub, &pl->penalty_ns);
+    }
+    if ((x = get(l, "action"))) {
+      snprintf(sub, sizeof sub, "%s.action", path);
+      pl->action = use_action(c, x, sub);
+    }
+    if ((x = get(l, "reason"))) {
+      snprintf(sub, sizeof sub, "%s.reason", path);
+      pl->reason = want_text(c, x, sub);
+      if (!get(l, "action"))
+        warn_at(c, x, sub, "a reason without an action is never given: this limit only counts");
+    }
+  }
+}
+
+/* A test's `counters:`: limit name -> the count before the test, or
+ * {count: N, penalized: bool}. */
+static void parse_test_counters(cc *c, const ynode *x, const char *path, policy_test *pt) {
+  if (want_map(c, x, path)) return;
+  const strategy *s = c->s;
+  static const char *const keys[] = {"count", "penalized"};
+  for (uint32_t i = 0; i < x->n; i++) {
+    const ynode *k = x->kids[2 * i], *v = x->kids[2 * i + 1];
+    char sub[256];
+    snprintf(sub, sizeof sub, "%.100s.%.100s", path, k->text);
+    uint32_t j;
+    for (j = 0; j < s->nlimits; j++)
+      if (s->limits[j].name && !strcmp(s->limits[j].name, k->text)) break;
+    if (j == s->nlimits) {
+      err_at(c, k, path, "no limit named '%s' in this strategy's limits", k->text);
+      continue;
+    }
+    const ynode *cnt = v;
+    if (v->kind == Y_MAP) {
+      check_keys(c, v, sub, keys, 2);
+      cnt = get(v, "count");
+      const ynode *p = get(v, "penalized");
+      bool b;
+      if (p) want_bool(c, p, sub, &b);
+    }
+    if (cnt && (cnt->kind != Y_SCALAR || cnt->v.kind != V_INT || cnt->v.i < 0))
+      err_at(c, cnt, sub, "expected the count before the test (a whole number >= 0), or "
+                          "{count: N, penalized: true}");
+  }
+  if (yaml_to_value(c->mem, x, &pt->counters)) nomem(c);
+}
+
 static void parse_tests(cc *c, const ynode *n) {
   strategy *s = c->s;
   if (want_list(c, n, "tests")) return;
@@ -992,7 +1178,7 @@ static void parse_tests(cc *c, const ynode *n) {
     nomem(c);
     return;
   }
-  static const char *const keys[] = {"name", "context", "candidates", "key", "expect"};
+  static const char *const keys[] = {"name", "context", "candidates", "key", "expect", "counters", "point"};
   static const char *const ekeys[] = {"action", "allowed", "source", "rule"};
   static const char *const sources[] = {"rule", "model", "default", "error"};
   for (uint32_t i = 0; i < n->n; i++) {
@@ -1006,8 +1192,21 @@ static void parse_tests(cc *c, const ynode *n) {
     snprintf(path, sizeof path, "tests[%u]", i);
     pt->line = t->line;
     if (want_map(c, t, path)) continue;
-    check_keys(c, t, path, keys, 5);
+    check_keys(c, t, path, keys, 7);
     const ynode *x;
+    if ((x = get(t, "point"))) {
+      snprintf(sub, sizeof sub, "%s.point", path);
+      pt->point = want_name(c, x, sub, "decision point");
+      uint32_t k;
+      for (k = 0; pt->point && k < s->ndecision_points; k++)
+        if (!strcmp(s->decision_points[k], pt->point)) break;
+      if (pt->point && k == s->ndecision_points)
+        err_at(c, x, sub, "'%s' is not one of this strategy's decision_points", pt->point);
+    }
+    if ((x = get(t, "counters"))) {
+      snprintf(sub, sizeof sub, "%s.counters", path);
+      parse_test_counters(c, x, sub, pt);
+    }
     if ((x = get(t, "name"))) {
       snprintf(sub, sizeof sub, "%s.name", path);
       pt->name = want_text(c, x, sub);
@@ -1131,7 +1330,7 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
   static const char *const keys[] = {
       "strategy", "description", "decision_points", "actions",         "constants", "let",
       "rules",    "default",     "on_error",        "on_no_candidate", "fallback",  "tests",
-      "input"};
+      "input",    "limits"};
   check_keys(&c, root, "", keys, sizeof keys / sizeof keys[0]);
 
   const ynode *x;
@@ -1175,6 +1374,7 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
 
   rule_info *rinfo = NULL;
   if ((x = get(root, "rules"))) parse_rules(&c, x, let_names, lets, &rinfo);
+  if ((x = get(root, "limits"))) parse_limits(&c, x);
 
   if ((x = get(root, "default"))) {
     parse_outcome(&c, x, "default", &s->default_outcome);

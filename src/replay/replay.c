@@ -570,8 +570,15 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
    * the recorded policy takes that outcome; a candidate runs on the clock. */
   const value *dm = get(&inputs, "model_deadline_missed");
   int deadline = rp->opts->policy_dir ? -1 : dm && dm->kind == V_BOOL && dm->b ? 1 : 0;
-  int rc = engine_decide_json_replay(ve->bundle, ve->names, &lim, it->request_json,
-                                     it->request_len, clock_ns, deadline, rp->d, &err);
+  /* The limits' counters as the decision read them (the live store is not
+   * consulted: replay charges nothing); a limit the recording did not read
+   * reads as an empty counter. */
+  const value *counters = get(&inputs, "counters");
+  static const value no_counters = {.kind = V_MAP};
+  int rc = engine_decide_json_inputs(ve->bundle, ve->names, &lim, it->request_json,
+                                     it->request_len, clock_ns, deadline,
+                                     counters && counters->kind == V_MAP ? counters : &no_counters,
+                                     rp->d, &err);
   it->cpu_ns = cpu_now() - c0;
   if (rc) {
     snprintf(rp->msg, sizeof rp->msg, "%s", err.message);

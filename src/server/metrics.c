@@ -286,6 +286,24 @@ static void render_engine(server *srv, json_buf *b) {
     counter(b, "verdict_model_calls_total", "Decisions that ran a fallback model.", c.model_calls);
     counter(b, "verdict_model_deadline_misses_total",
             "Model calls cut short by their strategy's timeout_ms.", c.model_deadline_misses);
+    /* rate-limit counters (docs/policy.md "Limits", docs/deploy.md) */
+    counter(b, "verdict_limit_charges_total", "Charges logged by strategies' limits.",
+            c.limit_charges);
+    counter(b, "verdict_limit_refusals_total", "Limit readings that refused the caller.",
+            c.limit_refusals);
+    counter(b, "verdict_state_evictions_total",
+            "Live counters dropped by the local store's memory bound.", c.state_evictions);
+    counter(b, "verdict_state_expired_total", "Counters removed once expired.", c.state_expired);
+    counter(b, "verdict_state_remote_errors_total", "Redis commands that failed or were late.",
+            c.state_remote_errors);
+    counter(b, "verdict_state_fallbacks_total",
+            "Limit readings answered by --state-on-error while Redis failed.", c.state_fallbacks);
+    putf(b,
+         "# HELP verdict_state_keys Live counters in the local store.\n"
+         "# TYPE verdict_state_keys gauge\nverdict_state_keys %llu\n"
+         "# HELP verdict_state_bytes Memory the local counters use.\n"
+         "# TYPE verdict_state_bytes gauge\nverdict_state_bytes %llu\n",
+         c.state_keys, c.state_bytes);
     putf(b,
          "# HELP verdict_snapshots_enabled 1 when decisions are recorded.\n"
          "# TYPE verdict_snapshots_enabled gauge\nverdict_snapshots_enabled %d\n",

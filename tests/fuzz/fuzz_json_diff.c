@@ -5,11 +5,14 @@
  * (cJSON's nesting limit).
  *
  * What "agree" means (docs/testing.md says why):
- *   - Only inputs that are valid UTF-8, contain no NUL byte and no control
- *     byte other than tab, CR and LF are compared: cJSON treats every byte
+ *   - Only inputs that are valid UTF-8, contain no NUL byte, no control
+ *     byte other than tab, CR and LF, and none of those inside a string
+ *     are compared: cJSON treats every byte
  *     <= 0x20 as whitespace and strings as NUL-terminated, and accepts
  *     invalid UTF-8 and raw control characters inside strings, where JSON
  *     and verdict do not.
+ *   - Inputs with a \u escape not followed by four hex digits are not
+ *     compared: cJSON reads it as U+0000 instead of rejecting it.
  *   - Inputs that start with a byte order mark (cJSON skips it, RFC 8259
  *     says a parser MAY; verdict rejects it) or nest 990 levels or more
  *     are not compared.
@@ -25,7 +28,9 @@
  *     (both round correctly), strings byte for byte (except strings holding
  *     \u0000, which cJSON cuts), arrays item by item, objects member by
  *     member in order. */
+#define _GNU_SOURCE /* memmem */
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,8 +115,14 @@ static int comparable(const uint8_t *d, size_t n) {
     uint8_t b = d[i];
     if (b < 0x20 && b != '\t' && b != '\n' && b != '\r') return 0;
     if (in_str) {
-      if (b == '\\')
+      if (b < 0x20) return 0; /* raw tab, CR, LF in a string: cJSON takes them */
+      if (b == '\\') {
+        /* cJSON reads a \u escape without four hex digits as U+0000. */
+        if (i + 1 < n && d[i + 1] == 'u')
+          for (size_t k = i + 2; k < i + 6; k++)
+            if (k >= n || !isxdigit(d[k])) return 0;
         i++;
+      }
       else if (b == '"')
         in_str = 0;
     } else if (b == '"') {

@@ -173,7 +173,7 @@ req GET /v1/policies
 eq "$CODE" 200 "GET /v1/policies"
 LIVE=$(json 'd["live"]["version"]')
 eq "${#LIVE}" 64 "policies: the live version"
-eq "$(json 'sorted(s["name"] for s in d["live"]["strategies"])')" "['agent_guard', 'content_routing', 'payment_fraud', 'request_gate']" "policies: the live strategies"
+eq "$(json 'sorted(s["name"] for s in d["live"]["strategies"])')" "['agent_guard', 'content_routing', 'payment_fraud', 'request_gate', 'throttle']" "policies: the live strategies"
 eq "$(json 'd["store"]')" "$T/store" "policies: the store folder"
 eq "$(json 'sorted(k["version"] for k in d["kept"]) == sorted(s["version"] for s in d["live"]["strategies"])')" True "policies: the versions kept"
 eq "$(json '[k["strategy"] for k in d["kept"] if k["version"] == [s for s in d["live"]["strategies"] if s["name"] == "request_gate"][0]["version"]][0]')" request_gate "policies: a kept version names its strategy"

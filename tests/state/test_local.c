@@ -1,0 +1,258 @@
+/* test_local.c — the local counter store keeps the sliding-window rule
+ * exactly: at window edges (a charge at t counts until t + window, not at
+ * it), against a brute-force model over thousands of irregular hits,
+ * with penalties, read-only readings that change nothing, several threads
+ * charging one key (exact totals), and a memory bound that evicts (counted)
+ * and removes expired keys (counted apart). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "state/state.h"
+#include "test.h"
+
+#define MS 1000000LL
+#define SEC 1000000000LL
+#define T0 (1700000000LL * SEC) /* any wall-clock instant */
+
+static state_store *open_store(size_t max_bytes) {
+  state_opts o = {.max_bytes = max_bytes};
+  state_store *s = NULL;
+  char err[256];
+  if (state_open_local(&o, &s, err, sizeof err)) {
+    fprintf(stderr, "state_open_local: %s\n", err);
+    exit(2);
+  }
+  return s;
+}
+
+static limit_reading hit(state_store *s, const char *key, const limit_spec *sp, int64_t t,
+                         bool charge) {
+  limit_reading r;
+  state_hit(s, key, strlen(key), sp, t, charge, &r);
+  return r;
+}
+
+static void test_window_edges(void) {
+  state_store *s = open_store(0);
+  limit_spec sp = {.window_ns = 10 * SEC, .budget = 3};
+  limit_reading r;
+  r = hit(s, "k", &sp, T0, true);
+  CHECK(r.count == 0 && r.charged && !r.exceeded);
+  r = hit(s, "k", &sp, T0 + 1 * SEC, true);
+  CHECK(r.count == 1 && r.charged);
+  r = hit(s, "k", &sp, T0 + 2 * SEC, true);
+  CHECK(r.count == 2 && r.charged);
+  r = hit(s, "k", &sp, T0 + 5 * SEC, true); /* budget used up: refused, not logged */
+  CHECK(r.count == 3 && r.exceeded && !r.charged);
+  /* one nanosecond before the first charge leaves the window: still 3 */
+  r = hit(s, "k", &sp, T0 + 10 * SEC - 1, true);
+  CHECK(r.count == 3 && r.exceeded && !r.charged);
+  /* at exactly t + window the first charge is out */
+  r = hit(s, "k", &sp, T0 + 10 * SEC, true);
+  CHECK_MSG(r.count == 2 && r.charged && !r.exceeded, "count %u", r.count);
+  /* the refused hits were not logged: at T0+11s only the charges of T0+2s
+   * and T0+10s remain */
+  r = hit(s, "k", &sp, T0 + 11 * SEC, false);
+  CHECK_MSG(r.count == 2 && !r.charged && !r.exceeded, "count %u", r.count);
+  /* other keys are other counters */
+  r = hit(s, "k2", &sp, T0 + 5 * SEC, false);
+  CHECK(r.count == 0 && !r.exceeded);
+  state_close(s);
+}
+
+static void test_read_only(void) {
+  state_store *s = open_store(0);
+  limit_spec sp = {.window_ns = SEC, .budget = 2};
+  for (int i = 0; i < 5; i++) {
+    limit_reading r = hit(s, "ro", &sp, T0 + i, false);
+    CHECK(r.count == 0 && !r.charged && !r.exceeded);
+  }
+  state_stats st;
+  state_get_stats(s, &st);
+  CHECK(st.keys == 0 && st.charges == 0); /* reading an absent key creates nothing */
+  hit(s, "ro", &sp, T0 + 10, true);
+  CHECK(hit(s, "ro", &sp, T0 + 11, false).count == 1);
+  CHECK(hit(s, "ro", &sp, T0 + 12, false).count == 1);
+  state_close(s);
+}
+
+static void test_penalty(void) {
+  state_store *s = open_store(0);
+  limit_spec sp = {.window_ns = SEC, .budget = 2, .penalty_ns = 10 * SEC};
+  limit_reading r;
+  hit(s, "p", &sp, T0, true);
+  r = hit(s, "p", &sp, T0 + 100 * MS, true); /* brings the count to the budget: penalty */
+  CHECK(r.charged && !r.exceeded);
+  r = hit(s, "p", &sp, T0 + 2 * SEC, true); /* the window is empty, the penalty runs */
+  CHECK(r.count == 0 && r.penalized && r.exceeded && !r.charged);
+  r = hit(s, "p", &sp, T0 + 100 * MS + 10 * SEC - 1, false);
+  CHECK(r.penalized && r.exceeded);
+  r = hit(s, "p", &sp, T0 + 100 * MS + 10 * SEC, true); /* over at exactly its end */
+  CHECK(!r.penalized && !r.exceeded && r.charged);
+  /* without a penalty, a used-up budget refuses only while the window holds it */
+  limit_spec np = {.window_ns = SEC, .budget = 1};
+  CHECK(hit(s, "np", &np, T0, true).charged);
+  CHECK(hit(s, "np", &np, T0 + SEC - 1, true).exceeded);
+  CHECK(hit(s, "np", &np, T0 + SEC, true).charged);
+  state_close(s);
+}
+
+/* Thousands of hits at irregular times against the rule computed by brute
+ * force from the list of charges. */
+static void test_against_model(void) {
+  state_store *s = open_store(0);
+  limit_spec sp = {.window_ns = 100 * MS, .budget = 5, .penalty_ns = 0};
+  enum { N = 5000 };
+  int64_t *charged = malloc(N * sizeof *charged);
+  size_t nc = 0;
+  int64_t t = T0;
+  unsigned seed = 12345;
+  int mismatches = 0, refusals = 0;
+  for (int i = 0; i < N; i++) {
+    seed = seed * 1103515245u + 12345u;
+    t += (seed >> 16) % (40 * MS); /* gaps of 0 to 40 ms, some zero */
+    if (i % 7 == 0) t += 100 * MS - ((seed >> 8) % 3); /* land near window edges */
+    bool charge = (seed >> 4) % 5 != 0;
+    uint32_t want = 0;
+    for (size_t j = 0; j < nc; j++)
+      if (charged[j] > t - sp.window_ns && charged[j] <= t) want++;
+    limit_reading r = hit(s, "m", &sp, t, charge);
+    bool want_exceeded = want >= sp.budget;
+    if (r.count != want || r.exceeded != want_exceeded ||
+        r.charged != (charge && !want_exceeded))
+      mismatches++;
+    if (r.charged) charged[nc++] = t;
+    refusals += r.exceeded;
+  }
+  CHECK_MSG(mismatches == 0, "%d readings differ from the model", mismatches);
+  CHECK(refusals > 100 && nc > 1000); /* the sequence exercised both sides */
+  free(charged);
+  state_close(s);
+}
+
+typedef struct worker {
+  state_store *s;
+  const limit_spec *sp;
+  int hits;
+  int charged, refused;
+  char key[32];
+} worker;
+
+static void *work(void *p) {
+  worker *w = p;
+  for (int i = 0; i < w->hits; i++) {
+    limit_reading r;
+    state_hit(w->s, w->key, strlen(w->key), w->sp, T0 + i, true, &r);
+    w->charged += r.charged;
+    w->refused += r.exceeded;
+  }
+  return NULL;
+}
+
+static void test_threads_one_key(void) {
+  state_store *s = open_store(0);
+  limit_spec sp = {.window_ns = 3600 * SEC, .budget = 25000};
+  enum { THREADS = 4, HITS = 10000 };
+  pthread_t th[THREADS];
+  worker w[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    w[i] = (worker){.s = s, .sp = &sp, .hits = HITS};
+    snprintf(w[i].key, sizeof w[i].key, "shared");
+    pthread_create(&th[i], NULL, work, &w[i]);
+  }
+  int charged = 0, refused = 0;
+  for (int i = 0; i < THREADS; i++) {
+    pthread_join(th[i], NULL);
+    charged += w[i].charged;
+    refused += w[i].refused;
+  }
+  CHECK_MSG(charged == 25000, "charged %d of a budget of 25000", charged);
+  CHECK_MSG(refused == THREADS * HITS - 25000, "refused %d", refused);
+  limit_reading r = hit(s, "shared", &sp, T0 + HITS, false);
+  CHECK(r.count == 25000 && r.exceeded);
+  state_stats st;
+  state_get_stats(s, &st);
+  CHECK(st.charges == 25000 && st.keys == 1);
+
+  /* threads on keys of their own: each gets its whole budget */
+  limit_spec small = {.window_ns = 3600 * SEC, .budget = 100};
+  for (int i = 0; i < THREADS; i++) {
+    w[i] = (worker){.s = s, .sp = &small, .hits = 1000};
+    snprintf(w[i].key, sizeof w[i].key, "own-%d", i);
+    pthread_create(&th[i], NULL, work, &w[i]);
+  }
+  for (int i = 0; i < THREADS; i++) {
+    pthread_join(th[i], NULL);
+    CHECK(w[i].charged == 100 && w[i].refused == 900);
+  }
+  state_close(s);
+}
+
+static void test_memory_bound(void) {
+  size_t bound = 256 * 1024;
+  state_store *s = open_store(bound);
+  limit_spec sp = {.window_ns = 3600 * SEC, .budget = 10};
+  enum { KEYS = 20000 };
+  char key[32];
+  for (int i = 0; i < KEYS; i++) {
+    snprintf(key, sizeof key, "caller-%d", i);
+    limit_reading r = hit(s, key, &sp, T0 + i, true);
+    CHECK(r.charged);
+  }
+  state_stats st;
+  state_get_stats(s, &st);
+  CHECK_MSG(st.bytes <= bound, "%llu bytes over a bound of %zu", (unsigned long long)st.bytes,
+            bound);
+  CHECK(st.evictions > 0 && st.expired == 0);
+  CHECK_MSG(st.keys + st.evictions == KEYS, "keys %llu + evicted %llu",
+            (unsigned long long)st.keys, (unsigned long long)st.evictions);
+  /* the most recent key is still there; the oldest was evicted (LRU) */
+  snprintf(key, sizeof key, "caller-%d", KEYS - 1);
+  CHECK(hit(s, key, &sp, T0 + KEYS, false).count == 1);
+  CHECK(hit(s, "caller-0", &sp, T0 + KEYS, false).count == 0);
+  state_close(s);
+
+  /* expired keys make room without counting as evictions */
+  s = open_store(bound);
+  limit_spec brief = {.window_ns = MS, .budget = 10};
+  for (int i = 0; i < 1000; i++) {
+    snprintf(key, sizeof key, "old-%d", i);
+    hit(s, key, &brief, T0, true);
+  }
+  for (int i = 0; i < 1000; i++) {
+    snprintf(key, sizeof key, "new-%d", i);
+    hit(s, key, &brief, T0 + SEC, true);
+  }
+  state_get_stats(s, &st);
+  CHECK(st.expired > 0 && st.evictions == 0);
+  CHECK(st.keys < 2000);
+  /* an expired key met again starts over */
+  CHECK(hit(s, "old-999", &brief, T0 + 2 * SEC, false).count == 0);
+  state_close(s);
+}
+
+static void test_bad_urls(void) {
+  state_store *s = NULL;
+  char err[256];
+  CHECK(state_open("memcached://x", NULL, &s, err, sizeof err) == -1 && !s);
+  CHECK(strstr(err, "redis://") != NULL);
+  CHECK(state_open("redis://", NULL, &s, err, sizeof err) == -1);
+  CHECK(state_open("redis://host:notaport", NULL, &s, err, sizeof err) == -1);
+  CHECK(state_open("redis://host:70000", NULL, &s, err, sizeof err) == -1);
+  CHECK(state_open("local", NULL, &s, err, sizeof err) == 0 && s);
+  CHECK_STR(state_describe(s), "local");
+  state_close(s);
+}
+
+int main(void) {
+  test_window_edges();
+  test_read_only();
+  test_penalty();
+  test_against_model();
+  test_threads_one_key();
+  test_memory_bound();
+  test_bad_urls();
+  TEST_END();
+}
