@@ -52,7 +52,6 @@
  * multi:softmax. UBJSON files are not read (save as .json). */
 #include <errno.h>
 #include <math.h>
-#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +59,7 @@
 #include <time.h>
 
 #include "core/json.h"
+#include "core/sha256.h"
 #include "model/model.h"
 
 #define BLOCK 8
@@ -824,18 +824,7 @@ int gbdt_load_json_flags(const char *text, size_t len, const char *name, unsigne
     model_free_parts(m);
     return -1;
   }
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int mdlen = 0;
-  if (!EVP_Digest(text, len, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32) {
-    model_free_parts(m);
-    return fail(&c, "$", "cannot compute the SHA-256 of the file (OpenSSL failed)");
-  }
-  static const char hexd[] = "0123456789abcdef";
-  for (unsigned i = 0; i < 32; i++) {
-    m->version[2 * i] = hexd[md[i] >> 4];
-    m->version[2 * i + 1] = hexd[md[i] & 15];
-  }
-  m->version[64] = 0;
+  sha256_hex(text, len, m->version);
   *out = m;
   return 0;
 }

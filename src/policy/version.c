@@ -9,7 +9,7 @@
  * version. NaN and infinities, which JSON cannot carry, are written as the
  * bare tokens NaN/Infinity/-Infinity (verdict's lenient JSON reads them).
  *
- * The version is the lower-case hex SHA-256 of those bytes (OpenSSL EVP), so
+ * The version is the lower-case hex SHA-256 of those bytes (core/sha256.c), so
  * anyone can recompute it with `sha256sum` on the stored file. The store is a
  * folder of `<sha256>.json` files holding the canonical form; a file is
  * written once, through a temporary name and rename(2), so a reader never
@@ -17,7 +17,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +24,7 @@
 #include <unistd.h>
 
 #include "core/json.h"
+#include "core/sha256.h"
 #include "policy/internal.h"
 
 static void write_node(json_buf *b, const ynode *n) {
@@ -85,18 +85,7 @@ char *policy_canonical_json(const ynode *root, size_t *len) {
 }
 
 int policy_sha256_hex(const void *data, size_t len, char out[65]) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int mdlen = 0;
-  if (!EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32) {
-    out[0] = 0;
-    return -1;
-  }
-  static const char hexd[] = "0123456789abcdef";
-  for (unsigned i = 0; i < 32; i++) {
-    out[2 * i] = hexd[md[i] >> 4];
-    out[2 * i + 1] = hexd[md[i] & 15];
-  }
-  out[64] = 0;
+  sha256_hex(data, len, out);
   return 0;
 }
 

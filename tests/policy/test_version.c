@@ -9,7 +9,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <ftw.h>
-#include <openssl/evp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -17,11 +17,23 @@
 
 #include "helpers.h"
 
+/* The oracle: coreutils' sha256sum over the same bytes (verdict has its
+ * own SHA-256; a version must be what anyone computes from the file). */
 static void sha256_hex(const void *data, size_t len, char out[65]) {
-  unsigned char md[32];
-  unsigned int n = 0;
-  EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
-  for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", md[i]);
+  char tmp[] = "/tmp/verdict-sha-XXXXXX", cmd[64];
+  out[0] = 0;
+  int fd = mkstemp(tmp);
+  if (fd < 0) return;
+  if (write(fd, data, len) != (ssize_t)len) len = 0;
+  close(fd);
+  snprintf(cmd, sizeof cmd, "sha256sum %s", tmp);
+  FILE *p = popen(cmd, "r");
+  if (p) {
+    if (!fgets(out, 65, p)) out[0] = 0;
+    pclose(p);
+  }
+  out[64] = 0;
+  unlink(tmp);
 }
 
 static void version_of(const char *text, char out[65]) {
