@@ -337,9 +337,32 @@ static void publish_durable(snapshot_log *L, uint64_t pos) {
   }
 }
 
+/* The id a new segment is named after: its first record's, raised above
+ * every existing segment's when needed. Segments are read in name order,
+ * which must be write order; but a record's id is taken before it is
+ * appended, and a thread that was descheduled in between can append a record
+ * with an older id than records already written — and if that record starts
+ * a segment, the segment would sort before the one written earlier. The name
+ * is a lower bound of the segment's ids either way, and lookups by id check
+ * each segment's [min, max] ranges (index.c), so raising it loses nothing. */
+static void segment_first_id(snapshot_log *L, const uint8_t id[16], uint8_t out[16]) {
+  memcpy(out, id, 16);
+  seg_entry *segs;
+  size_t n;
+  if (seg_list(L->dir, &segs, &n) < 0) return;
+  if (n && memcmp(segs[n - 1].first_id, out, 16) >= 0) {
+    memcpy(out, segs[n - 1].first_id, 16);
+    for (int i = 15; i >= 0 && ++out[i] == 0; i--) {
+    } /* + 1, big-endian */
+  }
+  free(segs);
+}
+
 /* Creates the segment the record (id, day) starts. 0, or -1 (error recorded). */
-static int segment_create(snapshot_log *L, const uint8_t id[16], uint32_t day) {
+static int segment_create(snapshot_log *L, const uint8_t rec_id[16], uint32_t day) {
   char name[SEG_NAME_MAX], tmp[4096], path[4096];
+  uint8_t id[16];
+  segment_first_id(L, rec_id, id);
   seg_name_format(name, day, id, 0);
   if (seg_path(tmp, sizeof tmp, L->dir, name, 0) < 0 || strlen(tmp) + 5 > sizeof tmp) {
     set_error(L, ENAMETOOLONG, "create", name);

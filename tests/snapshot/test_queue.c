@@ -131,7 +131,11 @@ static void check_per_producer(const readback *b, const prod_job *jobs, int expe
       strays++;
       continue;
     }
-    if (k < nextn[p]) order = 0;
+    if (k < nextn[p] && order) {
+      order = 0;
+      fprintf(stderr, "out of order: record %zu of %zu is producer %lld's #%lld, after its #%lld\n",
+              i, b->n, p, k, nextn[p] - 1);
+    }
     nextn[p] = k + 1;
     count[p]++;
   }
