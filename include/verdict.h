@@ -115,6 +115,11 @@ typedef struct vd_engine_opts {
   size_t state_max_bytes;    /* memory bound of the local store; 0 = 64 MiB */
   unsigned state_timeout_ms; /* Redis: deadline per command; 0 = 50 */
   int state_on_error;        /* Redis slow or down: VD_STATE_LOCAL (0), _ALLOW or _DENY */
+  const char *state_file;    /* local: keep the counters in this file across restarts */
+  /* Load only the strategy files that can serve this decision point (those
+   * whose text names it), for a process that makes one kind of decision and
+   * exits, like an agent's hook. NULL: every file. docs/engine.md. */
+  const char *only_point;
 } vd_engine_opts;
 
 /* state_on_error: what a limit reads while Redis fails or is late */
@@ -159,14 +164,15 @@ typedef struct vd_engine_counters {
   unsigned long long model_deadline_misses; /* of those, the ones its timeout_ms cut short */
   char snapshot_last_error[512];      /* the last write error, "" if none */
   /* rate-limit counters (docs/policy.md, "Limits") */
-  unsigned long long limit_charges;     /* charges logged */
-  unsigned long long limit_refusals;    /* readings that refused */
-  unsigned long long state_keys;        /* live counters in the local store */
-  unsigned long long state_bytes;       /* memory they use */
-  unsigned long long state_evictions;   /* live counters dropped by the memory bound */
-  unsigned long long state_expired;     /* counters removed once expired */
-  unsigned long long state_remote_errors;    /* Redis commands that failed or were late */
-  unsigned long long state_fallbacks;        /* readings answered by state_on_error */
+  unsigned long long limit_charges;       /* charges logged */
+  unsigned long long limit_refusals;      /* readings that refused */
+  unsigned long long state_keys;          /* live counters in the local store */
+  unsigned long long state_bytes;         /* memory they use */
+  unsigned long long state_evictions;     /* live counters dropped by the memory bound */
+  unsigned long long state_expired;       /* counters removed once expired */
+  unsigned long long state_remote_errors; /* Redis commands that failed or were late */
+  unsigned long long state_fallbacks;     /* readings answered by state_on_error */
+  char state_last_error[256]; /* the counter file's last problem (state_file), "" none */
 } vd_engine_counters;
 
 /* Fills *out (the snapshot fields are zero when snapshots are off). 0, or VD_EINVAL. */

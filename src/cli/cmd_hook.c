@@ -333,6 +333,9 @@ int cmd_hook(int argc, char **argv) {
    * easily over the 1 MiB default. */
   opts.max_request_bytes = 16u << 20;
   opts.memory_limit = 256u << 20;
+  /* One decision and out: only the files that can serve tool_call are
+   * loaded (a hook never asks the others). */
+  opts.only_point = "tool_call";
   vd_error verr;
   int rc;
   /* Parallel tool calls take turns at the snapshot folder; wait a little

@@ -43,6 +43,7 @@ struct vd_engine {
   char *dir;
   char *store_dir; /* NULL: the policy default */
   int warnings_as_errors;
+  char *only_point; /* NULL: every strategy file */
   decide_limits lim;
   pthread_mutex_t reload_lock;
   recorder *rec; /* NULL: snapshots off */
@@ -115,7 +116,9 @@ static void live_free(live *l) {
 }
 
 static int load(vd_engine *e, live **out, vd_error *err) {
-  policy_load_opts lo = {.store_dir = e->store_dir, .warnings_as_errors = e->warnings_as_errors};
+  policy_load_opts lo = {.store_dir = e->store_dir,
+                         .warnings_as_errors = e->warnings_as_errors,
+                         .only_point = e->only_point};
   policy_diags diags;
   memset(&diags, 0, sizeof diags);
   policy_bundle *b = NULL;
@@ -159,6 +162,13 @@ int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out,
     return engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory");
   }
   e->warnings_as_errors = opts ? opts->warnings_as_errors : 0;
+  if (opts && opts->only_point && opts->only_point[0] &&
+      !(e->only_point = strdup(opts->only_point))) {
+    free(e->dir);
+    free(e->store_dir);
+    free(e);
+    return engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory");
+  }
   decide_limits_init(&e->lim, opts);
   pthread_mutex_init(&e->reload_lock, NULL);
   live *l;
@@ -169,11 +179,13 @@ int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out,
   }
   e->live = l; /* not yet shared: no barrier needed */
   {
-    state_opts so = {.max_bytes = opts ? opts->state_max_bytes : 0,
-                     .timeout_ms = opts ? opts->state_timeout_ms : 0,
-                     .on_error = opts && opts->state_on_error == VD_STATE_ALLOW  ? STATE_FALLBACK_ALLOW
-                                 : opts && opts->state_on_error == VD_STATE_DENY ? STATE_FALLBACK_DENY
-                                                                                  : STATE_FALLBACK_LOCAL};
+    state_opts so = {
+        .max_bytes = opts ? opts->state_max_bytes : 0,
+        .timeout_ms = opts ? opts->state_timeout_ms : 0,
+        .persist_path = opts ? opts->state_file : NULL,
+        .on_error = opts && opts->state_on_error == VD_STATE_ALLOW  ? STATE_FALLBACK_ALLOW
+                    : opts && opts->state_on_error == VD_STATE_DENY ? STATE_FALLBACK_DENY
+                                                                    : STATE_FALLBACK_LOCAL};
     char msg[512];
     if (state_open(opts ? opts->state_url : NULL, &so, &e->state, msg, sizeof msg)) {
       vd_engine_close(e);
@@ -223,6 +235,7 @@ void vd_engine_close(vd_engine *e) {
   pthread_mutex_destroy(&e->reload_lock);
   free(e->dir);
   free(e->store_dir);
+  free(e->only_point);
   free(e);
 }
 
@@ -243,6 +256,7 @@ int vd_engine_stats(vd_engine *e, vd_engine_counters *out) {
     out->state_expired = st.expired;
     out->state_remote_errors = st.remote_errors;
     out->state_fallbacks = st.remote_fallbacks;
+    memcpy(out->state_last_error, st.last_error, sizeof out->state_last_error);
   }
   return 0;
 }

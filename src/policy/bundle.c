@@ -13,6 +13,7 @@
  * with it. Nothing here runs while deciding except policy_bundle_find and
  * strategy_action, which are plain scans (a bundle has a handful of
  * strategies and a strategy a handful of actions). */
+#define _GNU_SOURCE /* memmem */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -319,6 +320,11 @@ int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bun
     char *src = file ? read_file(path, &len, err, sizeof err) : NULL;
     if (!src) {
       diag_add(d, DIAG_ERROR, path, 0, 0, "", "%s", file ? err : "out of memory");
+      continue;
+    }
+    if (opts && opts->only_point && opts->only_point[0] &&
+        !memmem(src, len, opts->only_point, strlen(opts->only_point))) {
+      free(src); /* cannot serve that point: not even parsed */
       continue;
     }
     load_text(b, marks, file, src, len, store, index_min(opts), d);

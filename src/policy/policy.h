@@ -83,16 +83,16 @@ typedef struct policy_limit {
   expr_program *charge; /* which of those are charged; NULL: all */
   int64_t window_ns;
   uint32_t budget;
-  int64_t penalty_ns;  /* 0: none */
-  int32_t action;      /* index into strategy.actions; -1: counts only */
-  const char *reason;  /* may be NULL */
-  int line, column;    /* of the limit's name */
+  int64_t penalty_ns; /* 0: none */
+  int32_t action;     /* index into strategy.actions; -1: counts only */
+  const char *reason; /* may be NULL */
+  int line, column;   /* of the limit's name */
 } policy_limit;
 
 typedef struct policy_test {
   const char *name;
-  value counters; /* `counters:` limit name -> count before the test (V_NULL: none) */
-  const char *point; /* the decision point asked; NULL: the strategy's first */
+  value counters;            /* `counters:` limit name -> count before the test (V_NULL: none) */
+  const char *point;         /* the decision point asked; NULL: the strategy's first */
   value context;             /* a map */
   value candidates;          /* a list (empty when not given) */
   value key;                 /* a string ("" when not given) */
@@ -182,6 +182,10 @@ typedef struct policy_load_opts {
    * strategy's model stays unloaded until policy_bundle_attach_model). From
    * a folder, models are always <dir>/models. */
   const char *models_dir;
+  /* From a folder: skip the files whose text does not contain this string —
+   * they cannot serve a decision point of that name (a point is named
+   * literally in `decision_points` or `strategy`). NULL: load every file. */
+  const char *only_point;
 } policy_load_opts;
 
 /* Loads and compiles every strategy in dir. Returns 0 with *out set, or -1

@@ -150,7 +150,7 @@ run claude '{"hook_event_name":"PostToolUse","tool_name":"Bash","tool_input":{}}
 eq "$(json '"PreToolUse" in d["hookSpecificOutput"]["permissionDecisionReason"]')" True \
   "claude wired to the wrong event: says where to wire it"
 mkdir -p "$T/broken"
-printf 'strategy: x\nrules: [\n' >"$T/broken/x.yaml"
+printf 'strategy: x\ndecision_points: [tool_call]\nrules: [\n' >"$T/broken/x.yaml"
 printf '%s' "$(claude Bash '{"command":"ls"}')" | "$V" hook claude --policy "$T/broken" --no-snapshots >"$T/out" 2>"$T/err"
 eq "$(json 'd["hookSpecificOutput"]["permissionDecision"]')" deny "claude broken bundle: deny"
 eq "$(json '"x.yaml" in d["hookSpecificOutput"]["permissionDecisionReason"]')" True "broken bundle: names the file"
