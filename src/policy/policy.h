@@ -7,7 +7,7 @@
  * decisions against it and swaps bundles on reload.
  *
  * Not here: request parsing, the first-match loop and the decision output
- * (src/engine/), models (src/model/, later). */
+ * (src/engine/), scoring models (src/model/; this module loads them, models.c). */
 #ifndef VD_POLICY_POLICY_H
 #define VD_POLICY_POLICY_H
 
@@ -65,7 +65,7 @@ typedef struct policy_rule {
   int32_t action;     /* index into strategy.actions */
   expr_program *cond;
   int line, column; /* of the rule's `if` value, for traces and messages */
-  bool reads_model; /* reads `model` (not available yet) */
+  bool reads_model; /* reads `model`, directly or through a let: never indexed */
 } policy_rule;
 
 typedef struct policy_let {
