@@ -23,6 +23,10 @@ void arena_init(arena *a, void *buf, size_t buf_size, size_t limit) {
   a->next_chunk = ARENA_MIN_CHUNK;
 }
 
+void arena_first_chunk(arena *a, size_t size) {
+  if (!a->chunks) a->next_chunk = size < 256 ? 256 : size;
+}
+
 static size_t align_for(size_t size) { return size >= 16 ? 16 : 8; }
 
 static char *align_ptr(char *p, size_t al) {

@@ -30,6 +30,9 @@ typedef struct arena {
 
 /* buf may be NULL. limit 0 means no limit. */
 void arena_init(arena *a, void *buf, size_t buf_size, size_t limit);
+/* The size of the first chunk malloc'd (default 4 KiB; at least 256 bytes):
+ * smaller for the many small arenas that live long, like compiled programs. */
+void arena_first_chunk(arena *a, size_t size);
 /* Aligned to 8 bytes (16 for sizes >= 16). Returns NULL past the limit or on OOM. */
 void *arena_alloc(arena *a, size_t size);
 void *arena_zalloc(arena *a, size_t size);
