@@ -729,16 +729,22 @@ int snapshot_log_open(const char *dir, const snapshot_log_opts *opts, snapshot_l
     char pid[32] = "";
     ssize_t n = pread(L->lock_fd, pid, sizeof pid - 1, 0);
     pid[n > 0 ? n : 0] = '\0';
-    pid[strcspn(pid, "\n")] = '\0';
+    pid[strcspn(pid, " \n")] = '\0';
     snprintf(err, errlen,
              "snapshot directory %s is in use by another writer%s%s%s (one writer per directory)",
              dir, pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
     log_free(L);
     return SNAPSHOT_EBUSY;
   }
+  /* The pid, padded to a fixed width and written over the last one: no
+   * ftruncate, which costs a journal commit (1.3 ms measured) to every
+   * short-lived writer such as an agent's hook. Truncated only when the file
+   * holds more than that (written by something else). */
   char pidtext[32];
-  int pn = snprintf(pidtext, sizeof pidtext, "%ld\n", (long)getpid());
-  if (ftruncate(L->lock_fd, 0) == 0) write_full(L->lock_fd, pidtext, (size_t)pn, 0);
+  int pn = snprintf(pidtext, sizeof pidtext, "%-20ld\n", (long)getpid());
+  struct stat lst;
+  if (fstat(L->lock_fd, &lst) == 0 && lst.st_size > pn) (void)!ftruncate(L->lock_fd, pn);
+  write_full(L->lock_fd, pidtext, (size_t)pn, 0);
 
   remove_stale_temps(dir);
   int rc = recover(L, err, errlen);
