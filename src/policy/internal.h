@@ -163,6 +163,19 @@ int policy_store_put(const char *dir, const char *hex, const char *data, size_t 
 int policy_store_put_as(const char *dir, const char *hex, const char *ext, const char *data,
                         size_t len, char *err, size_t err_size);
 
+/* ---- cache.c: strategy files read back from the version store ---- */
+struct stat;
+/* The key of a file as it is now (path, inode, size, times). */
+void parse_cache_key(const char *path, const struct stat *st, char key[65]);
+/* The canonical text of the version a key compiled to (malloc'd), with the
+ * version in version; NULL when the store does not know the key. */
+char *parse_cache_get(const char *store, const char *key, char version[65], size_t *len);
+/* Remembers that key compiled to version (best effort). */
+void parse_cache_put(const char *store, const char *key, const char *version);
+/* The tree of a canonical text, in a; NULL unless its canonical form is
+ * exactly that text. Its nodes carry no positions. */
+ynode *parse_cache_tree(arena *a, const char *canon, size_t len);
+
 /* ---- models.c ---- */
 /* Loads the models the bundle's strategies name (models_dir/NAME.json and
  * its feature spec), checks each against its strategy's fallback settings,

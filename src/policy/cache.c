@@ -1,0 +1,191 @@
+/* cache.c — strategy files read back from the version store instead of
+ * being parsed again.
+ *
+ * Why: a process that loads a bundle to make one decision and exit — an
+ * agent's hook, `verdict decide` — spent half its time in libfyaml and in
+ * building our YAML tree (the inline tests are most of a strategy file's
+ * bytes). The version store already holds each strategy's canonical form
+ * (JSON, version.c), which our JSON reader turns into the same tree many
+ * times faster; what is missing is knowing, without reading the file, which
+ * version a file is. So the store keeps `parsed/<key>`, where the key is the
+ * SHA-256 of the file's path, device, inode, size and modification and
+ * change times, and the content is the version the file compiled to. Any
+ * edit, copy or move changes the key; a key never changes meaning, so
+ * entries are written once and never updated (old ones are a few bytes each,
+ * left for whoever cleans the store).
+ *
+ * Only files that loaded without a single diagnostic are cached — a cached
+ * tree has no source positions (line and column 0), which only diagnostics
+ * would show. A cached tree is checked before use: written back in canonical
+ * form it must give exactly the stored bytes, or the file is parsed as usual.
+ *
+ * Not here: when the cache is used (bundle.c: a store must be configured;
+ * `verdict check` and `verdict test` keep none, so they always parse). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/dtoa.h"
+#include "core/json.h"
+#include "core/sha256.h"
+#include "policy/internal.h"
+
+void parse_cache_key(const char *path, const struct stat *st, char key[65]) {
+  char buf[4400];
+  int n = snprintf(buf, sizeof buf, "%s\n%ju %ju %jd %jd.%09ld %jd.%09ld", path, (uintmax_t)st->st_dev,
+                   (uintmax_t)st->st_ino, (intmax_t)st->st_size, (intmax_t)st->st_mtim.tv_sec,
+                   st->st_mtim.tv_nsec, (intmax_t)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+  if (n < 0) n = 0;
+  if ((size_t)n >= sizeof buf) n = (int)sizeof buf - 1;
+  sha256_hex(buf, (size_t)n, key);
+}
+
+static char *read_small(const char *path, size_t max, size_t *len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size < 0 || (size_t)st.st_size > max) {
+    close(fd);
+    return NULL;
+  }
+  size_t n = (size_t)st.st_size;
+  char *buf = malloc(n + 1);
+  size_t got = 0;
+  while (buf && got < n) {
+    ssize_t r = read(fd, buf + got, n - got);
+    if (r <= 0) {
+      if (r < 0 && errno == EINTR) continue;
+      free(buf);
+      buf = NULL;
+      break;
+    }
+    got += (size_t)r;
+  }
+  close(fd);
+  if (!buf) return NULL;
+  buf[n] = '\0';
+  *len = n;
+  return buf;
+}
+
+char *parse_cache_get(const char *store, const char *key, char version[65], size_t *len) {
+  char path[4400];
+  snprintf(path, sizeof path, "%s/parsed/%s", store, key);
+  size_t vlen = 0;
+  char *v = read_small(path, 128, &vlen);
+  if (!v) return NULL;
+  int ok = vlen >= 64;
+  for (size_t i = 0; ok && i < 64; i++)
+    ok = (v[i] >= '0' && v[i] <= '9') || (v[i] >= 'a' && v[i] <= 'f');
+  if (ok) {
+    memcpy(version, v, 64);
+    version[64] = '\0';
+  }
+  free(v);
+  if (!ok) return NULL;
+  snprintf(path, sizeof path, "%s/%s.json", store, version);
+  return read_small(path, 64u << 20, len);
+}
+
+void parse_cache_put(const char *store, const char *key, const char *version) {
+  char dir[4400], err[256], line[66];
+  snprintf(dir, sizeof dir, "%s/parsed", store);
+  snprintf(line, sizeof line, "%.64s\n", version);
+  (void)policy_store_put_as(dir, key, "", line, 65, err, sizeof err); /* best effort */
+}
+
+/* The tree yaml.c would have built, from the canonical JSON's values:
+ * scalars keep their value and the text a YAML loader would hold. */
+static ynode *from_value(arena *a, const value *v, int depth) {
+  if (depth > 256) return NULL;
+  ynode *y = arena_zalloc(a, sizeof *y);
+  if (!y) return NULL;
+  switch (v->kind) {
+    case V_MAP: {
+      y->kind = Y_MAP;
+      y->style = YS_BLOCK;
+      y->n = v->n;
+      y->kids = v->n ? arena_alloc(a, 2 * (size_t)v->n * sizeof *y->kids) : NULL;
+      if (v->n && !y->kids) return NULL;
+      for (uint32_t i = 0; i < v->n; i++) {
+        ynode *k = from_value(a, &v->entries[i].key, depth + 1);
+        ynode *x = from_value(a, &v->entries[i].val, depth + 1);
+        if (!k || !x || k->kind != Y_SCALAR) return NULL;
+        y->kids[2 * i] = k;
+        y->kids[2 * i + 1] = x;
+      }
+      return y;
+    }
+    case V_LIST: {
+      y->kind = Y_SEQ;
+      y->style = YS_BLOCK;
+      y->n = v->n;
+      y->kids = v->n ? arena_alloc(a, (size_t)v->n * sizeof *y->kids) : NULL;
+      if (v->n && !y->kids) return NULL;
+      for (uint32_t i = 0; i < v->n; i++)
+        if (!(y->kids[i] = from_value(a, &v->items[i], depth + 1))) return NULL;
+      return y;
+    }
+    default:
+      break;
+  }
+  y->kind = Y_SCALAR;
+  y->style = YS_PLAIN;
+  char t[48];
+  const char *text = t;
+  size_t n;
+  switch (v->kind) {
+    case V_STRING:
+      y->style = YS_DOUBLE;
+      text = v->s;
+      n = v->n;
+      break;
+    case V_INT:
+      n = (size_t)snprintf(t, sizeof t, "%" PRId64, v->i);
+      break;
+    case V_UINT:
+      n = (size_t)snprintf(t, sizeof t, "%" PRIu64, v->u);
+      break;
+    case V_DOUBLE:
+      n = isnan(v->d)   ? (size_t)snprintf(t, sizeof t, ".nan")
+          : isinf(v->d) ? (size_t)snprintf(t, sizeof t, "%s", v->d > 0 ? ".inf" : "-.inf")
+                        : dtoa_shortest(v->d, t);
+      break;
+    case V_BOOL:
+      n = (size_t)snprintf(t, sizeof t, "%s", v->b ? "true" : "false");
+      break;
+    case V_NULL:
+      n = (size_t)snprintf(t, sizeof t, "null");
+      break;
+    default:
+      return NULL;
+  }
+  char *s = arena_strndup(a, text, n);
+  if (!s) return NULL;
+  y->text = s;
+  y->len = (uint32_t)n;
+  y->v = *v;
+  if (v->kind == V_STRING) y->v.s = s;
+  return y;
+}
+
+ynode *parse_cache_tree(arena *a, const char *canon, size_t len) {
+  json_opts jo = {0};
+  jo.lenient = 1;
+  value v;
+  if (json_parse(a, canon, len, &jo, &v, NULL) != 0 || v.kind != V_MAP) return NULL;
+  ynode *root = from_value(a, &v, 0);
+  if (!root) return NULL;
+  /* the same tree, or none: its canonical form must be the stored bytes */
+  size_t n = 0;
+  char *again = policy_canonical_json(root, &n);
+  int same = again && n == len && memcmp(again, canon, len) == 0;
+  free(again);
+  return same ? root : NULL;
+}
