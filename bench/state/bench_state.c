@@ -109,8 +109,8 @@ int main(int argc, char **argv) {
 
   /* the requests: 10,000 keys, 1,000 addresses, mostly ordinary calls */
   char **reqs = malloc((size_t)nreq * sizeof *reqs);
-  static const char *const paths[] = {"/api/v1/items", "/api/v1/orders", "/", "/login",
-                                      "/admin/x", "/wp-login.php"};
+  static const char *const paths[] = {"/api/v1/items", "/api/v1/orders", "/",
+                                      "/login",        "/admin/x",       "/wp-login.php"};
   static const char *const methods[] = {"GET", "POST", "DELETE"};
   unsigned seed = 7;
   for (int i = 0; i < nreq; i++) {
@@ -120,15 +120,14 @@ int main(int argc, char **argv) {
                  "{\"action\":\"api\",\"key\":\"key-%u\",\"context\":{\"path\":\"%s\","
                  "\"method\":\"%s\",\"ip\":\"10.%u.%u.%u\"}}",
                  r % 10000, paths[(r >> 3) % 20 < 17 ? (r >> 3) % 3 : 3 + (r >> 3) % 3],
-                 methods[(r >> 7) % 10 < 8 ? 0 : 1 + (r >> 7) % 2], (r >> 11) % 4,
-                 (r >> 13) % 16, (r >> 17) % 16) < 0)
+                 methods[(r >> 7) % 10 < 8 ? 0 : 1 + (r >> 7) % 2], (r >> 11) % 4, (r >> 13) % 16,
+                 (r >> 17) % 16) < 0)
       return 1;
   }
 
   variant v[3] = {{"no limits", open_variant(root, "plain", 0, NULL), 0, NULL},
                   {"limits, local", open_variant(root, "local", 1, NULL), 0, NULL},
-                  {"limits, redis", redis ? open_variant(root, "redis", 1, redis) : NULL, 0,
-                   NULL}};
+                  {"limits, redis", redis ? open_variant(root, "redis", 1, redis) : NULL, 0, NULL}};
   int nv = redis ? 3 : 2;
   for (int k = 0; k < nv; k++) {
     if (!v[k].e) return 1;
@@ -158,9 +157,10 @@ int main(int argc, char **argv) {
         }
     }
   }
-  printf("bench-state: %d requests (10,000 keys, 1,000 addresses), best of %d rounds, one "
-         "thread%s\n",
-         nreq, rounds, redis ? "; Redis: 20,000 requests a round" : "");
+  printf(
+      "bench-state: %d requests (10,000 keys, 1,000 addresses), best of %d rounds, one "
+      "thread%s\n",
+      nreq, rounds, redis ? "; Redis: 20,000 requests a round" : "");
   printf("%-16s %14s %10s %10s %10s\n", "variant", "decisions/s", "ratio", "p50 us", "p99 us");
   for (int k = 0; k < nv; k++) {
     int n = k == 2 && nreq > 20000 ? 20000 : nreq;
@@ -177,8 +177,7 @@ int main(int argc, char **argv) {
          c.limit_refusals, c.state_keys, c.state_bytes);
   if (redis) {
     vd_engine_stats(v[2].e, &c);
-    printf("redis: %llu remote errors, %llu fallbacks\n", c.state_remote_errors,
-           c.state_fallbacks);
+    printf("redis: %llu remote errors, %llu fallbacks\n", c.state_remote_errors, c.state_fallbacks);
   }
   vd_decision_free(d);
   for (int k = 0; k < nv; k++) {

@@ -48,12 +48,13 @@ char *cli_read_file(const char *path, size_t *len);
  * returns 0, or a usage error's status (2); -1 when it is none of them. */
 struct vd_engine_opts;
 int cli_state_option(const char *cmd, int argc, char **argv, int *i, struct vd_engine_opts *o);
-#define CLI_STATE_HELP                                                                    \
-  "      --state URL        where rate-limit counters live: local (the default, in\n"     \
-  "                         this process) or redis://HOST:PORT[/DB] (shared)\n"           \
-  "      --state-on-error local|allow|deny  when Redis fails or is late: count\n"         \
-  "                         locally meanwhile (default), refuse nothing, or refuse\n"      \
-  "      --state-timeout MS Redis deadline per command (default 50)\n"                    \
-  "      --state-max-bytes BYTES  memory bound of the local counters (64 MiB)\n"
+#define CLI_STATE_HELP                                                                \
+  "      --state URL        where rate-limit counters live: local (the default, in\n" \
+  "                         this process) or redis://HOST:PORT[/DB] (shared)\n"       \
+  "      --state-on-error local|allow|deny  when Redis fails or is late: count\n"     \
+  "                         locally meanwhile (default), refuse nothing, or refuse\n" \
+  "      --state-timeout MS Redis deadline per command (default 50)\n"                \
+  "      --state-max-bytes BYTES  memory bound of the local counters (64 MiB)\n"     \
+  "      --state-file FILE  keep the local counters in FILE across restarts\n"
 
 #endif

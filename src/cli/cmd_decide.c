@@ -345,6 +345,7 @@ int cmd_decide(int argc, char **argv) {
   opts.state_on_error = state.state_on_error;
   opts.state_timeout_ms = state.state_timeout_ms;
   opts.state_max_bytes = state.state_max_bytes;
+  opts.state_file = state.state_file;
   vd_error err;
   vd_engine *e;
   int orc = open_engine(policy, &opts, &e, &err);
@@ -352,6 +353,11 @@ int cmd_decide(int argc, char **argv) {
   if (orc != 0) {
     fprintf(stderr, "verdict decide: %s\n", err.message);
     return 1;
+  }
+  {
+    vd_engine_counters c;
+    if (vd_engine_stats(e, &c) == 0 && c.state_last_error[0])
+      fprintf(stderr, "verdict decide: warning: %s\n", c.state_last_error);
   }
   vd_decision *d = vd_decision_new();
   if (!d) {

@@ -172,8 +172,8 @@ int cmd_serve(int argc, char **argv) {
       o.access_log = v;
     } else if (strcmp(a, "--watch") == 0) {
       o.watch = 1;
-    } else if (strncmp(a, "--state", 7) == 0 && (src = cli_state_option("serve", argc, argv, &i,
-                                                                          &o.engine)) >= 0) {
+    } else if (strncmp(a, "--state", 7) == 0 &&
+               (src = cli_state_option("serve", argc, argv, &i, &o.engine)) >= 0) {
       if (src) return src;
     } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       fputs(cmd_serve_help, stdout);

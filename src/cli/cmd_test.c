@@ -181,7 +181,7 @@ int cmd_test(int argc, char **argv) {
     for (uint32_t j = 0; j < s->ntests; j++) {
       const policy_test *t = &s->tests[j];
       decide_request req;
-      const char *point = t->point                ? t->point
+      const char *point = t->point              ? t->point
                           : s->ndecision_points ? s->decision_points[0]
                                                 : s->name;
       req.action = value_str(point, (uint32_t)strlen(point));

@@ -20,10 +20,10 @@ static long long number(const char *s, long long max) {
 int cli_state_option(const char *cmd, int argc, char **argv, int *i, vd_engine_opts *o) {
   const char *a = argv[*i];
   static const char *const names[] = {"--state", "--state-on-error", "--state-timeout",
-                                      "--state-max-bytes"};
+                                      "--state-max-bytes", "--state-file"};
   size_t k;
   const char *v = NULL;
-  for (k = 0; k < 4; k++) {
+  for (k = 0; k < 5; k++) {
     size_t n = strlen(names[k]);
     if (strcmp(a, names[k]) == 0) {
       if (*i + 1 >= argc) return cli_usage_error(cmd, "missing value after", a);
@@ -35,7 +35,7 @@ int cli_state_option(const char *cmd, int argc, char **argv, int *i, vd_engine_o
       break;
     }
   }
-  if (k == 4) return -1;
+  if (k == 5) return -1;
   long long n;
   switch (k) {
     case 0:
@@ -57,6 +57,10 @@ int cli_state_option(const char *cmd, int argc, char **argv, int *i, vd_engine_o
       if ((n = number(v, 60000)) < 0)
         return cli_usage_error(cmd, "--state-timeout wants milliseconds from 1 to 60000, not", v);
       o->state_timeout_ms = (unsigned)n;
+      return 0;
+    case 4:
+      if (!*v) return cli_usage_error(cmd, "--state-file needs a file", NULL);
+      o->state_file = v;
       return 0;
     default:
       if ((n = number(v, (long long)1 << 40)) < 65536)

@@ -277,7 +277,8 @@ static void counter_in(dctx *x, const policy_limit *pl, const limit_spec *sp, co
                          : NULL;
     const value *n = c && c->kind == V_MAP ? value_map_get(c, "count", 5) : c;
     const value *p = c && c->kind == V_MAP ? value_map_get(c, "penalized", 9) : NULL;
-    if (n && n->kind == V_INT && n->i > 0) r->count = n->i > UINT32_MAX ? UINT32_MAX : (uint32_t)n->i;
+    if (n && n->kind == V_INT && n->i > 0)
+      r->count = n->i > UINT32_MAX ? UINT32_MAX : (uint32_t)n->i;
     if (n && n->kind == V_UINT) r->count = n->u > UINT32_MAX ? UINT32_MAX : (uint32_t)n->u;
     r->penalized = p && p->kind == V_BOOL && p->b;
     state_apply(sp, charge, r);
@@ -388,8 +389,8 @@ static int limits_value(dctx *x, const char *name, size_t len, value *out) {
       *out = limit_value(x, i, limit_take(x, i, false));
       return 0;
     }
-  *out = value_errorf(x->ectx.arena, "no limit named '%.*s' in strategy '%s'", (int)nl, nm,
-                      s->name);
+  *out =
+      value_errorf(x->ectx.arena, "no limit named '%.*s' in strategy '%s'", (int)nl, nm, s->name);
   return 0;
 }
 
@@ -415,8 +416,10 @@ static int run_limits(dctx *x, const uint8_t *mask, const policy_limit **limited
         continue;
       }
       *failed = pl;
-      *why = v.kind == V_ERROR ? cat(&d->mem, "limit '", pl->name, c ? "' charge failed: " : "' when failed: ", v.s, v.n)
-                               : cat(&d->mem, "limit '", pl->name, c ? "' charge" : "' when", " is not a bool", (size_t)-1);
+      *why = v.kind == V_ERROR ? cat(&d->mem, "limit '", pl->name,
+                                     c ? "' charge failed: " : "' when failed: ", v.s, v.n)
+                               : cat(&d->mem, "limit '", pl->name, c ? "' charge" : "' when",
+                                     " is not a bool", (size_t)-1);
       return *why ? 0 : -1;
     }
     if (!hold[0]) continue;
@@ -427,7 +430,6 @@ static int run_limits(dctx *x, const uint8_t *mask, const policy_limit **limited
       *why = cat(&d->mem, "", "", "", lr->v.s, lr->v.n);
       return *why ? 0 : -1;
     }
-    lr->reached = true;
     if (lr->r.exceeded && pl->action >= 0) {
       *limited = pl;
       return 0;
@@ -847,8 +849,8 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
     /* a limit refused: it decides as a rule would, named limits.NAME */
     const limit_read *lr = &d->limit_reads[limited - s->limits];
     char buf[200];
-    snprintf(buf, sizeof buf, "%s (limit '%s': %s)", limited->reason ? limited->reason : "rate limited",
-             limited->name,
+    snprintf(buf, sizeof buf, "%s (limit '%s': %s)",
+             limited->reason ? limited->reason : "rate limited", limited->name,
              lr->r.degraded    ? "the counter store failed; state_on_error decided"
              : lr->r.penalized ? "penalty running"
                                : "budget used up");

@@ -70,12 +70,11 @@ typedef struct trace_rule {
 
 /* What a decision read from one of its strategy's limits (decide.c). */
 typedef struct limit_read {
-  uint8_t state;        /* LIMIT_* */
-  bool reached;         /* the limits stage reached it (else a rule read it) */
-  const char *key;      /* in the decision's arena */
+  uint8_t state;   /* LIMIT_* */
+  const char *key; /* in the decision's arena */
   uint32_t key_len;
-  limit_reading r;      /* count and penalty before this decision; what it did */
-  value v;              /* `limits.NAME` as rules see it */
+  limit_reading r; /* count and penalty before this decision; what it did */
+  value v;         /* `limits.NAME` as rules see it */
 } limit_read;
 
 enum { LIMIT_UNREAD = 0, LIMIT_READ, LIMIT_FAILED };

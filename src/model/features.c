@@ -62,6 +62,11 @@ typedef struct sctx {
   size_t errlen;
   int failed;
   arena a;
+  /* Where the last node was placed: events come in input order, so each
+   * node's line and column are counted on from there (counting from the
+   * start for every node made a long one-line spec quadratic). */
+  size_t at_pos;
+  int at_line, at_col;
 } sctx;
 
 __attribute__((format(printf, 5, 6))) static int serr(sctx *c, const ynode *at, int line,
@@ -82,15 +87,6 @@ __attribute__((format(printf, 5, 6))) static int serr(sctx *c, const ynode *at, 
   return -1;
 }
 
-static int col_of(const char *src, size_t pos) {
-  size_t start = pos;
-  while (start > 0 && src[start - 1] != '\n') start--;
-  int col = 1;
-  for (size_t i = start; i < pos; i++)
-    if (((unsigned char)src[i] & 0xC0) != 0x80) col++;
-  return col;
-}
-
 static int line_at(const char *src, size_t pos) {
   int line = 1;
   for (size_t i = 0; i < pos; i++) line += src[i] == '\n';
@@ -102,8 +98,21 @@ static ynode *ynew(sctx *c, int kind, size_t pos) {
   if (!y) return NULL;
   y->kind = kind;
   if (pos > c->len) pos = c->len;
-  y->line = line_at(c->src, pos);
-  y->col = col_of(c->src, pos);
+  if (pos < c->at_pos || c->at_line == 0) {
+    c->at_pos = 0;
+    c->at_line = c->at_col = 1;
+  }
+  for (size_t i = c->at_pos; i < pos; i++) {
+    if (c->src[i] == '\n') {
+      c->at_line++;
+      c->at_col = 1;
+    } else if (((unsigned char)c->src[i] & 0xC0) != 0x80) {
+      c->at_col++;
+    }
+  }
+  c->at_pos = pos;
+  y->line = c->at_line;
+  y->col = c->at_col;
   return y;
 }
 

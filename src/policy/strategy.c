@@ -729,7 +729,6 @@ static void let_visit(cc *c, const strategy *s, let_info *info, uint32_t i, uint
   info[i].mark = 2;
 }
 
-
 /* A rule's name and place, sorted to find repeated names. */
 typedef struct rule_by_name {
   const char *name;
@@ -822,10 +821,11 @@ static void parse_rules(cc *c, const ynode *n, const char *const *let_names, let
     if (rules[i].name) byname[nb++] = (rule_by_name){rules[i].name, i};
   }
   if (nb) qsort(byname, nb, sizeof *byname, cmp_rule_by_name);
-  for (uint32_t k = 1; k < nb; k++)
-    if (!strcmp(byname[k].name, byname[k - 1].name))
-      first[byname[k].index] =
-          first[byname[k - 1].index] == UINT32_MAX ? byname[k - 1].index : first[byname[k - 1].index];
+  for (uint32_t k = 1; k < nb; k++) {
+    if (strcmp(byname[k].name, byname[k - 1].name)) continue;
+    uint32_t prev = byname[k - 1].index;
+    first[byname[k].index] = first[prev] == UINT32_MAX ? prev : first[prev];
+  }
   for (uint32_t i = 1; i < n->n; i++) {
     if (first[i] == UINT32_MAX) continue;
     const ynode *r = n->kids[i];
@@ -1028,8 +1028,11 @@ static int want_duration(cc *c, const ynode *n, const char *key, int64_t *ns) {
   static const struct {
     const char *u;
     int64_t ns;
-  } units[] = {{"ms", 1000000LL},        {"s", 1000000000LL},      {"m", 60000000000LL},
-               {"h", 3600000000000LL},   {"d", 86400000000000LL}};
+  } units[] = {{"ms", 1000000LL},
+               {"s", 1000000000LL},
+               {"m", 60000000000LL},
+               {"h", 3600000000000LL},
+               {"d", 86400000000000LL}};
   const char *p = n->text, *end = n->text + n->len;
   int64_t total = 0, last_unit = INT64_MAX;
   while (p < end) {
@@ -1138,6 +1141,37 @@ static void parse_limits(cc *c, const ynode *n) {
   }
 }
 
+/* `limits.NAME` in an expression names a declared limit: checked when the
+ * strategy is compiled, with the place, rather than failing every decision
+ * that reaches the rule. */
+static void check_limit_reads(cc *c, const ast *e, const ynode *n, const char *key) {
+  if (!e) return;
+  if (e->kind == A_SELECT && e->target && e->target->kind == A_IDENT &&
+      ident_is(e->target, "limits", 6)) {
+    const strategy *s = c->s;
+    uint32_t i;
+    for (i = 0; i < s->nlimits; i++)
+      if (s->limits[i].name && s->limits[i].name_len == e->name_len &&
+          !memcmp(s->limits[i].name, e->name, e->name_len))
+        break;
+    if (i == s->nlimits) {
+      int line = n->line, col = n->col;
+      size_t at = n->pos;
+      yaml_scalar_place(n, c->src, c->len, e->target->pos, &line, &col, &at);
+      char msg[1024];
+      snprintf(msg, sizeof msg, "no limit named '%.*s' (this strategy's limits:", (int)e->name_len,
+               e->name);
+      for (uint32_t k = 0; k < s->nlimits && strlen(msg) < 900; k++)
+        snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " %s", s->limits[k].name);
+      snprintf(msg + strlen(msg), sizeof msg - strlen(msg), ")");
+      diag_excerpt(msg, sizeof msg, c->src, c->len, at);
+      diag_add(c->d, DIAG_ERROR, c->file, line, col, key, "%s", msg);
+    }
+  }
+  check_limit_reads(c, e->target, n, key);
+  for (uint32_t i = 0; i < e->nargs; i++) check_limit_reads(c, e->args[i], n, key);
+}
+
 /* A test's `counters:`: limit name -> the count before the test, or
  * {count: N, penalized: bool}. */
 static void parse_test_counters(cc *c, const ynode *x, const char *path, policy_test *pt) {
@@ -1164,8 +1198,9 @@ static void parse_test_counters(cc *c, const ynode *x, const char *path, policy_
       if (p) want_bool(c, p, sub, &b);
     }
     if (cnt && (cnt->kind != Y_SCALAR || cnt->v.kind != V_INT || cnt->v.i < 0))
-      err_at(c, cnt, sub, "expected the count before the test (a whole number >= 0), or "
-                          "{count: N, penalized: true}");
+      err_at(c, cnt, sub,
+             "expected the count before the test (a whole number >= 0), or "
+             "{count: N, penalized: true}");
   }
   if (yaml_to_value(c->mem, x, &pt->counters)) nomem(c);
 }
@@ -1375,6 +1410,20 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
   rule_info *rinfo = NULL;
   if ((x = get(root, "rules"))) parse_rules(&c, x, let_names, lets, &rinfo);
   if ((x = get(root, "limits"))) parse_limits(&c, x);
+  if (s->nlimits && !value_map_get(&s->constants, "limits", 6)) {
+    int shadowed = 0;
+    for (uint32_t i = 0; i < s->nlets; i++) shadowed |= !strcmp(s->lets[i].name, "limits");
+    for (uint32_t i = 0; !shadowed && rinfo && i < s->nrules; i++) {
+      char key[48];
+      snprintf(key, sizeof key, "rules[%u].if", i);
+      if (rinfo[i].cond) check_limit_reads(&c, rinfo[i].cond, rinfo[i].node, key);
+    }
+    for (uint32_t i = 0; !shadowed && lets && i < s->nlets; i++) {
+      char key[160];
+      snprintf(key, sizeof key, "let.%.128s", s->lets[i].name);
+      if (lets[i].tree) check_limit_reads(&c, lets[i].tree, lets[i].node, key);
+    }
+  }
 
   if ((x = get(root, "default"))) {
     parse_outcome(&c, x, "default", &s->default_outcome);

@@ -575,10 +575,9 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
    * reads as an empty counter. */
   const value *counters = get(&inputs, "counters");
   static const value no_counters = {.kind = V_MAP};
-  int rc = engine_decide_json_inputs(ve->bundle, ve->names, &lim, it->request_json,
-                                     it->request_len, clock_ns, deadline,
-                                     counters && counters->kind == V_MAP ? counters : &no_counters,
-                                     rp->d, &err);
+  int rc = engine_decide_json_inputs(
+      ve->bundle, ve->names, &lim, it->request_json, it->request_len, clock_ns, deadline,
+      counters && counters->kind == V_MAP ? counters : &no_counters, rp->d, &err);
   it->cpu_ns = cpu_now() - c0;
   if (rc) {
     snprintf(rp->msg, sizeof rp->msg, "%s", err.message);

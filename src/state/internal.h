@@ -14,6 +14,11 @@ local_store *local_open(size_t max_bytes);
 void local_close(local_store *l);
 void local_hit(local_store *l, const char *key, size_t klen, const limit_spec *sp, int64_t now_ns,
                bool charge, limit_reading *r);
+/* Writes the live entries to path (temp file + rename); 0, or -1 with err. */
+int local_save(local_store *l, const char *path, int64_t now, char *err, size_t errlen);
+/* Reads path (absent: nothing to do) into a store not yet shared; 0, or -1
+ * with err when the file is unreadable or not whole (the store is then empty). */
+int local_load(local_store *l, const char *path, int64_t now, char *err, size_t errlen);
 /* adds keys, bytes, charges, refusals, evictions, expired into out */
 void local_stats(local_store *l, state_stats *out);
 

@@ -24,11 +24,24 @@
  * live ones as `evictions` (a live key evicted forgets its charges: the
  * bound is kept by letting such a caller through early, never by refusing).
  *
- * Not here: Redis (redis.c), persistence across restarts (not built). */
+ * Persistence (local_save / local_load, for --state-file): the live entries
+ * written to a file when the store closes and read back when it opens, so a
+ * restart keeps counts and penalties. The file: "VDSTATE1", then per entry
+ * its key length (u32), key, penalty end and expiry (i64), number of times
+ * (u32) and the times (i64), native byte order, ending with a count of
+ * entries (u64) as a check. Written to a temporary name and renamed; a file
+ * that does not read back whole is ignored (the store starts empty) and
+ * said so. Entries already expired when read are skipped.
+ *
+ * Not here: Redis (redis.c). */
+#include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <unistd.h>
 
 #include "state/internal.h"
 
@@ -42,7 +55,9 @@ struct entry {
   uint64_t hash;
   int64_t expires_ns;
   int64_t penalty_until;
-  int64_t *times; /* ring */
+  int64_t oldest, newest; /* times[head] and the last time logged, when n > 0: the
+                           * common update reads neither end of a long ring */
+  int64_t *times;         /* ring */
   uint32_t n, cap, head;
   uint32_t klen;
   char key[];
@@ -55,6 +70,7 @@ typedef struct shard {
   uint32_t nkeys;
   size_t bytes;
   entry *lru_head, *lru_tail;
+  uint64_t charges, refusals, evictions, expired; /* under the lock: no atomics */
   char pad[64];
 } shard;
 
@@ -62,7 +78,6 @@ struct local_store {
   shard shards[NSHARDS];
   size_t shard_limit;
   uint64_t seed;
-  _Atomic uint64_t charges, refusals, evictions, expired;
 };
 
 static uint64_t mix(uint64_t h) {
@@ -178,8 +193,10 @@ static void enforce_bound(local_store *l, shard *s, entry *keep, int64_t now) {
     entry *v = s->lru_tail;
     if (v == keep) v = v ? v->lru_prev : NULL;
     if (!v) break;
-    atomic_fetch_add_explicit(v->expires_ns <= now ? &l->expired : &l->evictions, 1,
-                              memory_order_relaxed);
+    if (v->expires_ns <= now)
+      s->expired++;
+    else
+      s->evictions++;
     entry_remove(s, v);
   }
 }
@@ -199,7 +216,10 @@ static int log_push(shard *s, entry *e, int64_t t, uint32_t cap_max) {
     e->cap = nc;
     e->head = 0;
   }
-  e->times[(e->head + e->n) % e->cap] = t;
+  uint32_t at = e->head + e->n;
+  e->times[at >= e->cap ? at - e->cap : at] = t;
+  if (!e->n) e->oldest = t;
+  e->newest = t;
   e->n++;
   return 0;
 }
@@ -220,15 +240,15 @@ void local_hit(local_store *l, const char *key, size_t klen, const limit_spec *s
   }
   if (e) {
     int64_t from = now - sp->window_ns; /* charges at or before `from` are out */
-    while (e->n && e->times[e->head] <= from) {
-      e->head = (e->head + 1) % e->cap;
-      e->n--;
+    while (e->n && e->oldest <= from) {
+      if (++e->head == e->cap) e->head = 0;
+      if (--e->n) e->oldest = e->times[e->head];
     }
     r->count = e->n;
     r->penalized = now < e->penalty_until;
   }
   int starts_penalty = state_apply(sp, charge, r);
-  if (r->exceeded) atomic_fetch_add_explicit(&l->refusals, 1, memory_order_relaxed);
+  if (r->exceeded) s->refusals++;
   if (!r->charged) {
     pthread_mutex_unlock(&s->lock);
     return;
@@ -236,7 +256,7 @@ void local_hit(local_store *l, const char *key, size_t klen, const limit_spec *s
   if (!e) {
     /* drop expired entries from the LRU tail first: new keys pay for old ones */
     for (int i = 0; i < 2 && s->lru_tail && s->lru_tail->expires_ns <= now; i++) {
-      atomic_fetch_add_explicit(&l->expired, 1, memory_order_relaxed);
+      s->expired++;
       entry_remove(s, s->lru_tail);
     }
     if (s->nkeys >= s->nbuckets) grow_table(s);
@@ -259,11 +279,11 @@ void local_hit(local_store *l, const char *key, size_t klen, const limit_spec *s
   }
   lru_push(s, e);
   int64_t t = now;
-  if (e->n && e->times[(e->head + e->n - 1) % e->cap] > t) t = e->times[(e->head + e->n - 1) % e->cap];
+  if (e->n && e->newest > t) t = e->newest;
   if (log_push(s, e, t, sp->budget) != 0) {
     r->charged = false;
   } else {
-    atomic_fetch_add_explicit(&l->charges, 1, memory_order_relaxed);
+    s->charges++;
     if (starts_penalty) e->penalty_until = now + sp->penalty_ns;
   }
   e->expires_ns = t + sp->window_ns;
@@ -278,10 +298,144 @@ void local_stats(local_store *l, state_stats *out) {
     pthread_mutex_lock(&s->lock);
     out->keys += s->nkeys;
     out->bytes += s->bytes;
+    out->charges += s->charges;
+    out->refusals += s->refusals;
+    out->evictions += s->evictions;
+    out->expired += s->expired;
     pthread_mutex_unlock(&s->lock);
   }
-  out->charges += atomic_load_explicit(&l->charges, memory_order_relaxed);
-  out->refusals += atomic_load_explicit(&l->refusals, memory_order_relaxed);
-  out->evictions += atomic_load_explicit(&l->evictions, memory_order_relaxed);
-  out->expired += atomic_load_explicit(&l->expired, memory_order_relaxed);
+}
+
+/* ---- persistence ---- */
+
+static const char MAGIC[8] = "VDSTATE1";
+
+int local_save(local_store *l, const char *path, int64_t now, char *err, size_t errlen) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+    snprintf(err, errlen, "%s: path too long", path);
+    return -1;
+  }
+  FILE *f = fopen(tmp, "wb");
+  if (!f) {
+    snprintf(err, errlen, "%s: cannot write: %s", tmp, strerror(errno));
+    return -1;
+  }
+  uint64_t n = 0;
+  int ok = fwrite(MAGIC, 1, 8, f) == 8;
+  for (int i = 0; i < NSHARDS && ok; i++) {
+    shard *s = &l->shards[i];
+    pthread_mutex_lock(&s->lock);
+    for (uint32_t b = 0; b < s->nbuckets && ok; b++)
+      for (entry *e = s->buckets[b]; e && ok; e = e->next) {
+        if (e->expires_ns <= now) continue;
+        ok = fwrite(&e->klen, 4, 1, f) == 1 && fwrite(e->key, 1, e->klen, f) == e->klen &&
+             fwrite(&e->penalty_until, 8, 1, f) == 1 && fwrite(&e->expires_ns, 8, 1, f) == 1 &&
+             fwrite(&e->n, 4, 1, f) == 1;
+        for (uint32_t k = 0; k < e->n && ok; k++)
+          ok = fwrite(&e->times[(e->head + k) % e->cap], 8, 1, f) == 1;
+        n++;
+      }
+    pthread_mutex_unlock(&s->lock);
+  }
+  uint32_t end = UINT32_MAX; /* no key is this long: marks the end */
+  ok = ok && fwrite(&end, 4, 1, f) == 1 && fwrite(&n, 8, 1, f) == 1;
+  ok = (fflush(f) == 0) & ok;
+  ok = (fsync(fileno(f)) == 0) & ok;
+  ok = (fclose(f) == 0) & ok;
+  if (!ok || rename(tmp, path) != 0) {
+    snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    unlink(tmp);
+    return -1;
+  }
+  return 0;
+}
+
+/* Inserts a loaded entry (the store is not shared yet). */
+static int load_entry(local_store *l, const char *key, uint32_t klen, int64_t pen, int64_t exp,
+                      const int64_t *times, uint32_t n) {
+  uint64_t h = key_hash(l->seed, key, klen);
+  shard *s = &l->shards[(h >> 58) & (NSHARDS - 1)];
+  if (s->nkeys >= s->nbuckets) grow_table(s);
+  entry *e = calloc(1, sizeof *e + klen);
+  if (!e || !s->nbuckets) {
+    free(e);
+    return -1;
+  }
+  e->hash = h;
+  e->klen = klen;
+  memcpy(e->key, key, klen);
+  e->penalty_until = pen;
+  e->expires_ns = exp;
+  if (n) {
+    e->times = malloc((size_t)n * sizeof *e->times);
+    if (!e->times) {
+      free(e);
+      return -1;
+    }
+    memcpy(e->times, times, (size_t)n * sizeof *times);
+    e->oldest = times[0];
+    e->newest = times[n - 1];
+  }
+  e->n = e->cap = n;
+  e->next = s->buckets[h & (s->nbuckets - 1)];
+  s->buckets[h & (s->nbuckets - 1)] = e;
+  s->nkeys++;
+  s->bytes += entry_bytes(e);
+  lru_push(s, e);
+  enforce_bound(l, s, e, 0);
+  return 0;
+}
+
+int local_load(local_store *l, const char *path, int64_t now, char *err, size_t errlen) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    if (errno == ENOENT) return 0; /* the first start */
+    snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+    return -1;
+  }
+  char magic[8];
+  char *key = malloc(65536);
+  int64_t *times = NULL;
+  uint32_t tcap = 0;
+  uint64_t n = 0, want = 0;
+  int ok = key && fread(magic, 1, 8, f) == 8 && memcmp(magic, MAGIC, 8) == 0;
+  while (ok) {
+    uint32_t klen, cnt;
+    int64_t pen, exp;
+    if (fread(&klen, 4, 1, f) != 1) {
+      ok = 0;
+      break;
+    }
+    if (klen == UINT32_MAX) {
+      ok = fread(&want, 8, 1, f) == 1 && want == n;
+      break;
+    }
+    ok = klen < 65536 && fread(key, 1, klen, f) == klen && fread(&pen, 8, 1, f) == 1 &&
+         fread(&exp, 8, 1, f) == 1 && fread(&cnt, 4, 1, f) == 1 && cnt <= 1000000;
+    if (ok && cnt > tcap) {
+      int64_t *nt = realloc(times, (size_t)cnt * sizeof *nt);
+      ok = nt != NULL;
+      if (nt) {
+        times = nt;
+        tcap = cnt;
+      }
+    }
+    ok = ok && fread(times, 8, cnt, f) == cnt;
+    if (ok && exp > now) ok = load_entry(l, key, klen, pen, exp, times, cnt) == 0;
+    n++;
+  }
+  fclose(f);
+  free(key);
+  free(times);
+  if (!ok) {
+    /* a partial file is worse than none: start empty */
+    for (int i = 0; i < NSHARDS; i++) {
+      shard *s = &l->shards[i];
+      while (s->lru_tail) entry_remove(s, s->lru_tail);
+    }
+    snprintf(err, errlen, "%s: not a whole counter file; starting with empty counters", path);
+    return -1;
+  }
+  return 0;
 }

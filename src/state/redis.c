@@ -109,8 +109,8 @@ redis_store *redis_open(const char *url, uint32_t timeout_ms, char *err, size_t 
   return r;
 bad:
   free(r);
-  snprintf(err, errlen, "'%s' is not a Redis address: use redis://HOST:PORT or redis://HOST:PORT/DB",
-           url);
+  snprintf(err, errlen,
+           "'%s' is not a Redis address: use redis://HOST:PORT or redis://HOST:PORT/DB", url);
   return NULL;
 }
 
@@ -188,8 +188,7 @@ int redis_hit(redis_store *r, const char *key, size_t klen, const limit_spec *sp
   pthread_mutex_lock(&r->lock);
   memcpy(sha, r->sha, sizeof sha);
   pthread_mutex_unlock(&r->lock);
-  long long now_us = now_ns / 1000, win_us = sp->window_ns / 1000,
-            pen_us = sp->penalty_ns / 1000;
+  long long now_us = now_ns / 1000, win_us = sp->window_ns / 1000, pen_us = sp->penalty_ns / 1000;
   redisReply *rep = NULL;
   for (int attempt = 0; attempt < 2; attempt++) {
     rep = redisCommand(c, "EVALSHA %s 2 %b %b %lld %lld %u %lld %d", sha, k1, klen + 9, k2,

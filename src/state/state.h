@@ -17,6 +17,7 @@
  * Stores:
  *   local.c  in this process: sharded hash tables under per-shard mutexes,
  *            expiry, a memory bound with LRU eviction (counted)
+ *            (optionally kept in a file across restarts)
  *   redis.c  in a Redis server shared by several nodes (hiredis): one Lua
  *            script updates a key atomically; when Redis is slow or down a
  *            decision uses the local store, or reads as allowed or as refused,
@@ -35,8 +36,8 @@
 
 /* A limit as the store needs it. */
 typedef struct limit_spec {
-  int64_t window_ns; /* > 0 */
-  uint32_t budget;   /* >= 1 */
+  int64_t window_ns;  /* > 0 */
+  uint32_t budget;    /* >= 1 */
   int64_t penalty_ns; /* 0: none */
 } limit_spec;
 
@@ -44,11 +45,11 @@ typedef struct limit_spec {
  * (what the snapshot records and replay feeds back) and what the decision
  * did to it. */
 typedef struct limit_reading {
-  uint32_t count;  /* charges in the window before this decision */
-  bool penalized;  /* a penalty was running */
-  bool charged;    /* this decision was logged */
-  bool exceeded;   /* this decision is refused by the limit */
-  bool degraded;   /* the shared store failed; the reading came from the fallback */
+  uint32_t count; /* charges in the window before this decision */
+  bool penalized; /* a penalty was running */
+  bool charged;   /* this decision was logged */
+  bool exceeded;  /* this decision is refused by the limit */
+  bool degraded;  /* the shared store failed; the reading came from the fallback */
 } limit_reading;
 
 /* The rule itself, given the state before: fills charged and exceeded.
@@ -70,20 +71,24 @@ typedef enum state_on_error {
 } state_on_error;
 
 typedef struct state_opts {
-  size_t max_bytes;     /* memory bound of the local store; 0: 64 MiB */
-  uint32_t timeout_ms;  /* Redis: per command; 0: 50 */
+  size_t max_bytes;    /* memory bound of the local store; 0: 64 MiB */
+  uint32_t timeout_ms; /* Redis: per command; 0: 50 */
   state_on_error on_error;
+  /* local: keep the counters in this file across restarts (read at open,
+   * written at close); NULL: not kept */
+  const char *persist_path;
 } state_opts;
 
 typedef struct state_stats {
-  uint64_t keys;      /* live keys (local) */
-  uint64_t bytes;     /* bytes they use (local) */
-  uint64_t charges;   /* charges logged */
-  uint64_t refusals;  /* readings that refused */
-  uint64_t evictions; /* keys evicted by the memory bound before they expired */
-  uint64_t expired;   /* keys removed because they expired */
+  uint64_t keys;             /* live keys (local) */
+  uint64_t bytes;            /* bytes they use (local) */
+  uint64_t charges;          /* charges logged */
+  uint64_t refusals;         /* readings that refused */
+  uint64_t evictions;        /* keys evicted by the memory bound before they expired */
+  uint64_t expired;          /* keys removed because they expired */
   uint64_t remote_errors;    /* Redis: commands that failed or timed out */
   uint64_t remote_fallbacks; /* Redis: readings served by on_error */
+  char last_error[256];      /* the counter file's last problem, "" none */
 } state_stats;
 
 /* A local store. Returns 0, or -1 with a message in err. */
@@ -93,6 +98,9 @@ int state_open_local(const state_opts *o, state_store **out, char *err, size_t e
  * fallback serves until it comes back). Returns 0, or -1 for a URL that does
  * not parse, with a message in err. */
 int state_open(const char *url, const state_opts *o, state_store **out, char *err, size_t errlen);
+/* Writes a local store's counters to its file now (also done by
+ * state_close); 0, or -1 with err. Nothing to do without a file. */
+int state_save(state_store *s, char *err, size_t errlen);
 void state_close(state_store *s);
 
 /* Reads the counter `key` (any bytes) at time now_ns, charges it when

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "state/internal.h"
 
@@ -20,15 +21,22 @@ struct state_store {
   redis_store *redis; /* NULL: local only */
   state_on_error on_error;
   char desc[300];
+  char *persist_path; /* local: the counter file, or NULL */
+  char last_error[256];
   _Atomic uint64_t remote_errors, remote_fallbacks, refusals;
 };
+
+static int64_t wall_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 int state_open_local(const state_opts *o, state_store **out, char *err, size_t errlen) {
   return state_open("local", o, out, err, errlen);
 }
 
-int state_open(const char *url, const state_opts *o, state_store **out, char *err,
-               size_t errlen) {
+int state_open(const char *url, const state_opts *o, state_store **out, char *err, size_t errlen) {
   *out = NULL;
   state_store *s = calloc(1, sizeof *s);
   if (!s || !(s->local = local_open(o ? o->max_bytes : 0))) {
@@ -39,6 +47,16 @@ int state_open(const char *url, const state_opts *o, state_store **out, char *er
   s->on_error = o ? o->on_error : STATE_FALLBACK_LOCAL;
   if (!url || !*url || strcmp(url, "local") == 0) {
     snprintf(s->desc, sizeof s->desc, "local");
+    if (o && o->persist_path && *o->persist_path) {
+      if (!(s->persist_path = strdup(o->persist_path))) {
+        state_close(s);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+      }
+      /* a file that does not read back leaves the counters empty: said in
+       * last_error, not fatal (a decision service should start) */
+      local_load(s->local, s->persist_path, wall_ns(), s->last_error, sizeof s->last_error);
+    }
   } else if (strncmp(url, "redis://", 8) == 0) {
     s->redis = redis_open(url, o && o->timeout_ms ? o->timeout_ms : 50, err, errlen);
     if (!s->redis) {
@@ -56,8 +74,17 @@ int state_open(const char *url, const state_opts *o, state_store **out, char *er
   return 0;
 }
 
+int state_save(state_store *s, char *err, size_t errlen) {
+  if (!s || !s->persist_path) return 0;
+  return local_save(s->local, s->persist_path, wall_ns(), err, errlen);
+}
+
 void state_close(state_store *s) {
   if (!s) return;
+  if (s->persist_path) {
+    state_save(s, s->last_error, sizeof s->last_error);
+    free(s->persist_path);
+  }
   if (s->redis) redis_close(s->redis);
   local_close(s->local);
   free(s);
@@ -100,6 +127,7 @@ void state_get_stats(state_store *s, state_stats *out) {
   out->refusals += atomic_load_explicit(&s->refusals, memory_order_relaxed);
   out->remote_errors = atomic_load_explicit(&s->remote_errors, memory_order_relaxed);
   out->remote_fallbacks = atomic_load_explicit(&s->remote_fallbacks, memory_order_relaxed);
+  snprintf(out->last_error, sizeof out->last_error, "%s", s->last_error);
 }
 
 const char *state_describe(const state_store *s) { return s ? s->desc : "none"; }

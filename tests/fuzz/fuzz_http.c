@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t n = 0;
   int rc = server_fuzz_feed(srv, (const char *)data, size, answer, sizeof answer, &n);
   FUZZ_CHECK(rc == 0, "the server did not close the connection (a hang)");
-  if (n) FUZZ_CHECK(n >= 12 && memcmp(answer, "HTTP/1.1 ", 9) == 0, "not an HTTP answer: %.40s",
-                    answer);
+  if (n)
+    FUZZ_CHECK(n >= 12 && memcmp(answer, "HTTP/1.1 ", 9) == 0, "not an HTTP answer: %.40s", answer);
   return 0;
 }

@@ -130,14 +130,16 @@ static void test_snapshots(void) {
     const char *p = strstr(rec.payload, "\"counters\":{");
     CHECK(p != NULL);
     if (!p) continue;
-    if (strstr(p, "\"failures\":{\"key\":\"10.0.0.1\",\"count\":3,\"penalized\":true,"
-                  "\"charged\":false}"))
+    if (strstr(p,
+               "\"failures\":{\"key\":\"10.0.0.1\",\"count\":3,\"penalized\":true,"
+               "\"charged\":false}"))
       saw_block = 1;
     /* a limit whose `when` is false is not read, and not recorded */
     if (strstr(p, "\"per_user\":{\"key\":\"ana\"") && !strstr(p, "\"resets\"")) saw_unreached = 1;
     /* the rule's read of resets: the list key joined by U+001F, not charged */
-    if (strstr(p, "\"resets\":{\"key\":\"bo\\u001freset\",\"count\":1,\"penalized\":false,"
-                  "\"charged\":false}"))
+    if (strstr(p,
+               "\"resets\":{\"key\":\"bo\\u001freset\",\"count\":1,\"penalized\":false,"
+               "\"charged\":false}"))
       saw_readonly = 1;
   }
   snapshot_reader_close(r);
@@ -193,6 +195,13 @@ static void test_bad_limits(void) {
       {"limits: {x: {key: ip, window: 1m, budget: 1}}\n"
        "tests: [{counters: {y: 1}, expect: allow}]\n",
        "no limit named 'y'"},
+      {"limits: {x: {key: ip, window: 1m, budget: 1}}\n"
+       "rules: [{if: 'limits.nope.count > 1', action: block}]\n",
+       "no limit named 'nope'"},
+      {"limits: {x: {key: ip, window: 1m, budget: 1}}\n"
+       "let: {busy: 'limits.y.exceeded'}\n"
+       "rules: [{if: busy, action: block}]\n",
+       "no limit named 'y'"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char text[512];
@@ -203,7 +212,8 @@ static void test_bad_limits(void) {
     int rc = policy_bundle_from_text("s.yaml", text, strlen(text), &b, &diags);
     int found = 0;
     for (size_t k = 0; k < diags.n; k++)
-      if (strstr(diags.items[k].message, cases[i].want) || strstr(diags.items[k].key, cases[i].want))
+      if (strstr(diags.items[k].message, cases[i].want) ||
+          strstr(diags.items[k].key, cases[i].want))
         found = diags.items[k].line > 0;
     CHECK_MSG(rc != 0 && found, "case %zu: want an error with '%s'", i, cases[i].want);
     policy_bundle_free(b);
@@ -230,13 +240,14 @@ static void test_presets(void) {
     CHECK_STR(dd->action, "allow");
   }
   policy_diags_free(&diags);
-  static const char preset[] = "strategy: t\ndefault: allow\n"
-                               "limits: {x: {key: ip, window: 1m, budget: 2, action: block}}\n"
-                               "tests:\n"
-                               "  - {context: {ip: a}, counters: {x: 1}, expect: allow}\n"
-                               "  - {context: {ip: a}, counters: {x: 2}, expect: block}\n"
-                               "  - {context: {ip: a}, counters: {x: {count: 0, penalized: true}},"
-                               " expect: block}\n";
+  static const char preset[] =
+      "strategy: t\ndefault: allow\n"
+      "limits: {x: {key: ip, window: 1m, budget: 2, action: block}}\n"
+      "tests:\n"
+      "  - {context: {ip: a}, counters: {x: 1}, expect: allow}\n"
+      "  - {context: {ip: a}, counters: {x: 2}, expect: block}\n"
+      "  - {context: {ip: a}, counters: {x: {count: 0, penalized: true}},"
+      " expect: block}\n";
   policy_bundle *p = NULL;
   memset(&diags, 0, sizeof diags);
   CHECK(policy_bundle_from_text("t.yaml", preset, sizeof preset - 1, &p, &diags) == 0);

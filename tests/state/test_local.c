@@ -2,12 +2,15 @@
  * exactly: at window edges (a charge at t counts until t + window, not at
  * it), against a brute-force model over thousands of irregular hits,
  * with penalties, read-only readings that change nothing, several threads
- * charging one key (exact totals), and a memory bound that evicts (counted)
- * and removes expired keys (counted apart). */
+ * charging one key (exact totals), a memory bound that evicts (counted)
+ * and removes expired keys (counted apart), and the counter file that keeps
+ * counts across restarts. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "state/state.h"
 #include "test.h"
@@ -112,7 +115,7 @@ static void test_against_model(void) {
   int mismatches = 0, refusals = 0;
   for (int i = 0; i < N; i++) {
     seed = seed * 1103515245u + 12345u;
-    t += (seed >> 16) % (40 * MS); /* gaps of 0 to 40 ms, some zero */
+    t += (seed >> 16) % (40 * MS);                     /* gaps of 0 to 40 ms, some zero */
     if (i % 7 == 0) t += 100 * MS - ((seed >> 8) % 3); /* land near window edges */
     bool charge = (seed >> 4) % 5 != 0;
     uint32_t want = 0;
@@ -120,8 +123,7 @@ static void test_against_model(void) {
       if (charged[j] > t - sp.window_ns && charged[j] <= t) want++;
     limit_reading r = hit(s, "m", &sp, t, charge);
     bool want_exceeded = want >= sp.budget;
-    if (r.count != want || r.exceeded != want_exceeded ||
-        r.charged != (charge && !want_exceeded))
+    if (r.count != want || r.exceeded != want_exceeded || r.charged != (charge && !want_exceeded))
       mismatches++;
     if (r.charged) charged[nc++] = t;
     refusals += r.exceeded;
@@ -206,8 +208,8 @@ static void test_memory_bound(void) {
   CHECK_MSG(st.bytes <= bound, "%llu bytes over a bound of %zu", (unsigned long long)st.bytes,
             bound);
   CHECK(st.evictions > 0 && st.expired == 0);
-  CHECK_MSG(st.keys + st.evictions == KEYS, "keys %llu + evicted %llu",
-            (unsigned long long)st.keys, (unsigned long long)st.evictions);
+  CHECK_MSG(st.keys + st.evictions == KEYS, "keys %llu + evicted %llu", (unsigned long long)st.keys,
+            (unsigned long long)st.evictions);
   /* the most recent key is still there; the oldest was evicted (LRU) */
   snprintf(key, sizeof key, "caller-%d", KEYS - 1);
   CHECK(hit(s, key, &sp, T0 + KEYS, false).count == 1);
@@ -233,6 +235,68 @@ static void test_memory_bound(void) {
   state_close(s);
 }
 
+static int64_t wall(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * SEC + ts.tv_nsec;
+}
+
+static state_store *open_file(const char *path, state_stats *st) {
+  state_opts o = {.persist_path = path};
+  state_store *s = NULL;
+  char err[256];
+  if (state_open_local(&o, &s, err, sizeof err)) exit(2);
+  state_get_stats(s, st);
+  return s;
+}
+
+/* --state-file: counts and penalties survive a restart; expired ones do
+ * not; a damaged file leaves the counters empty and says so. */
+static void test_persistence(void) {
+  char dir[] = "/tmp/vdstate-XXXXXX";
+  if (!mkdtemp(dir)) return;
+  char path[64];
+  snprintf(path, sizeof path, "%s/counters", dir);
+  int64_t now = wall();
+  limit_spec hour = {.window_ns = 3600 * SEC, .budget = 3, .penalty_ns = 3600 * SEC};
+  limit_spec brief = {.window_ns = 1, .budget = 3};
+  state_stats st;
+  state_store *s = open_file(path, &st);
+  CHECK(st.keys == 0 && st.last_error[0] == '\0');                  /* no file yet: fine */
+  for (int i = 0; i < 3; i++) hit(s, "kept", &hour, now + i, true); /* starts the penalty */
+  hit(s, "half", &hour, now, true);
+  hit(s, "gone", &brief, now - 10 * SEC, true); /* long expired by the reopen */
+  state_close(s);
+
+  s = open_file(path, &st);
+  CHECK_MSG(st.keys == 2 && st.last_error[0] == '\0', "keys %llu, error '%s'",
+            (unsigned long long)st.keys, st.last_error);
+  limit_reading r = hit(s, "kept", &hour, now + 10, false);
+  CHECK(r.count == 3 && r.penalized && r.exceeded);
+  r = hit(s, "half", &hour, now + 10, true);
+  CHECK(r.count == 1 && r.charged);
+  CHECK(hit(s, "gone", &brief, now + 10, false).count == 0);
+  state_close(s);
+
+  /* damaged: truncated, then not ours */
+  FILE *f = fopen(path, "r+");
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fclose(f);
+  CHECK(truncate(path, size - 5) == 0);
+  s = open_file(path, &st);
+  CHECK(st.keys == 0 && strstr(st.last_error, "not a whole counter file"));
+  state_close(s); /* writes a whole file again */
+  f = fopen(path, "w");
+  fputs("not a counter file at all", f);
+  fclose(f);
+  s = open_file(path, &st);
+  CHECK(st.keys == 0 && st.last_error[0] != '\0');
+  state_close(s);
+  unlink(path);
+  rmdir(dir);
+}
+
 static void test_bad_urls(void) {
   state_store *s = NULL;
   char err[256];
@@ -253,6 +317,7 @@ int main(void) {
   test_against_model();
   test_threads_one_key();
   test_memory_bound();
+  test_persistence();
   test_bad_urls();
   TEST_END();
 }

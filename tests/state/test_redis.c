@@ -2,7 +2,9 @@
  * loopback port: the Lua script keeps the sliding-window rule exactly (the
  * same brute-force model as the local store, at window edges to the
  * microsecond), penalties, two engines (two "nodes") and several threads
- * charging one key share one exact budget, and when Redis is killed every
+ * charging one key share one exact budget, a Redis that stops answering
+ * (SIGSTOP) misses the deadline and the fallback answers, and when Redis is
+ * killed every
  * declared fallback (local, allow, deny) answers as documented and is
  * counted; when it comes back, counting goes back to it.
  *
@@ -44,7 +46,8 @@ static int free_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   socklen_t n = sizeof a;
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) || getsockname(fd, (struct sockaddr *)&a, &n))
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) ||
+      getsockname(fd, (struct sockaddr *)&a, &n))
     return -1;
   close(fd);
   return ntohs(a.sin_port);
@@ -52,7 +55,8 @@ static int free_port(void) {
 
 static int can_connect(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+  struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_port = htons((uint16_t)port),
                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   int ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
   if (fd >= 0) close(fd);
@@ -71,8 +75,8 @@ static void stop_redis(void) {
 static int start_redis(void) {
   char port[16];
   snprintf(port, sizeof port, "%d", redis_port);
-  char *argv[] = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
-                  "--appendonly", "no", "--dir", tmpdir, "--loglevel", "warning", NULL};
+  char *argv[] = {"redis-server", "--port", port,    "--bind", "127.0.0.1",  "--save",  "",
+                  "--appendonly", "no",     "--dir", tmpdir,   "--loglevel", "warning", NULL};
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
@@ -236,7 +240,7 @@ static void test_redis_down(const char *dir) {
   const char *req = "{\"action\":\"api\",\"key\":\"k-down\"}";
   CHECK_STR(decide(deny, req), "allow"); /* Redis is up: counted there */
   stop_redis();
-  CHECK_STR(decide(deny, req), "block"); /* down: deny refuses */
+  CHECK_STR(decide(deny, req), "block");  /* down: deny refuses */
   CHECK_STR(decide(allow, req), "allow"); /* allow refuses nothing */
   CHECK_STR(decide(allow, req), "allow");
   /* local counts on this node: 1000 allowed, then refused */
@@ -272,6 +276,32 @@ static void test_redis_down(const char *dir) {
   vd_engine_close(local);
 }
 
+/* Redis alive but not answering (stopped with SIGSTOP): the command misses
+ * its deadline and the declared fallback answers, counted. */
+static void test_redis_slow(const char *dir) {
+  vd_engine_opts o;
+  memset(&o, 0, sizeof o);
+  o.store_dir = "";
+  o.state_url = url;
+  o.state_timeout_ms = 100;
+  o.state_on_error = VD_STATE_DENY;
+  vd_engine *e = NULL;
+  vd_error err;
+  if (vd_engine_open(dir, &o, &e, &err)) {
+    fprintf(stderr, "%s\n", err.message);
+    exit(2);
+  }
+  const char *req = "{\"action\":\"api\",\"key\":\"k-slow\"}";
+  CHECK_STR(decide(e, req), "allow");
+  kill(redis_pid, SIGSTOP);
+  CHECK_STR(decide(e, req), "block"); /* late: deny */
+  kill(redis_pid, SIGCONT);
+  vd_engine_counters c;
+  vd_engine_stats(e, &c);
+  CHECK(c.state_remote_errors == 1 && c.state_fallbacks == 1);
+  vd_engine_close(e);
+}
+
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
   (void)st;
   (void)ftw;
@@ -296,15 +326,17 @@ int main(void) {
   char path[128];
   snprintf(path, sizeof path, "%s/api.yaml", tmpdir);
   FILE *f = fopen(path, "w");
-  fputs("strategy: api\n"
-        "limits:\n"
-        "  hourly: {key: request.key, window: 1h, budget: 1000, action: block}\n"
-        "default: allow\n",
-        f);
+  fputs(
+      "strategy: api\n"
+      "limits:\n"
+      "  hourly: {key: request.key, window: 1h, budget: 1000, action: block}\n"
+      "default: allow\n",
+      f);
   fclose(f);
 
   test_edges_and_model();
   test_two_nodes(tmpdir);
+  test_redis_slow(tmpdir);
   test_redis_down(tmpdir);
   stop_redis();
   nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
