@@ -38,6 +38,8 @@ struct mcp_session {
   vd_engine *engine;
   char *snapshots_dir;
   vd_decision *d;
+  mcp_decision_fn on_decision; /* may be NULL */
+  void *on_decision_user;
   char version[16]; /* negotiated by initialize, "" before */
   int initialized;  /* notifications/initialized seen */
   char cwd[PATH_MAX];
@@ -71,6 +73,12 @@ mcp_session *mcp_session_new(vd_engine *e, const char *snapshots_dir) {
   }
   if (!getcwd(s->cwd, sizeof s->cwd)) s->cwd[0] = '\0';
   return s;
+}
+
+void mcp_session_on_decision(mcp_session *s, mcp_decision_fn fn, void *user) {
+  if (!s) return;
+  s->on_decision = fn;
+  s->on_decision_user = user;
 }
 
 void mcp_session_free(mcp_session *s) {
@@ -285,6 +293,8 @@ static int decide_action(mcp_session *s, arena *a, const value *id, int modern, 
     snprintf(msg, sizeof msg, "verdict could not decide this request: %s", err.message);
     return tool_error(out, id, modern, msg);
   }
+  if (s->on_decision) s->on_decision(s->on_decision_user, s->d);
+
   const char *dj;
   size_t dn;
   if (vd_decision_render(s->d, 0, &dj, &dn) != 0) return -1;

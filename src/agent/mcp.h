@@ -32,6 +32,12 @@ typedef struct mcp_session mcp_session;
 mcp_session *mcp_session_new(vd_engine *e, const char *snapshots_dir);
 void mcp_session_free(mcp_session *s);
 
+/* Calls fn(user, d) after each decision the session makes (decide_action),
+ * for a host that counts decisions (verdict serve's metrics). fn NULL: none.
+ * Set it before mcp_handle; it applies to the calls that follow. */
+typedef void (*mcp_decision_fn)(void *user, const vd_decision *d);
+void mcp_session_on_decision(mcp_session *s, mcp_decision_fn fn, void *user);
+
 /* Handles one JSON-RPC message, msg[0..len) (UTF-8 JSON text). Appends the
  * response (one compact JSON object, no newline) to out and returns 1;
  * returns 0 when nothing is to be sent back (a notification, or a response

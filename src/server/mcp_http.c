@@ -143,8 +143,12 @@ static int is_initialize(const http_request *r) {
   return yes;
 }
 
+/* MCP's decisions count in this worker's metrics like any other. */
+static void count_decision(void *user, const vd_decision *d) { metrics_count_decision(user, d); }
+
 void route_mcp(conn *c, const http_request *r) {
-  server *srv = conn_worker(c)->srv;
+  worker *w = conn_worker(c);
+  server *srv = w->srv;
   mcp_table *t = srv->mcp;
   size_t n;
   const char *origin = http_header_get(r, "origin", &n);
@@ -231,6 +235,7 @@ void route_mcp(conn *c, const http_request *r) {
       return;
     }
     e->last_used = now;
+    mcp_session_on_decision(e->s, count_decision, &w->m);
     rc = mcp_handle(e->s, r->body, r->body_len, &out);
   } else if (is_initialize(r)) {
     if (t->n == MCP_MAX_SESSIONS) { /* end the least recently used */
@@ -250,10 +255,12 @@ void route_mcp(conn *c, const http_request *r) {
     }
     e->last_used = now;
     t->n++;
+    mcp_session_on_decision(e->s, count_decision, &w->m);
     rc = mcp_handle(e->s, r->body, r->body_len, &out);
     snprintf(extra, sizeof extra, "Mcp-Session-Id: %s\r\n", e->id);
   } else {
     mcp_session *s = mcp_session_new(srv->engine, srv->snapshots_dir);
+    mcp_session_on_decision(s, count_decision, &w->m);
     rc = s ? mcp_handle(s, r->body, r->body_len, &out) : -1;
     mcp_session_free(s);
   }

@@ -58,6 +58,10 @@ eq "$(json '"decide_action" in [t["name"] for t in d["result"]["tools"]]')" True
 mcp '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"decide_action","arguments":{"tool_name":"Bash","tool_input":{"command":"rm -rf /"},"cwd":"/home/dev/project"}}}' "${S[@]}"
 eq "$CODE" 200 "tools/call: 200"
 eq "$(json 'd["result"]["structuredContent"]["action"]')" deny "tools/call: rm -rf / is denied"
+# an MCP decision counts in /metrics like any other
+curl -s "http://127.0.0.1:$PORT/metrics" >"$T/metrics"
+grep -q '^verdict_decisions_total{[^}]*strategy="agent_guard"[^}]*action="deny"[^}]*} [1-9]' "$T/metrics" &&
+  ok || bad "tools/call: counted in verdict_decisions_total"
 SNAP=$(json 'd["result"]["structuredContent"]["snapshot_id"]')
 eq "${#SNAP}" 36 "tools/call: the decision is recorded"
 mcp "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"explain_decision\",\"arguments\":{\"snapshot_id\":\"$SNAP\"}}}" "${S[@]}"
