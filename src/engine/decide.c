@@ -746,6 +746,16 @@ static int no_candidate(dctx *x, const uint8_t *mask, int32_t chosen, vd_error *
   return d->no_candidate ? 0 : nomem(err);
 }
 
+/* a..g concatenated into buf (cut to fit). */
+static void join(char *buf, size_t cap, const char *a, const char *b, const char *c,
+                 const char *dd, const char *e, const char *f) {
+  const char *parts[6] = {a, b, c, dd, e, f};
+  size_t o = 0;
+  for (int i = 0; i < 6; i++)
+    for (const char *p = parts[i]; *p && o + 1 < cap; p++) buf[o++] = *p;
+  buf[o] = '\0';
+}
+
 int decide_run(const policy_bundle *b, const name_table *names, const decide_request *req,
                const decide_limits *lim, vd_decision *d, vd_error *err) {
   const strategy *s = policy_bundle_find(b, req->action.s, req->action.n);
@@ -888,12 +898,18 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
         t++;
       if (t < s->nthresholds) {
         o = &s->thresholds[t].outcome;
-        snprintf(buf, sizeof buf, "model '%s' scored %.4g, at least %g", s->fallback_model,
-                 d->model_score, s->thresholds[t].min_score);
+        /* (no printf on the decision path: shortest digits of a decimal
+       * double take a few multiplications, %g a few thousand instructions) */
+      char sc[32], th[32];
+      dtoa_shortest(d->model_score, sc);
+      dtoa_shortest(s->thresholds[t].min_score, th);
+      join(buf, sizeof buf, "model '", s->fallback_model, "' scored ", sc, ", at least ", th);
       } else {
         o = &s->below;
-        snprintf(buf, sizeof buf, "model '%s' scored %.4g, below every threshold",
-                 s->fallback_model, d->model_score);
+        char sc[32];
+        dtoa_shortest(d->model_score, sc);
+        join(buf, sizeof buf, "model '", s->fallback_model, "' scored ", sc,
+             ", below every threshold", "");
       }
       chosen = o->action;
     }
