@@ -216,11 +216,15 @@ const char *vd_decision_action(const vd_decision *d); /* NULL: an error decision
 int vd_decision_allowed(const vd_decision *d);
 int vd_decision_review(const vd_decision *d);
 double vd_decision_confidence(const vd_decision *d);
-const char *vd_decision_source(const vd_decision *d); /* "rule", "default" or "error" */
+const char *vd_decision_source(const vd_decision *d); /* "rule", "model", "default" or "error" */
 const char *vd_decision_rule(const vd_decision *d);   /* the deciding rule, or NULL */
 const char *vd_decision_reason(const vd_decision *d); /* message for people, or NULL */
 const char *vd_decision_strategy(const vd_decision *d);
 const char *vd_decision_policy_version(const vd_decision *d); /* the strategy's version */
+/* The fallback model's version (SHA-256 of its file) when the decision ran
+ * it, else NULL; its score (model.score) when it scored, else NaN. */
+const char *vd_decision_model_version(const vd_decision *d);
+double vd_decision_model_score(const vd_decision *d);
 double vd_decision_latency_us(const vd_decision *d); /* request parsing + deciding */
 /* The id of the decision's snapshot (a UUIDv7, 36 characters), or NULL when
  * snapshots are off or this one could not be recorded (see vd_engine_stats). */

@@ -5,6 +5,7 @@
  * keeps its largest chunk, so that once a decision object has seen the
  * biggest request of a workload it decides without touching malloc. A new
  * decision object starts with one chunk large enough for typical requests. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,14 @@ const char *vd_decision_strategy(const vd_decision *d) {
 }
 const char *vd_decision_policy_version(const vd_decision *d) {
   return d && d->decided ? d->policy_version : NULL;
+}
+const char *vd_decision_model_version(const vd_decision *d) {
+  return d && d->decided && (d->model_run == MODEL_SCORED || d->model_run == MODEL_DEADLINE)
+             ? d->model_version
+             : NULL;
+}
+double vd_decision_model_score(const vd_decision *d) {
+  return d && d->decided && d->model_run == MODEL_SCORED ? d->model_score : NAN;
 }
 double vd_decision_latency_us(const vd_decision *d) {
   return d && d->decided ? d->latency_us : 0.0;

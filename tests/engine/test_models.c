@@ -49,6 +49,8 @@ static void rules_first_then_the_model(vd_engine *e) {
     CHECK_STR(vd_decision_action(D), "approve");
     CHECK_STR(vd_decision_source(D), "rule");
     CHECK_MSG(contains(answer(), "\"model_version\":null"), "%s", answer());
+    CHECK(vd_decision_model_version(D) == NULL);
+    CHECK(vd_decision_model_score(D) != vd_decision_model_score(D)); /* NaN */
   }
   /* no rule: the model scores it, the first threshold reached decides */
   pay(req, sizeof req, 50, "0.95", "false");
@@ -61,6 +63,8 @@ static void rules_first_then_the_model(vd_engine *e) {
     CHECK(vd_decision_confidence(D) > 0.9 && vd_decision_confidence(D) <= 1.0);
     CHECK(D->model_score > 0.9 && D->model_score < 1.0);
     CHECK_MSG(contains(answer(), "\"model_version\":\"3c27069e"), "%s", answer());
+    CHECK(vd_decision_model_version(D) && !strncmp(vd_decision_model_version(D), "3c27069e", 8));
+    CHECK(vd_decision_model_score(D) == D->model_score);
   }
   /* under every threshold: `below` */
   pay(req, sizeof req, 50, "0.05", "false");
