@@ -320,8 +320,8 @@ static const char *const script_uas[] = {
     "python-requests/2.32.3",
     "Go-http-client/1.1",
     "Wget/1.21.4",
-    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 "
-    "(KHTML, like Gecko) HeadlessChrome/131.0.0.0 Safari/537.36",
+    ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 "
+     "(KHTML, like Gecko) HeadlessChrome/131.0.0.0 Safari/537.36"),
     "Scrapy/2.11.2 (+https://scrapy.org)"};
 static const char *const sdk_uas[] = {
     "acme-sdk-python/3.2.1", "acme-sdk-node/5.0.4", "okhttp/4.12.0",      "Go-http-client/2.0",
