@@ -39,6 +39,13 @@ int cli_usage_error(const char *cmd, const char *msg, const char *arg);
  * such as "15m", "1h30m" or "7d". Sets *out (unix ns); 0, or -1 when malformed. */
 int cli_parse_when(const char *s, int64_t now, int64_t *out);
 
+/* The snapshot folder a command records into when not told: $VERDICT_SNAPSHOTS,
+ * else POLICY/.verdict/snapshots (beside the version store). Leaves
+ * *snapshots alone when it is set or no_snapshots; *owned is what to free.
+ * Returns 0, or -1 when out of memory. */
+int cli_default_snapshots(const char *policy, int no_snapshots, const char **snapshots,
+                          char **owned);
+
 /* Reads a whole file (or "-" for stdin) into a malloc'd NUL-terminated
  * buffer. Returns NULL and prints "verdict: PATH: reason" on failure. */
 char *cli_read_file(const char *path, size_t *len);
@@ -54,7 +61,7 @@ int cli_state_option(const char *cmd, int argc, char **argv, int *i, struct vd_e
   "      --state-on-error local|allow|deny  when Redis fails or is late: count\n"     \
   "                         locally meanwhile (default), refuse nothing, or refuse\n" \
   "      --state-timeout MS Redis deadline per command (default 50)\n"                \
-  "      --state-max-bytes BYTES  memory bound of the local counters (64 MiB)\n"     \
+  "      --state-max-bytes BYTES  memory bound of the local counters (64 MiB)\n"      \
   "      --state-file FILE  keep the local counters in FILE across restarts\n"
 
 #endif

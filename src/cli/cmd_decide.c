@@ -51,8 +51,8 @@ const char cmd_decide_help[] =
     "      --durability none|interval|always\n"
     "                     when snapshots reach the disk: interval (the default) syncs\n"
     "                     every 100 ms and at exit; always answers each decision\n"
-    "                     only once its snapshot is synced; none leaves it to the OS\n"
-    CLI_STATE_HELP
+    "                     only once its snapshot is synced; none leaves it to the "
+    "OS\n" CLI_STATE_HELP
     "  -h, --help         this text\n"
     "\n"
     "Exit status: 0 every request was decided; 1 the bundle does not load, the\n"
@@ -320,20 +320,9 @@ int cmd_decide(int argc, char **argv) {
 
   /* Snapshots are on unless asked not to be: beside the version store. */
   char *default_dir = NULL;
-  if (!no_snapshots && !snapshots) {
-    const char *env = getenv("VERDICT_SNAPSHOTS");
-    if (env && *env) {
-      snapshots = env;
-    } else {
-      size_t n = strlen(policy) + sizeof "/.verdict/snapshots";
-      default_dir = malloc(n);
-      if (!default_dir) {
-        fprintf(stderr, "verdict decide: out of memory\n");
-        return 1;
-      }
-      snprintf(default_dir, n, "%s/.verdict/snapshots", policy);
-      snapshots = default_dir;
-    }
+  if (cli_default_snapshots(policy, no_snapshots, &snapshots, &default_dir) != 0) {
+    fprintf(stderr, "verdict decide: out of memory\n");
+    return 1;
   }
 
   vd_engine_opts opts;

@@ -309,20 +309,9 @@ int cmd_hook(int argc, char **argv) {
   }
 
   char *default_dir = NULL;
-  if (!no_snapshots && !snapshots) {
-    const char *env = getenv("VERDICT_SNAPSHOTS");
-    if (env && *env) {
-      snapshots = env;
-    } else {
-      size_t n = strlen(policy) + sizeof "/.verdict/snapshots";
-      default_dir = malloc(n);
-      if (!default_dir) {
-        code = fail(ag, "out of memory");
-        goto done;
-      }
-      snprintf(default_dir, n, "%s/.verdict/snapshots", policy);
-      snapshots = default_dir;
-    }
+  if (cli_default_snapshots(policy, no_snapshots, &snapshots, &default_dir) != 0) {
+    code = fail(ag, "out of memory");
+    goto done;
   }
   vd_engine_opts opts;
   memset(&opts, 0, sizeof opts);

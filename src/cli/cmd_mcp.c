@@ -99,20 +99,9 @@ int cmd_mcp(int argc, char **argv) {
   if (store && no_store) return usage_error("give --store or --no-store, not both", NULL);
 
   char *default_dir = NULL;
-  if (!no_snapshots && !snapshots) {
-    const char *env = getenv("VERDICT_SNAPSHOTS");
-    if (env && *env) {
-      snapshots = env;
-    } else {
-      size_t n = strlen(policy) + sizeof "/.verdict/snapshots";
-      default_dir = malloc(n);
-      if (!default_dir) {
-        fprintf(stderr, "verdict mcp: out of memory\n");
-        return 1;
-      }
-      snprintf(default_dir, n, "%s/.verdict/snapshots", policy);
-      snapshots = default_dir;
-    }
+  if (cli_default_snapshots(policy, no_snapshots, &snapshots, &default_dir) != 0) {
+    fprintf(stderr, "verdict mcp: out of memory\n");
+    return 1;
   }
   vd_engine_opts opts;
   memset(&opts, 0, sizeof opts);

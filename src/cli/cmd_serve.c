@@ -49,8 +49,7 @@ const char cmd_serve_help[] =
     "                         endpoints are disabled)\n"
     "      --watch            reload when a file in the bundle folder changes\n"
     "      --access-log FILE  one JSON line per request, appended to FILE (- for\n"
-    "                         stdout)\n"
-    CLI_STATE_HELP
+    "                         stdout)\n" CLI_STATE_HELP
     "  -h, --help             this text\n"
     "\n"
     "Exit status: 0 stopped by a signal; 1 could not start (the bundle, the\n"
@@ -189,20 +188,9 @@ int cmd_serve(int argc, char **argv) {
   if (snapshots && !*snapshots) return usage_error("--snapshots needs a folder", NULL);
 
   char *default_dir = NULL;
-  if (!no_snapshots && !snapshots) {
-    const char *env = getenv("VERDICT_SNAPSHOTS");
-    if (env && *env) {
-      snapshots = env;
-    } else {
-      size_t n = strlen(o.policy_dir) + sizeof "/.verdict/snapshots";
-      default_dir = malloc(n);
-      if (!default_dir) {
-        fprintf(stderr, "verdict serve: out of memory\n");
-        return 1;
-      }
-      snprintf(default_dir, n, "%s/.verdict/snapshots", o.policy_dir);
-      snapshots = default_dir;
-    }
+  if (cli_default_snapshots(o.policy_dir, no_snapshots, &snapshots, &default_dir) != 0) {
+    fprintf(stderr, "verdict serve: out of memory\n");
+    return 1;
   }
   o.engine.store_dir = no_store ? "" : store;
   o.engine.snapshots_dir = no_snapshots ? NULL : snapshots;

@@ -59,6 +59,22 @@ int cli_usage_error(const char *cmd, const char *msg, const char *arg) {
   return 2;
 }
 
+int cli_default_snapshots(const char *policy, int no_snapshots, const char **snapshots,
+                          char **owned) {
+  *owned = NULL;
+  if (no_snapshots || *snapshots) return 0;
+  const char *env = getenv("VERDICT_SNAPSHOTS");
+  if (env && *env) {
+    *snapshots = env;
+    return 0;
+  }
+  size_t n = strlen(policy) + sizeof "/.verdict/snapshots";
+  if (!(*owned = malloc(n))) return -1;
+  snprintf(*owned, n, "%s/.verdict/snapshots", policy);
+  *snapshots = *owned;
+  return 0;
+}
+
 int cli_parse_when(const char *s, int64_t now, int64_t *out) {
   size_t n = strlen(s);
   int64_t sec;
