@@ -728,10 +728,12 @@ static void put_hex_bytes(sbuf *b, const char *s, size_t n, int upper) {
 /* %f / %e of a number with `prec` digits, with a '.' whatever the locale. */
 static void put_fixed_or_sci(sbuf *b, double d, int prec, char verb) {
   if (put_nonfinite(b, d)) return;
-  char fmt[8] = {'%', '.', '*', verb, 0};
-  int n = snprintf(NULL, 0, fmt, prec, d);
+  int n = verb == 'f' ? snprintf(NULL, 0, "%.*f", prec, d) : snprintf(NULL, 0, "%.*e", prec, d);
   if (n < 0 || sb_grow(b, (size_t)n + 1)) return;
-  snprintf(b->p + b->len, (size_t)n + 1, fmt, prec, d);
+  if (verb == 'f')
+    snprintf(b->p + b->len, (size_t)n + 1, "%.*f", prec, d);
+  else
+    snprintf(b->p + b->len, (size_t)n + 1, "%.*e", prec, d);
   for (int i = 0; i < n; i++) {
     char c = b->p[b->len + (size_t)i];
     if (!(c >= '0' && c <= '9') && c != '-' && c != '+' && c != 'e') b->p[b->len + (size_t)i] = '.';
