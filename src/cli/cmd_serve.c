@@ -49,7 +49,10 @@ const char cmd_serve_help[] =
     "                         endpoints are disabled)\n"
     "      --watch            reload when a file in the bundle folder changes\n"
     "      --access-log FILE  one JSON line per request, appended to FILE (- for\n"
-    "                         stdout)\n" CLI_STATE_HELP
+    "                         stdout)\n"
+    "      --authz-redact LIST  headers /v1/authz hands the rules (and the snapshot)\n"
+    "                         as \"[redacted]\", comma-separated (default\n"
+    "                         " VD_AUTHZ_REDACT_DEFAULT "; '' for none)\n" CLI_STATE_HELP
     "  -h, --help             this text\n"
     "\n"
     "Exit status: 0 stopped by a signal; 1 could not start (the bundle, the\n"
@@ -91,7 +94,8 @@ static const char *const value_options[] = {"-p",
                                             "--max-conns",
                                             "--max-batch",
                                             "--admin-token-file",
-                                            "--access-log"};
+                                            "--access-log",
+                                            "--authz-redact"};
 
 static int is_option(const char *a) {
   for (size_t k = 0; k < sizeof value_options / sizeof value_options[0]; k++)
@@ -169,6 +173,12 @@ int cmd_serve(int argc, char **argv) {
     } else if (strcmp(a, "--access-log") == 0) {
       if (!*v) return usage_error("--access-log needs a file (or - for stdout)", NULL);
       o.access_log = v;
+    } else if (strcmp(a, "--authz-redact") == 0) {
+      for (const char *ch = v; *ch; ch++)
+        if (!(*ch == ',' || *ch == '-' || *ch == '_' || *ch == ' ' || (*ch >= 'a' && *ch <= 'z') ||
+              (*ch >= 'A' && *ch <= 'Z') || (*ch >= '0' && *ch <= '9')))
+          return usage_error("--authz-redact wants header names separated by commas, not", v);
+      o.authz_redact = v;
     } else if (strcmp(a, "--watch") == 0) {
       o.watch = 1;
     } else if (strncmp(a, "--state", 7) == 0 &&

@@ -10,6 +10,10 @@
  * short: method, uri, path, query, host, scheme, client_ip, headers (every
  * other header, names in lower case), env (X-Verdict-Env-* headers), and the
  * decision point from X-Verdict-Point or ?point=, default http_request.
+ * Credentials the proxy copies from the original request (Authorization,
+ * Proxy-Authorization, Cookie by default: --authz-redact) reach the rules
+ * as "[redacted]": a rule can see that one was sent, the snapshot log never
+ * holds the secret.
  *
  * The request is built as JSON text and decided by vd_decide_json, so the
  * snapshot records exactly what the rules saw and replay works as for any
@@ -46,6 +50,23 @@ static int skipped_header(const char *name, size_t n) {
   for (int i = 0; exact[i]; i++)
     if (n == strlen(exact[i]) && strncasecmp(name, exact[i], n) == 0) return 1;
   return starts_with_ci(name, n, "x-original-") || starts_with_ci(name, n, "x-verdict-");
+}
+
+/* Whether the proxy's header `name` is in the --authz-redact list. */
+static int redacted_header(const char *list, const char *name, size_t n) {
+  if (!list) return 0;
+  while (*list) {
+    const char *comma = strchr(list, ',');
+    size_t len = comma ? (size_t)(comma - list) : strlen(list);
+    const char *item = list;
+    size_t in = len;
+    while (in && (*item == ' ' || *item == '\t')) item++, in--;
+    while (in && (item[in - 1] == ' ' || item[in - 1] == '\t')) in--;
+    if (in == n && n && strncasecmp(item, name, n) == 0) return 1;
+    if (!comma) break;
+    list = comma + 1;
+  }
+  return 0;
 }
 
 static void put_lower_key(json_buf *b, const char *s, size_t n, int underscores) {
@@ -176,6 +197,10 @@ void route_authz(conn *c, const http_request *r) {
     first = 0;
     put_lower_key(&b, name, h->name_len, 0);
     json_buf_putc(&b, ':');
+    if (redacted_header(w->srv->opts->authz_redact, name, h->name_len)) {
+      PUT_LIT(&b, "\"[redacted]\"");
+      continue;
+    }
     /* Joined value of every header of this name. */
     json_buf joined;
     json_buf_init(&joined, NULL);

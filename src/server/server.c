@@ -32,6 +32,7 @@ void server_opts_init(server_opts *o) {
   o->max_conns = 1024;
   o->max_batch = 1000;
   o->watch_debounce_ms = 300;
+  o->authz_redact = VD_AUTHZ_REDACT_DEFAULT;
 }
 
 /* "HOST:PORT" or "[V6]:PORT" into addr. */

@@ -12,6 +12,8 @@
 
 #include "verdict.h"
 
+#define VD_AUTHZ_REDACT_DEFAULT "authorization,proxy-authorization,cookie"
+
 typedef struct server_opts {
   const char *policy_dir;       /* the bundle (required) */
   const char *listen;           /* "HOST:PORT" or "[V6]:PORT"; default 127.0.0.1:8181 */
@@ -27,6 +29,9 @@ typedef struct server_opts {
   const char *access_log;       /* NULL: none; "-": stdout; else a file (appended) */
   int watch;                    /* reload when a file in the bundle folder changes */
   unsigned watch_debounce_ms;   /* quiet time before a watched change reloads; default 300 */
+  const char *authz_redact;     /* header names (comma-separated, any case) whose values
+                                 * /v1/authz passes to the rules, and so to the snapshot, as
+                                 * "[redacted]"; default VD_AUTHZ_REDACT_DEFAULT; "" none */
 } server_opts;
 
 /* Fills the defaults above (policy_dir NULL). */

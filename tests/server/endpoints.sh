@@ -124,7 +124,8 @@ authz() { # authz [curl args...]
   req GET /v1/authz -H 'X-Verdict-Env-Country: GB' "$@"
 }
 authz -H 'X-Original-URI: /products/42?ref=mail' -H 'X-Original-Method: GET' \
-  -H 'X-Real-IP: 10.20.30.40' -H 'User-Agent: Mozilla/5.0 (X11)' -H 'Cookie: a=1' -H 'Cookie: b=2'
+  -H 'X-Real-IP: 10.20.30.40' -H 'User-Agent: Mozilla/5.0 (X11)' -H 'Cookie: a=1' -H 'Cookie: b=2' \
+  -H 'Authorization: Bearer sekrit-user-credential' -H 'Accept-Language: en, de'
 eq "$CODE" 200 "authz: an ordinary page view: 200"
 eq "$(header x-verdict-action)" allow "authz 200: X-Verdict-Action"
 ALLOW_SNAP=$(header x-verdict-snapshot)
@@ -156,7 +157,10 @@ eq "$(json 'd["request"]["context"]["client_ip"]')" 10.20.30.40 "authz context: 
 eq "$(json 'd["request"]["context"]["host"]')" "127.0.0.1:$PORT" "authz context: host"
 eq "$(json 'd["request"]["context"]["env"]["country"]')" GB "authz context: env from X-Verdict-Env-*"
 eq "$(json 'd["request"]["context"]["headers"]["user-agent"]')" 'Mozilla/5.0 (X11)' "authz context: headers in lower case"
-eq "$(json 'd["request"]["context"]["headers"]["cookie"]')" 'a=1, b=2' "authz context: repeated headers joined"
+eq "$(json 'd["request"]["context"]["headers"]["accept-language"]')" 'en, de' "authz context: other headers as sent"
+eq "$(json 'd["request"]["context"]["headers"]["cookie"]')" '[redacted]' "authz context: Cookie redacted by default"
+eq "$(json 'd["request"]["context"]["headers"]["authorization"]')" '[redacted]' "authz context: Authorization redacted by default"
+hasnt "$T/body" "sekrit-user-credential" "authz: the credential is not in the snapshot"
 eq "$(json '"x-original-uri" in d["request"]["context"]["headers"] or "x-verdict-env-country" in d["request"]["context"]["headers"]')" False "authz context: our own headers are not in headers"
 eq "$(json 'd["point"]')" http_request "authz: the default decision point"
 # The decision point: X-Verdict-Point, else ?point=.
@@ -295,6 +299,19 @@ req GET /v1/policies
 eq "$CODE" 200 "no token: GET /v1/policies still answers"
 eq "$(json 'd["store"]')" None "--no-store: no store"
 stop
+
+# ---- --authz-redact: which headers the rules (and snapshots) see as "[redacted]" ----
+start redact --snapshots "$T/snap2" --durability always --no-store --authz-redact ' X-Api-Key,proxy-authorization'
+authz -H 'X-Original-URI: /products' -H 'Cookie: a=1' -H 'Cookie: b=2' -H 'X-API-Key: k-123' \
+  -H 'X-Real-IP: 10.20.30.40' -H 'User-Agent: Mozilla/5.0 (X11)'
+SNAP2=$(header x-verdict-snapshot)
+req GET "/v1/snapshots/$SNAP2"
+eq "$(json 'd["request"]["context"]["headers"]["cookie"]')" 'a=1, b=2' "--authz-redact without cookie: repeated Cookie headers joined"
+eq "$(json 'd["request"]["context"]["headers"]["x-api-key"]')" '[redacted]' "--authz-redact: a listed header, any case, spaces trimmed"
+stop
+"$V" serve -p "$T/bundle" --authz-redact 'cookie;rm' --listen 127.0.0.1:0 2>"$T/err"
+eq "$?" 2 "--authz-redact with a stray character: bad usage"
+has "$T/err" "header names separated by commas" "--authz-redact: says what it wants"
 VERDICT_ADMIN_TOKEN=short "$V" serve -p "$T/bundle" --no-snapshots --listen 127.0.0.1:0 2>"$T/err"
 eq "$?" 1 "a token under 16 characters: refused at start"
 has "$T/err" "at least 16" "short token: says why"
