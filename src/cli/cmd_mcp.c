@@ -54,6 +54,38 @@ static int usage_error(const char *msg, const char *arg) {
   return cli_usage_error("mcp", msg, arg);
 }
 
+/* The longest message read: a client cannot make the server buffer more. */
+#define MAX_MESSAGE (16u << 20)
+
+/* One newline-terminated message from stdin into *line (grown as needed,
+ * NUL-terminated): its length; -1 at the end of input; -2 for a message
+ * longer than MAX_MESSAGE, whose bytes are skipped up to its newline
+ * without being kept (getline would buffer any length the client sends). */
+static ssize_t read_message(char **line, size_t *cap) {
+  size_t n = 0;
+  int ch, over = 0;
+  while ((ch = getc_unlocked(stdin)) != EOF) {
+    if (over) {
+      if (ch == '\n') return -2;
+      continue;
+    }
+    if (n + 2 > *cap) {
+      size_t want = *cap ? *cap * 2 : 4096;
+      char *p = realloc(*line, want);
+      if (!p) return -1;
+      *line = p;
+      *cap = want;
+    }
+    (*line)[n++] = (char)ch;
+    if (ch == '\n') break;
+    if (n > MAX_MESSAGE) over = 1;
+  }
+  if (over) return -2;
+  if (n == 0) return -1;
+  (*line)[n] = '\0';
+  return (ssize_t)n;
+}
+
 int cmd_mcp(int argc, char **argv) {
   const char *policy = getenv("VERDICT_POLICY"), *store = NULL, *snapshots = NULL;
   int no_store = 0, no_snapshots = 0, durability = VD_DURABILITY_INTERVAL;
@@ -143,7 +175,15 @@ int cmd_mcp(int argc, char **argv) {
   size_t cap = 0;
   ssize_t got;
   rc = 0;
-  while ((got = getline(&line, &cap, stdin)) >= 0) {
+  while ((got = read_message(&line, &cap)) != -1) {
+    if (got == -2) { /* longer than MAX_MESSAGE: skipped, never buffered */
+      static const char too_long[] =
+          "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32700,\"message\":"
+          "\"the message is longer than 16 MiB: refused without reading it\"}}\n";
+      fputs(too_long, stdout);
+      if (fflush(stdout) != 0) break;
+      continue;
+    }
     size_t n = (size_t)got;
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) n--;
     size_t k = 0;

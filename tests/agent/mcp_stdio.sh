@@ -168,6 +168,22 @@ brc=$?
 if [ "$brc" = 1 ] && [ ! -s "$T/o4" ] && grep -q "x.yaml" "$T/e4"; then :; else
   echo "FAIL: broken bundle: rc $brc" >&2; py_rc=1
 fi
+# A message longer than 16 MiB: refused with -32700 without being buffered whole;
+# the next message is answered as usual.
+"$PY" - "$V" "$T/p" <<'PYEOF' || py_rc=1
+import json, subprocess, sys
+v, pol = sys.argv[1], sys.argv[2]
+big = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"' + b"x" * (17 << 20) + b'"}}\n'
+ping = b'{"jsonrpc":"2.0","id":2,"method":"ping"}\n'
+out = subprocess.run([v, "mcp", "--policy", pol, "--no-snapshots"], input=big + ping,
+                     capture_output=True, timeout=60).stdout.decode().splitlines()
+msgs = [json.loads(l) for l in out]
+ok = (len(msgs) == 2 and msgs[0].get("error", {}).get("code") == -32700
+      and "16 MiB" in msgs[0]["error"]["message"] and msgs[0].get("id") is None
+      and msgs[1].get("id") == 2 and msgs[1].get("result") == {})
+print("a message over 16 MiB: %s" % ("1 passed" if ok else "FAILED: %r" % out[:2]))
+sys.exit(0 if ok else 1)
+PYEOF
 "$V" mcp --bogus >/dev/null 2>&1
 [ $? = 2 ] || { echo "FAIL: mcp usage error exit 2" >&2; py_rc=1; }
 exit $py_rc
