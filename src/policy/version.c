@@ -13,7 +13,8 @@
  * anyone can recompute it with `sha256sum` on the stored file. The store is a
  * folder of `<sha256>.json` files holding the canonical form; a file is
  * written once, through a temporary name and rename(2), so a reader never
- * sees half a file and two loaders racing write the same bytes. */
+ * sees half a file and two loaders racing write the same bytes; one found
+ * cut short is written again when its version is next loaded. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -128,7 +129,11 @@ int policy_store_put_as(const char *dir, const char *hex, const char *ext, const
     snprintf(err, err_size, "store path too long");
     return -1;
   }
-  if (access(path, F_OK) == 0) return 0; /* content-addressed: already there */
+  /* Content-addressed: already there, unless cut short (a crash of a machine
+   * that did not keep the write and rename in order, a damaged disk): such
+   * an entry is written again, whole, from the bytes in hand. */
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size == len) return 0;
   if (make_dirs(dir, err, err_size)) return -1;
   static const char suffix[] = "XXXXXX";
   snprintf(tmp, sizeof tmp, "%s/.%s%s.%s", dir, hex, ext, suffix);

@@ -147,6 +147,16 @@ typedef struct snapshot_log_opts {
   uint64_t segment_bytes;         /* rotate past this size: default 64 MiB */
   const char *node;               /* node name in segment headers: default the host name */
   uint32_t close_timeout_ms;      /* close gives up on a failing disk after this: default 10000 */
+  /* Optional: turns the payload as appended into the payload written, on the
+   * writer thread, just before the record is framed — so that a producer
+   * can append a cheap capture and leave the formatting to the writer. It
+   * sets rec->payload/payload_len (memory it keeps until its next call; the
+   * header fields must stay as they are) and returns 0, or -1: the record is
+   * not written and is counted in `rejected`. Called from the writer thread
+   * only, once per record (again only if a rotation interrupts it), never
+   * concurrently. NULL: payloads are written as appended. */
+  int (*format)(void *ud, snapshot_rec *rec);
+  void *format_ud;
 } snapshot_log_opts;
 
 typedef struct snapshot_log snapshot_log;
@@ -188,7 +198,8 @@ typedef struct snapshot_log_status {
   uint64_t bytes;          /* frame bytes written */
   uint64_t fsyncs;         /* successful fsyncs of segment files */
   uint64_t write_errors;   /* failed write/fsync/create attempts (each retried) */
-  uint64_t queue_depth;    /* records in the queue now */
+  uint64_t queue_depth;    /* records appended and not written yet (queued, or
+                            * held by the writer while the disk refuses them) */
   uint64_t segments;       /* segments created by this writer */
   uint64_t durable_ticket; /* every ticket <= this is durable */
   uint64_t written_ticket; /* every ticket <= this is written */

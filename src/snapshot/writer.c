@@ -8,6 +8,9 @@
  *   gather  committed ring entries -> frames (length, CRC32C, body) appended
  *           to `pend`, a buffer that mirrors the end of the current segment
  *           not yet known to be durable; the ring space is released at once.
+ *           With a format hook (opts.format), each record's payload is first
+ *           turned into the one written: producers append a cheap capture
+ *           and the formatting happens here, off their threads.
  *   write   pend's unwritten part with pwrite at the segment's end.
  *   sync    fsync per the durability setting: ALWAYS after every write (one
  *           fsync for the whole group gathered meanwhile: group commit),
@@ -75,6 +78,7 @@ struct snapshot_log {
   _Atomic int dead;     /* the writer thread has finished */
   _Atomic int waiters;  /* threads in wait_durable */
   _Atomic uint64_t appended, dropped, rejected;
+  _Atomic uint64_t unformatted; /* appended, then refused by opts.format (also in rejected) */
   _Atomic uint64_t written, bytes, fsyncs, write_errors, segments;
   _Atomic uint64_t durable_pos, written_pos;
   pthread_mutex_t mu;
@@ -459,9 +463,32 @@ static uint64_t gather(snapshot_log *L, int *rotate) {
       continue;
     }
     if (taken >= GATHER_MAX) break;
-    if (L->opts.durability == SNAPSHOT_DURABLE_INTERVAL && L->pend_len >= PEND_CAP) break;
+    /* INTERVAL syncs early past PEND_CAP; NONE, whose buffer only holds what
+     * a failing disk refused, stops taking records there too, so that the
+     * queue's bounds (and BLOCK or DROP) hold while the disk fails. */
+    if (L->opts.durability != SNAPSHOT_DURABLE_ALWAYS && L->pend_len >= PEND_CAP) break;
     uint32_t day = day_of_time_ns(rec_body_time(body));
-    size_t frame = FRAME_HEADER + len;
+    /* With a format hook, the body written is the one it makes. */
+    snapshot_rec fr;
+    size_t blen = len;
+    if (L->opts.format) {
+      blen = 0;
+      if (rec_body_decode(body, len, &fr) == 0 && L->opts.format(L->opts.format_ud, &fr) == 0)
+        blen = rec_body_size(&fr);
+      if (blen == 0 || blen > BODY_MAX) { /* not written: counted, and passed over */
+        atomic_fetch_add_explicit(&L->rejected, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&L->unformatted, 1, memory_order_relaxed);
+        L->rpos = next;
+        if (L->pend_len == 0) { /* nothing before it waits to be written or synced */
+          atomic_store_explicit(&L->written_pos, next, memory_order_release);
+          publish_durable(L, next);
+        } else
+          L->pend_pos = next;
+        nrec++;
+        continue;
+      }
+    }
+    size_t frame = FRAME_HEADER + blen;
     if (L->fd >= 0) {
       int full = L->idx.records > 0 && L->seg_base + L->pend_len + frame > L->opts.segment_bytes;
       if (day > L->seg_day || full) {
@@ -476,9 +503,15 @@ static uint64_t gather(snapshot_log *L, int *rotate) {
       break;
     }
     uint8_t *f = L->pend + L->pend_len;
+    if (L->opts.format) {
+      rec_body_encode(&fr, f + FRAME_HEADER);
+      body = f + FRAME_HEADER;
+      len = (uint32_t)blen;
+    } else {
+      memcpy(f + FRAME_HEADER, body, len);
+    }
     put_le32(f, len);
-    put_le32(f + 4, snapshot_crc32c(0, body, len));
-    memcpy(f + FRAME_HEADER, body, len);
+    put_le32(f + 4, snapshot_crc32c(0, f + FRAME_HEADER, len));
     if (seg_index_add(&L->idx, L->seg_base + L->pend_len, body, rec_body_time(body)) < 0) {
       set_error(L, ENOMEM, "index of", L->seg_name);
       break;
@@ -843,8 +876,13 @@ void snapshot_log_status_get(snapshot_log *L, snapshot_log_status *st) {
   st->bytes = atomic_load(&L->bytes);
   st->fsyncs = atomic_load(&L->fsyncs);
   st->write_errors = atomic_load(&L->write_errors);
+  /* Waiting to be written: in the queue, or already taken into the writer's
+   * buffer while the disk refuses it (appended is counted just after the
+   * commit, so the writer can be a record ahead of it for a moment). */
   uint64_t depth = atomic_load(&L->q.count);
-  st->queue_depth = depth;
+  uint64_t done = st->written + atomic_load(&L->unformatted);
+  uint64_t unwritten = st->appended > done ? st->appended - done : 0;
+  st->queue_depth = unwritten > depth ? unwritten : depth;
   st->segments = atomic_load(&L->segments);
   st->durable_ticket = atomic_load(&L->durable_pos);
   st->written_ticket = atomic_load(&L->written_pos);
