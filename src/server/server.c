@@ -305,7 +305,7 @@ int server_run(const server_opts *o) {
     if (strcmp(o->access_log, "-") == 0) {
       srv.access_fd = STDOUT_FILENO;
     } else {
-      srv.access_fd = open(o->access_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      srv.access_fd = open(o->access_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
       if (srv.access_fd < 0) {
         snprintf(why, sizeof why, "--access-log %s: %s", o->access_log, strerror(errno));
         failed("start_failed", why);

@@ -96,7 +96,7 @@ static int rewrite(gc_run *g, int fd, const char *name, const char *path, const 
   char tmp[4200], ipath[4096];
   snprintf(tmp, sizeof tmp, "%s.gctmp", path);
   seg_path(ipath, sizeof ipath, g->dir, name, 1);
-  int out = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int out = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
   if (out < 0) {
     snprintf(g->err, g->errlen, "create %s: %s", tmp, strerror(errno));
     return SNAPSHOT_EIO;
@@ -276,7 +276,7 @@ int snapshot_gc(const char *dir, const snapshot_gc_opts *opts, snapshot_gc_stats
 
   char lpath[4096];
   snprintf(lpath, sizeof lpath, "%s/gc.lock", dir);
-  int lfd = open(lpath, (o.dry_run ? O_RDONLY : O_RDWR | O_CREAT) | O_CLOEXEC, 0644);
+  int lfd = open(lpath, (o.dry_run ? O_RDONLY : O_RDWR | O_CREAT) | O_CLOEXEC, 0640);
   if (lfd < 0 && !(o.dry_run && errno == ENOENT)) {
     snprintf(err, errlen, "open %s: %s", lpath, strerror(errno));
     return SNAPSHOT_EIO;

@@ -118,7 +118,7 @@ int seg_index_write(const char *path, const seg_index *x) {
     return -1;
   }
   fcntl(fd, F_SETFD, FD_CLOEXEC);
-  fchmod(fd, 0644);
+  fchmod(fd, 0640);
   int rc = write_full(fd, b, size, 0);
   int saved = errno;
   close(fd);

@@ -154,7 +154,7 @@ static int mkdir_p(const char *dir) {
     if (path[i] != '/' && path[i] != '\0') continue;
     char c = path[i];
     path[i] = '\0';
-    if (mkdir(path, 0755) < 0 && errno != EEXIST) return -1;
+    if (mkdir(path, 0750) < 0 && errno != EEXIST) return -1;
     path[i] = c;
   }
   struct stat st;
@@ -374,7 +374,7 @@ static int segment_create(snapshot_log *L, const uint8_t rec_id[16], uint32_t da
   }
   strcat(tmp, ".new");
   unlink(tmp);
-  int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
   if (fd < 0) {
     set_error(L, errno, "create", name);
     return -1;
@@ -752,7 +752,7 @@ int snapshot_log_open(const char *dir, const snapshot_log_opts *opts, snapshot_l
   }
   char lpath[4096];
   snprintf(lpath, sizeof lpath, "%s/writer.lock", dir);
-  L->lock_fd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  L->lock_fd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
   if (L->lock_fd < 0) {
     snprintf(err, errlen, "open %s: %s", lpath, strerror(errno));
     log_free(L);

@@ -38,6 +38,10 @@ expect_rc() {
   if [ $rc -eq "$want_rc" ] && echo "$err" | grep -qE -- "$pat"; then ok; else bad "snapshots $* -> rc $rc '$err', want rc $want_rc /$pat/"; fi
 }
 
+# ---- who may read them: the owner and the group (snapshots hold the requests) ----
+modes=$(umask 022; find "$D" \( -type f -o -type d \) ! -name '*.lock' -exec stat -c '%a %n' {} + | awk '$1 != "640" && $1 != "750" && $1 != "700" && $1 != "600"')
+if [ -z "$modes" ]; then ok; else bad "snapshot files readable by others: $modes"; fi
+
 # ---- list and filters ----
 expect_count 72 list --snapshots "$D"
 expect_count 72 list --snapshots="$D"
