@@ -344,15 +344,27 @@ static limit_read *limit_take(dctx *x, uint32_t i, bool charge) {
     lr->v = value_errorf(x->ectx.arena, "limit '%s': key: %.*s", pl->name, (int)k.n, k.s);
     return lr;
   }
-  if (why || key_text(&k, buf, hdr + 512, &len, &why)) {
+  const char *skey = buf;
+  if (!why && k.kind == V_STRING && k.n < 512) {
+    /* the usual key, a string: the store's key is built once, in the
+     * arena, and the snapshot's key is its tail (no second copy) */
+    char *p = arena_alloc(&d->mem, hdr + k.n + 1);
+    if (!p) return NULL;
+    memcpy(p, buf, hdr);
+    memcpy(p + hdr, k.s, k.n);
+    p[hdr + k.n] = '\0';
+    len = hdr + k.n;
+    skey = p;
+    lr->key = p + hdr;
+  } else if (why || key_text(&k, buf, hdr + 512, &len, &why)) {
     lr->v = value_errorf(x->ectx.arena, "limit '%s': key: %s", pl->name, why ? why : "?");
     return lr;
+  } else if (!(lr->key = arena_strndup(&d->mem, buf + hdr, len - hdr))) {
+    return NULL;
   }
-  lr->key = arena_strndup(&d->mem, buf + hdr, len - hdr);
-  if (!lr->key) return NULL;
   lr->key_len = (uint32_t)(len - hdr);
   limit_spec sp = {.window_ns = pl->window_ns, .budget = pl->budget, .penalty_ns = pl->penalty_ns};
-  counter_in(x, pl, &sp, buf, len, charge, &lr->r);
+  counter_in(x, pl, &sp, skey, len, charge, &lr->r);
   lr->state = LIMIT_READ; /* lr->v is built when a rule reads it (limit_value) */
   return lr;
 }

@@ -8,6 +8,20 @@
 
 #include "state/state.h"
 
+/* GCRA in whole microseconds (state.h): the spacing T of a limit, and a
+ * key's count at now given its TAT. The Redis script computes the same. */
+static inline int64_t gcra_spacing_us(const limit_spec *sp) {
+  int64_t w = sp->window_ns / 1000;
+  int64_t t = (w + sp->budget - 1) / sp->budget;
+  return t > 0 ? t : 1;
+}
+
+static inline uint32_t gcra_count(int64_t tat, int64_t now, int64_t t) {
+  if (tat <= now) return 0;
+  int64_t n = (tat - now - 1) / t + 1; /* ceil, without overflowing */
+  return n < UINT32_MAX ? (uint32_t)n : UINT32_MAX;
+}
+
 typedef struct local_store local_store;
 
 local_store *local_open(size_t max_bytes);

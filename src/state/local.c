@@ -1,36 +1,35 @@
-/* local.c — the in-process counter store: sliding-window logs by key.
+/* local.c — the in-process counter store: one GCRA time per key.
  *
  * 64 shards, each a chained hash table under its own mutex: a decision
- * locks one shard for the few hundred nanoseconds one counter update takes,
+ * locks one shard for the few dozen nanoseconds one counter update takes,
  * so threads charging different keys almost never meet, and threads
  * charging one key are serialised on it — which is what makes the count
  * exact (tests/state/test_local.c charges one key from several threads).
- * A mutex rather than lock-free entries because one update touches a log of
- * times, not one word.
  *
- * An entry holds its key, the times of its charges still in the window (a
- * ring that grows by doubling up to the limit's budget: a key charged once
- * costs one slot, not `budget`), the end of its penalty and when it
- * expires: the later of its last charge + window and the penalty's end.
- * Times in one log never go backwards: a charge whose clock reading is
- * older than the last one logged (threads read the clock before taking the
- * lock) is logged at the last one's time.
+ * An entry holds its key, its TAT and the end of its penalty, both in
+ * microseconds (state.h): 56 bytes and the key (rounded up to 16 bytes),
+ * whatever the budget — a
+ * key's memory does not grow with its charges, so an update touches one
+ * cache line or two, and the memory bound counts keys, not charges. An
+ * entry is live until the later of its TAT and its penalty's end; after
+ * that it reads as a key never seen, so it may be dropped.
  *
  * Expiry is lazy: an expired entry met by a lookup starts over, and each
  * insert removes expired entries from the tail of its shard's LRU list.
- * The memory bound: each shard may use max_bytes / 64 (entries, keys and
- * logs, counted by what was allocated); an insert or a log growing past it
+ * The memory bound: each shard may use max_bytes / 64 (entries and keys,
+ * counted by what was allocated, and the hash table); an insert past it
  * removes least recently used entries — expired ones count as `expired`,
  * live ones as `evictions` (a live key evicted forgets its charges: the
  * bound is kept by letting such a caller through early, never by refusing).
  *
  * Persistence (local_save / local_load, for --state-file): the live entries
  * written to a file when the store closes and read back when it opens, so a
- * restart keeps counts and penalties. The file: "VDSTATE1", then per entry
- * its key length (u32), key, penalty end and expiry (i64), number of times
- * (u32) and the times (i64), native byte order, ending with a count of
+ * restart keeps counts and penalties. The file: "VDSTATE2", then per entry
+ * its key length (u32), key, TAT and penalty end (i64, microseconds),
+ * native byte order, ending with a key length of 0xffffffff and a count of
  * entries (u64) as a check. Written to a temporary name and renamed; a file
- * that does not read back whole is ignored (the store starts empty) and
+ * that does not read back whole, or one of the sliding-window logs of
+ * earlier versions ("VDSTATE1"), is ignored (the store starts empty) and
  * said so. Entries already expired when read are skipped.
  *
  * Not here: Redis (redis.c). */
@@ -53,15 +52,16 @@ struct entry {
   entry *next;                /* hash chain */
   entry *lru_prev, *lru_next; /* prev: more recent */
   uint64_t hash;
-  int64_t expires_ns;
-  int64_t penalty_until;
-  int64_t oldest, newest; /* times[head] and the last time logged, when n > 0: the
-                           * common update reads neither end of a long ring */
-  int64_t *times;         /* ring */
-  uint32_t n, cap, head;
-  uint32_t klen;
+  int64_t tat;           /* µs: when every charge is paid back */
+  int64_t penalty_until; /* µs */
+  uint32_t klen, kcap;   /* kcap: room for a key, so that an expired entry can be reused */
   char key[];
 };
+
+/* Live until its charges are paid back and its penalty is over. */
+static inline int64_t entry_expires(const entry *e) {
+  return e->tat > e->penalty_until ? e->tat : e->penalty_until;
+}
 
 typedef struct shard {
   pthread_mutex_t lock;
@@ -88,17 +88,28 @@ static uint64_t mix(uint64_t h) {
   return h ^ (h >> 33);
 }
 
-/* Seeded, so that keys chosen by callers cannot be made to collide. */
+/* Seeded, so that keys chosen by callers cannot be made to collide. One
+ * multiply a word (keys are short: a strategy, a limit and a caller), the
+ * full mix once at the end: the shard is taken from the top bits and the
+ * bucket from the bottom ones. */
 static uint64_t key_hash(uint64_t seed, const char *k, size_t n) {
   uint64_t h = seed ^ (n * 0x9e3779b97f4a7c15ull);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     uint64_t w;
     memcpy(&w, k + i, 8);
-    h = mix(h ^ w) + 0x9e3779b97f4a7c15ull;
+    h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
   }
   uint64_t w = 0;
-  memcpy(&w, k + i, n - i);
+  if (n == i) {
+    /* no tail */
+  } else if (n >= 8) { /* the last 8 bytes, overlapping the words above: no call */
+    memcpy(&w, k + n - 8, 8);
+    w >>= 8 * (8 - (n - i));
+  } else {
+    for (size_t j = 0; j < n; j++) w |= (uint64_t)(unsigned char)k[j] << (8 * j);
+  }
   return mix(h ^ w ^ ((uint64_t)(n - i) << 56));
 }
 
@@ -116,14 +127,11 @@ local_store *local_open(size_t max_bytes) {
   return l;
 }
 
-static size_t entry_bytes(const entry *e) {
-  return sizeof *e + e->klen + (size_t)e->cap * sizeof *e->times;
-}
+static size_t entry_bytes(const entry *e) { return sizeof *e + e->kcap; }
 
-static void entry_free(entry *e) {
-  free(e->times);
-  free(e);
-}
+static uint32_t key_room(size_t klen) { return (uint32_t)((klen + 15) & ~(size_t)15); }
+
+static void entry_free(entry *e) { free(e); }
 
 void local_close(local_store *l) {
   if (!l) return;
@@ -160,13 +168,18 @@ static void lru_push(shard *s, entry *e) {
   if (!s->lru_tail) s->lru_tail = e;
 }
 
-static void entry_remove(shard *s, entry *e) {
+/* Takes e out of its shard (not freed). */
+static void entry_detach(shard *s, entry *e) {
   entry **p = &s->buckets[e->hash & (s->nbuckets - 1)];
   while (*p != e) p = &(*p)->next;
   *p = e->next;
   lru_unlink(s, e);
   s->nkeys--;
   s->bytes -= entry_bytes(e);
+}
+
+static void entry_remove(shard *s, entry *e) {
+  entry_detach(s, e);
   entry_free(e);
 }
 
@@ -193,7 +206,7 @@ static void enforce_bound(local_store *l, shard *s, entry *keep, int64_t now) {
     entry *v = s->lru_tail;
     if (v == keep) v = v ? v->lru_prev : NULL;
     if (!v) break;
-    if (v->expires_ns <= now)
+    if (entry_expires(v) <= now)
       s->expired++;
     else
       s->evictions++;
@@ -201,32 +214,10 @@ static void enforce_bound(local_store *l, shard *s, entry *keep, int64_t now) {
   }
 }
 
-/* Appends t to e's ring, growing it up to cap_max. 0, or -1 out of memory. */
-static int log_push(shard *s, entry *e, int64_t t, uint32_t cap_max) {
-  if (e->n == e->cap) {
-    uint32_t nc = e->cap ? e->cap * 2 : 1;
-    if (nc > cap_max) nc = cap_max;
-    if (nc <= e->n) nc = e->n + 1; /* the budget shrank on a reload: keep what is logged */
-    int64_t *nt = malloc((size_t)nc * sizeof *nt);
-    if (!nt) return -1;
-    for (uint32_t i = 0; i < e->n; i++) nt[i] = e->times[(e->head + i) % e->cap];
-    free(e->times);
-    s->bytes += (size_t)(nc - e->cap) * sizeof *nt;
-    e->times = nt;
-    e->cap = nc;
-    e->head = 0;
-  }
-  uint32_t at = e->head + e->n;
-  e->times[at >= e->cap ? at - e->cap : at] = t;
-  if (!e->n) e->oldest = t;
-  e->newest = t;
-  e->n++;
-  return 0;
-}
-
-void local_hit(local_store *l, const char *key, size_t klen, const limit_spec *sp, int64_t now,
+void local_hit(local_store *l, const char *key, size_t klen, const limit_spec *sp, int64_t now_ns,
                bool charge, limit_reading *r) {
   memset(r, 0, sizeof *r);
+  int64_t now = now_ns / 1000, t = gcra_spacing_us(sp);
   uint64_t h = key_hash(l->seed, key, klen);
   shard *s = &l->shards[(h >> 58) & (NSHARDS - 1)];
   pthread_mutex_lock(&s->lock);
@@ -234,17 +225,8 @@ void local_hit(local_store *l, const char *key, size_t klen, const limit_spec *s
   if (s->nbuckets)
     for (e = s->buckets[h & (s->nbuckets - 1)]; e; e = e->next)
       if (e->hash == h && e->klen == klen && memcmp(e->key, key, klen) == 0) break;
-  if (e && e->expires_ns <= now) { /* expired: it starts over */
-    e->n = e->head = 0;
-    e->penalty_until = 0;
-  }
-  if (e) {
-    int64_t from = now - sp->window_ns; /* charges at or before `from` are out */
-    while (e->n && e->oldest <= from) {
-      if (++e->head == e->cap) e->head = 0;
-      if (--e->n) e->oldest = e->times[e->head];
-    }
-    r->count = e->n;
+  if (e) { /* an expired entry reads as empty: its TAT and penalty are past */
+    r->count = gcra_count(e->tat, now, t);
     r->penalized = now < e->penalty_until;
   }
   int starts_penalty = state_apply(sp, charge, r);
@@ -254,13 +236,23 @@ void local_hit(local_store *l, const char *key, size_t klen, const limit_spec *s
     return;
   }
   if (!e) {
-    /* drop expired entries from the LRU tail first: new keys pay for old ones */
-    for (int i = 0; i < 2 && s->lru_tail && s->lru_tail->expires_ns <= now; i++) {
+    /* drop expired entries from the LRU tail first: new keys pay for old
+     * ones, and the first one with room enough becomes the new entry (a
+     * store whose keys come and go does not call malloc and free for each) */
+    entry *reuse = NULL;
+    for (int i = 0; i < 2 && s->lru_tail && entry_expires(s->lru_tail) <= now; i++) {
+      entry *v = s->lru_tail;
       s->expired++;
-      entry_remove(s, s->lru_tail);
+      if (!reuse && v->kcap >= klen) {
+        entry_detach(s, v);
+        reuse = v;
+      } else {
+        entry_remove(s, v);
+      }
     }
     if (s->nkeys >= s->nbuckets) grow_table(s);
-    e = calloc(1, sizeof *e + klen);
+    e = reuse;
+    if (!e && (e = malloc(sizeof *e + key_room(klen)))) e->kcap = key_room(klen);
     if (!e || !s->nbuckets) {
       free(e);
       r->charged = false; /* out of memory: counted as not charged */
@@ -268,27 +260,22 @@ void local_hit(local_store *l, const char *key, size_t klen, const limit_spec *s
       return;
     }
     e->hash = h;
+    e->tat = e->penalty_until = 0;
     e->klen = (uint32_t)klen;
     memcpy(e->key, key, klen);
     e->next = s->buckets[h & (s->nbuckets - 1)];
     s->buckets[h & (s->nbuckets - 1)] = e;
     s->nkeys++;
     s->bytes += entry_bytes(e);
-  } else {
+    lru_push(s, e);
+    enforce_bound(l, s, e, now);
+  } else if (s->lru_head != e) {
     lru_unlink(s, e);
+    lru_push(s, e);
   }
-  lru_push(s, e);
-  int64_t t = now;
-  if (e->n && e->newest > t) t = e->newest;
-  if (log_push(s, e, t, sp->budget) != 0) {
-    r->charged = false;
-  } else {
-    s->charges++;
-    if (starts_penalty) e->penalty_until = now + sp->penalty_ns;
-  }
-  e->expires_ns = t + sp->window_ns;
-  if (e->penalty_until > e->expires_ns) e->expires_ns = e->penalty_until;
-  enforce_bound(l, s, e, now);
+  e->tat = (e->tat > now ? e->tat : now) + t;
+  s->charges++;
+  if (starts_penalty) e->penalty_until = now + sp->penalty_ns / 1000;
   pthread_mutex_unlock(&s->lock);
 }
 
@@ -308,9 +295,9 @@ void local_stats(local_store *l, state_stats *out) {
 
 /* ---- persistence ---- */
 
-static const char MAGIC[8] = "VDSTATE1";
+static const char MAGIC[8] = "VDSTATE2";
 
-int local_save(local_store *l, const char *path, int64_t now, char *err, size_t errlen) {
+int local_save(local_store *l, const char *path, int64_t now_ns, char *err, size_t errlen) {
   char tmp[4096];
   if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
     snprintf(err, errlen, "%s: path too long", path);
@@ -321,6 +308,7 @@ int local_save(local_store *l, const char *path, int64_t now, char *err, size_t 
     snprintf(err, errlen, "%s: cannot write: %s", tmp, strerror(errno));
     return -1;
   }
+  int64_t now = now_ns / 1000;
   uint64_t n = 0;
   int ok = fwrite(MAGIC, 1, 8, f) == 8;
   for (int i = 0; i < NSHARDS && ok; i++) {
@@ -328,12 +316,9 @@ int local_save(local_store *l, const char *path, int64_t now, char *err, size_t 
     pthread_mutex_lock(&s->lock);
     for (uint32_t b = 0; b < s->nbuckets && ok; b++)
       for (entry *e = s->buckets[b]; e && ok; e = e->next) {
-        if (e->expires_ns <= now) continue;
+        if (entry_expires(e) <= now) continue;
         ok = fwrite(&e->klen, 4, 1, f) == 1 && fwrite(e->key, 1, e->klen, f) == e->klen &&
-             fwrite(&e->penalty_until, 8, 1, f) == 1 && fwrite(&e->expires_ns, 8, 1, f) == 1 &&
-             fwrite(&e->n, 4, 1, f) == 1;
-        for (uint32_t k = 0; k < e->n && ok; k++)
-          ok = fwrite(&e->times[(e->head + k) % e->cap], 8, 1, f) == 1;
+             fwrite(&e->tat, 8, 1, f) == 1 && fwrite(&e->penalty_until, 8, 1, f) == 1;
         n++;
       }
     pthread_mutex_unlock(&s->lock);
@@ -352,32 +337,21 @@ int local_save(local_store *l, const char *path, int64_t now, char *err, size_t 
 }
 
 /* Inserts a loaded entry (the store is not shared yet). */
-static int load_entry(local_store *l, const char *key, uint32_t klen, int64_t pen, int64_t exp,
-                      const int64_t *times, uint32_t n) {
+static int load_entry(local_store *l, const char *key, uint32_t klen, int64_t tat, int64_t pen) {
   uint64_t h = key_hash(l->seed, key, klen);
   shard *s = &l->shards[(h >> 58) & (NSHARDS - 1)];
   if (s->nkeys >= s->nbuckets) grow_table(s);
-  entry *e = calloc(1, sizeof *e + klen);
+  entry *e = malloc(sizeof *e + key_room(klen));
   if (!e || !s->nbuckets) {
     free(e);
     return -1;
   }
   e->hash = h;
   e->klen = klen;
+  e->kcap = key_room(klen);
   memcpy(e->key, key, klen);
+  e->tat = tat;
   e->penalty_until = pen;
-  e->expires_ns = exp;
-  if (n) {
-    e->times = malloc((size_t)n * sizeof *e->times);
-    if (!e->times) {
-      free(e);
-      return -1;
-    }
-    memcpy(e->times, times, (size_t)n * sizeof *times);
-    e->oldest = times[0];
-    e->newest = times[n - 1];
-  }
-  e->n = e->cap = n;
   e->next = s->buckets[h & (s->nbuckets - 1)];
   s->buckets[h & (s->nbuckets - 1)] = e;
   s->nkeys++;
@@ -387,22 +361,31 @@ static int load_entry(local_store *l, const char *key, uint32_t klen, int64_t pe
   return 0;
 }
 
-int local_load(local_store *l, const char *path, int64_t now, char *err, size_t errlen) {
+int local_load(local_store *l, const char *path, int64_t now_ns, char *err, size_t errlen) {
   FILE *f = fopen(path, "rb");
   if (!f) {
     if (errno == ENOENT) return 0; /* the first start */
     snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
     return -1;
   }
+  int64_t now = now_ns / 1000;
   char magic[8];
   char *key = malloc(65536);
-  int64_t *times = NULL;
-  uint32_t tcap = 0;
   uint64_t n = 0, want = 0;
-  int ok = key && fread(magic, 1, 8, f) == 8 && memcmp(magic, MAGIC, 8) == 0;
+  int ok = key && fread(magic, 1, 8, f) == 8;
+  if (ok && memcmp(magic, "VDSTATE1", 8) == 0) {
+    fclose(f);
+    free(key);
+    snprintf(err, errlen,
+             "%s: a counter file of an earlier version (sliding-window logs), not read; "
+             "starting with empty counters",
+             path);
+    return -1;
+  }
+  ok = ok && memcmp(magic, MAGIC, 8) == 0;
   while (ok) {
-    uint32_t klen, cnt;
-    int64_t pen, exp;
+    uint32_t klen;
+    int64_t tat, pen;
     if (fread(&klen, 4, 1, f) != 1) {
       ok = 0;
       break;
@@ -411,23 +394,13 @@ int local_load(local_store *l, const char *path, int64_t now, char *err, size_t 
       ok = fread(&want, 8, 1, f) == 1 && want == n;
       break;
     }
-    ok = klen < 65536 && fread(key, 1, klen, f) == klen && fread(&pen, 8, 1, f) == 1 &&
-         fread(&exp, 8, 1, f) == 1 && fread(&cnt, 4, 1, f) == 1 && cnt <= 1000000;
-    if (ok && cnt > tcap) {
-      int64_t *nt = realloc(times, (size_t)cnt * sizeof *nt);
-      ok = nt != NULL;
-      if (nt) {
-        times = nt;
-        tcap = cnt;
-      }
-    }
-    ok = ok && fread(times, 8, cnt, f) == cnt;
-    if (ok && exp > now) ok = load_entry(l, key, klen, pen, exp, times, cnt) == 0;
+    ok = klen < 65536 && fread(key, 1, klen, f) == klen && fread(&tat, 8, 1, f) == 1 &&
+         fread(&pen, 8, 1, f) == 1;
+    if (ok && (tat > now || pen > now)) ok = load_entry(l, key, klen, tat, pen) == 0;
     n++;
   }
   fclose(f);
   free(key);
-  free(times);
   if (!ok) {
     /* a partial file is worse than none: start empty */
     for (int i = 0; i < NSHARDS; i++) {

@@ -1,18 +1,19 @@
 /* redis.c — counters kept in a Redis server, shared by several nodes.
  *
  * One Lua script does what local.c does for one key, atomically on the
- * server (Redis runs a script to the end before any other command): drop
- * the charges that left the window, read the count and the penalty, apply
- * the rule of state.h, log the charge and start the penalty. A counter is
- * two keys, `vd:{KEY}:log` (a list of charge times, oldest first) and
- * `vd:{KEY}:pen` (the penalty's end); the `{…}` hash tag keeps both on one
- * slot of a Redis Cluster. Both expire when the window and the penalty
- * have passed, so Redis holds only live counters.
+ * server (Redis runs a script to the end before any other command): read
+ * the key's TAT and penalty end, compute the count, apply the rule of
+ * state.h, move the TAT and start the penalty. A counter is one key,
+ * `vd:{KEY}`, a string "TAT PENALTY_END"; it expires when both have passed,
+ * so Redis holds only live counters. The spacing T is computed here (the
+ * same function as the local store's) and passed to the script.
  *
  * Times are the deciding node's clock (the decision's own reading, the one
- * its snapshot records), kept in microseconds because Lua numbers are
- * doubles: nodes sharing a Redis need clocks in step (NTP), and a window
- * edge is exact to the microsecond.
+ * its snapshot records), in whole microseconds, as in the local store: Lua
+ * numbers are doubles, exact for integers to 2^53 (today's time in
+ * microseconds is about 2^51). The script's count is a division corrected
+ * by one multiplication, so it is the integer ceiling, not a rounded one.
+ * Nodes sharing a Redis need clocks in step (NTP).
  *
  * Connections: a small pool under a mutex, each connection with a connect
  * and a command timeout. A command that fails or times out closes its
@@ -36,29 +37,30 @@
 #define RETRY_MS 1000
 
 static const char SCRIPT[] =
-    "local now = tonumber(ARGV[1]) local win = tonumber(ARGV[2])\n"
+    "local now = tonumber(ARGV[1]) local t = tonumber(ARGV[2])\n"
     "local budget = tonumber(ARGV[3]) local penalty = tonumber(ARGV[4])\n"
-    "local from = now - win\n"
-    "while true do\n"
-    "  local t = redis.call('LINDEX', KEYS[1], 0)\n"
-    "  if not t or tonumber(t) > from then break end\n"
-    "  redis.call('LPOP', KEYS[1])\n"
+    "local tat, pu = 0, 0\n"
+    "local v = redis.call('GET', KEYS[1])\n"
+    "if v then\n"
+    "  local a, b = string.match(v, '^(%-?%d+) (%-?%d+)$')\n"
+    "  tat = tonumber(a) or 0 pu = tonumber(b) or 0\n"
     "end\n"
-    "local count = redis.call('LLEN', KEYS[1])\n"
-    "local pu = tonumber(redis.call('GET', KEYS[2]) or '0')\n"
+    "local count = 0\n"
+    "if tat > now then\n"
+    "  local d = tat - now\n"
+    "  count = math.floor(d / t)\n"
+    "  if count * t < d then count = count + 1 end\n"
+    "end\n"
     "local penalized = now < pu\n"
     "local exceeded = penalized or count >= budget\n"
     "local charged = ARGV[5] == '1' and not exceeded\n"
     "if charged then\n"
-    "  local t = now\n"
-    "  local last = redis.call('LINDEX', KEYS[1], -1)\n"
-    "  if last and tonumber(last) > t then t = tonumber(last) end\n"
-    "  redis.call('RPUSH', KEYS[1], string.format('%d', t))\n"
-    "  redis.call('PEXPIRE', KEYS[1], math.floor((t + win - now) / 1000) + 1)\n"
-    "  if count + 1 >= budget and penalty > 0 then\n"
-    "    redis.call('SET', KEYS[2], string.format('%d', now + penalty), 'PX',\n"
-    "               math.floor(penalty / 1000) + 1)\n"
-    "  end\n"
+    "  if tat < now then tat = now end\n"
+    "  tat = tat + t\n"
+    "  if count + 1 >= budget and penalty > 0 then pu = now + penalty end\n"
+    "  local e = tat if pu > e then e = pu end\n"
+    "  redis.call('SET', KEYS[1], string.format('%d %d', tat, pu), 'PX',\n"
+    "             math.floor((e - now) / 1000) + 1)\n"
     "end\n"
     "return {count, penalized and 1 or 0, charged and 1 or 0}\n";
 
@@ -172,27 +174,23 @@ int redis_hit(redis_store *r, const char *key, size_t klen, const limit_spec *sp
   memset(out, 0, sizeof *out);
   redisContext *c = take(r);
   if (!c) return -1;
-  size_t n = klen + 12;
-  char *k1 = malloc(2 * n);
+  char *k1 = malloc(klen + 8);
   if (!k1) {
     give_back(r, c);
     return -1;
   }
-  char *k2 = k1 + n;
   memcpy(k1, "vd:{", 4);
   memcpy(k1 + 4, key, klen);
-  memcpy(k1 + 4 + klen, "}:log", 5);
-  memcpy(k2, k1, 4 + klen);
-  memcpy(k2 + 4 + klen, "}:pen", 5);
+  k1[4 + klen] = '}';
   char sha[41];
   pthread_mutex_lock(&r->lock);
   memcpy(sha, r->sha, sizeof sha);
   pthread_mutex_unlock(&r->lock);
-  long long now_us = now_ns / 1000, win_us = sp->window_ns / 1000, pen_us = sp->penalty_ns / 1000;
+  long long now_us = now_ns / 1000, t_us = gcra_spacing_us(sp), pen_us = sp->penalty_ns / 1000;
   redisReply *rep = NULL;
   for (int attempt = 0; attempt < 2; attempt++) {
-    rep = redisCommand(c, "EVALSHA %s 2 %b %b %lld %lld %u %lld %d", sha, k1, klen + 9, k2,
-                       klen + 9, now_us, win_us, sp->budget, pen_us, charge ? 1 : 0);
+    rep = redisCommand(c, "EVALSHA %s 1 %b %lld %lld %u %lld %d", sha, k1, klen + 5, now_us, t_us,
+                       sp->budget, pen_us, charge ? 1 : 0);
     if (rep && rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0 &&
         attempt == 0) {
       freeReplyObject(rep);

@@ -1,18 +1,24 @@
 /* state.h — where rate-limit counters live: the store a strategy's `limits`
  * charge and read (docs/policy.md, "Limits").
  *
- * One algorithm, the sliding-window log: a counter keeps the time of each
- * charge still inside its window, at most `budget` of them. At time `now` a
- * key's count is the number of charges at times t with now - window < t <=
- * now: a charge made at t stops counting at exactly t + window. A request
- * the limit applies to is refused when a penalty is running for its key or
- * when the count has reached the budget; otherwise, when it is charged, its
- * time is logged, and the charge that brings the count to the budget starts
- * the penalty (penalty_until = now + penalty). A refused request is never
- * charged, so a log holds at most `budget` times and "at most budget charges
- * in any window" holds exactly, at every edge. state_apply is that rule, in
- * one place: the local store, the Redis script (redis.c) and replay all
- * follow it.
+ * One algorithm, GCRA (the generic cell rate algorithm: a token bucket kept
+ * as one time). A limit of `budget` charges per `window` spaces charges
+ * T = window / budget apart (rounded up to a whole microsecond); a key's
+ * counter is one time, its TAT (theoretical arrival time): each charge
+ * moves it to max(TAT, now) + T. At time `now` a key's count is
+ * ceil((TAT - now) / T) when TAT > now, else 0: the charges not yet paid
+ * back, one paid back every T. So a quiet key may make `budget` charges at
+ * once, and then one every T; in any span of length L it makes at most
+ * budget + floor(L / T) charges (up to 2 * budget - 1 in one window; with
+ * budget 1, exactly one per window). A request the limit applies to is
+ * refused when a penalty is running for its key or when the count has
+ * reached the budget; otherwise, when it is charged, TAT moves, and the
+ * charge that brings the count to the budget starts the penalty
+ * (penalty_until = now + penalty). A refused request is never charged.
+ * Times are whole microseconds (a nanosecond clock reading is truncated),
+ * so that the Redis script, whose numbers are doubles, computes exactly the
+ * same thing. state_apply is the rule given the count, in one place: the
+ * local store, the Redis script (redis.c) and replay all follow it.
  *
  * Stores:
  *   local.c  in this process: sharded hash tables under per-shard mutexes,
@@ -45,9 +51,9 @@ typedef struct limit_spec {
  * (what the snapshot records and replay feeds back) and what the decision
  * did to it. */
 typedef struct limit_reading {
-  uint32_t count; /* charges in the window before this decision */
+  uint32_t count; /* charges counted before this decision (0 to budget) */
   bool penalized; /* a penalty was running */
-  bool charged;   /* this decision was logged */
+  bool charged;   /* this decision was counted */
   bool exceeded;  /* this decision is refused by the limit */
   bool degraded;  /* the shared store failed; the reading came from the fallback */
 } limit_reading;
@@ -82,7 +88,7 @@ typedef struct state_opts {
 typedef struct state_stats {
   uint64_t keys;             /* live keys (local) */
   uint64_t bytes;            /* bytes they use (local) */
-  uint64_t charges;          /* charges logged */
+  uint64_t charges;          /* charges counted */
   uint64_t refusals;         /* readings that refused */
   uint64_t evictions;        /* keys evicted by the memory bound before they expired */
   uint64_t expired;          /* keys removed because they expired */

@@ -1,10 +1,11 @@
-/* test_local.c — the local counter store keeps the sliding-window rule
- * exactly: at window edges (a charge at t counts until t + window, not at
- * it), against a brute-force model over thousands of irregular hits,
- * with penalties, read-only readings that change nothing, several threads
- * charging one key (exact totals), a memory bound that evicts (counted)
- * and removes expired keys (counted apart), and the counter file that keeps
- * counts across restarts. */
+/* test_local.c — the local counter store keeps the GCRA rule of state.h
+ * exactly: at the edges (a charge is paid back exactly one spacing later,
+ * to the microsecond), against a second formulation of the rule
+ * (limit_model.h) over thousands of irregular hits, with penalties,
+ * read-only readings that change nothing, several threads charging one key
+ * (exact totals), a memory bound that evicts (counted) and removes expired
+ * keys (counted apart), and the counter file that keeps counts across
+ * restarts (and ignores, saying so, a file of an earlier version). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,9 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "state/limit_model.h"
 #include "state/state.h"
 #include "test.h"
 
+#define US 1000LL
 #define MS 1000000LL
 #define SEC 1000000000LL
 #define T0 (1700000000LL * SEC) /* any wall-clock instant */
@@ -39,29 +42,44 @@ static limit_reading hit(state_store *s, const char *key, const limit_spec *sp, 
 
 static void test_window_edges(void) {
   state_store *s = open_store(0);
-  limit_spec sp = {.window_ns = 10 * SEC, .budget = 3};
+  /* 3 a window of 3 s: a burst of 3, then one a second */
+  limit_spec sp = {.window_ns = 3 * SEC, .budget = 3};
   limit_reading r;
-  r = hit(s, "k", &sp, T0, true);
-  CHECK(r.count == 0 && r.charged && !r.exceeded);
-  r = hit(s, "k", &sp, T0 + 1 * SEC, true);
-  CHECK(r.count == 1 && r.charged);
-  r = hit(s, "k", &sp, T0 + 2 * SEC, true);
-  CHECK(r.count == 2 && r.charged);
-  r = hit(s, "k", &sp, T0 + 5 * SEC, true); /* budget used up: refused, not logged */
+  for (uint32_t i = 0; i < 3; i++) {
+    r = hit(s, "k", &sp, T0, true);
+    CHECK_MSG(r.count == i && r.charged && !r.exceeded, "charge %u: count %u", i, r.count);
+  }
+  r = hit(s, "k", &sp, T0 + 500 * MS, true); /* budget used up: refused, not counted */
   CHECK(r.count == 3 && r.exceeded && !r.charged);
-  /* one nanosecond before the first charge leaves the window: still 3 */
-  r = hit(s, "k", &sp, T0 + 10 * SEC - 1, true);
-  CHECK(r.count == 3 && r.exceeded && !r.charged);
-  /* at exactly t + window the first charge is out */
-  r = hit(s, "k", &sp, T0 + 10 * SEC, true);
+  /* one microsecond before the first charge is paid back: still 3 */
+  r = hit(s, "k", &sp, T0 + SEC - US, true);
+  CHECK_MSG(r.count == 3 && r.exceeded && !r.charged, "count %u", r.count);
+  /* a nanosecond clock reading counts in whole microseconds: still before */
+  r = hit(s, "k", &sp, T0 + SEC - 1, true);
+  CHECK_MSG(r.count == 3 && r.exceeded, "count %u", r.count);
+  /* at exactly T0 + 1 s one charge is paid back: this one is counted */
+  r = hit(s, "k", &sp, T0 + SEC, true);
   CHECK_MSG(r.count == 2 && r.charged && !r.exceeded, "count %u", r.count);
-  /* the refused hits were not logged: at T0+11s only the charges of T0+2s
-   * and T0+10s remain */
-  r = hit(s, "k", &sp, T0 + 11 * SEC, false);
+  /* ... and the next room is one spacing later, not at once */
+  r = hit(s, "k", &sp, T0 + 2 * SEC - US, true);
+  CHECK_MSG(r.count == 3 && r.exceeded && !r.charged, "count %u", r.count);
+  r = hit(s, "k", &sp, T0 + 2 * SEC, false);
   CHECK_MSG(r.count == 2 && !r.charged && !r.exceeded, "count %u", r.count);
+  /* four charges in the first two seconds: budget + floor(2 s / 1 s) would
+   * allow 5; a quiet key starts over after a whole window */
+  r = hit(s, "k", &sp, T0 + 4 * SEC, false);
+  CHECK_MSG(r.count == 0, "count %u", r.count);
+  r = hit(s, "k", &sp, T0 + 4 * SEC - US, false);
+  CHECK_MSG(r.count == 1, "count %u", r.count);
   /* other keys are other counters */
-  r = hit(s, "k2", &sp, T0 + 5 * SEC, false);
+  r = hit(s, "k2", &sp, T0 + 500 * MS, false);
   CHECK(r.count == 0 && !r.exceeded);
+  /* a spacing that is not a whole microsecond is rounded up: 1 s / 3 is
+   * 333,334 µs */
+  limit_spec third = {.window_ns = SEC, .budget = 3};
+  for (int i = 0; i < 3; i++) CHECK(hit(s, "third", &third, T0, true).charged);
+  CHECK(hit(s, "third", &third, T0 + 333334 * US - US, true).exceeded);
+  CHECK(hit(s, "third", &third, T0 + 333334 * US, true).charged);
   state_close(s);
 }
 
@@ -87,49 +105,62 @@ static void test_penalty(void) {
   limit_reading r;
   hit(s, "p", &sp, T0, true);
   r = hit(s, "p", &sp, T0 + 100 * MS, true); /* brings the count to the budget: penalty */
-  CHECK(r.charged && !r.exceeded);
-  r = hit(s, "p", &sp, T0 + 2 * SEC, true); /* the window is empty, the penalty runs */
+  CHECK(r.count == 1 && r.charged && !r.exceeded);
+  r = hit(s, "p", &sp, T0 + 2 * SEC, true); /* everything paid back, the penalty runs */
   CHECK(r.count == 0 && r.penalized && r.exceeded && !r.charged);
-  r = hit(s, "p", &sp, T0 + 100 * MS + 10 * SEC - 1, false);
+  r = hit(s, "p", &sp, T0 + 100 * MS + 10 * SEC - US, false);
   CHECK(r.penalized && r.exceeded);
   r = hit(s, "p", &sp, T0 + 100 * MS + 10 * SEC, true); /* over at exactly its end */
   CHECK(!r.penalized && !r.exceeded && r.charged);
-  /* without a penalty, a used-up budget refuses only while the window holds it */
+  /* without a penalty, a used-up budget of 1 refuses for exactly one window */
   limit_spec np = {.window_ns = SEC, .budget = 1};
   CHECK(hit(s, "np", &np, T0, true).charged);
-  CHECK(hit(s, "np", &np, T0 + SEC - 1, true).exceeded);
+  CHECK(hit(s, "np", &np, T0 + SEC - US, true).exceeded);
   CHECK(hit(s, "np", &np, T0 + SEC, true).charged);
   state_close(s);
 }
 
-/* Thousands of hits at irregular times against the rule computed by brute
- * force from the list of charges. */
+/* Thousands of hits at irregular times against the rule's second form,
+ * and the documented bound over the charges that were made. */
 static void test_against_model(void) {
   state_store *s = open_store(0);
-  limit_spec sp = {.window_ns = 100 * MS, .budget = 5, .penalty_ns = 0};
+  static const limit_spec specs[] = {
+      {.window_ns = 100 * MS, .budget = 5},
+      {.window_ns = 100 * MS, .budget = 7, .penalty_ns = 150 * MS}, /* 14,286 µs: rounded */
+      {.window_ns = 30 * MS, .budget = 1},
+  };
   enum { N = 5000 };
   int64_t *charged = malloc(N * sizeof *charged);
-  size_t nc = 0;
-  int64_t t = T0;
-  unsigned seed = 12345;
-  int mismatches = 0, refusals = 0;
-  for (int i = 0; i < N; i++) {
-    seed = seed * 1103515245u + 12345u;
-    t += (seed >> 16) % (40 * MS);                     /* gaps of 0 to 40 ms, some zero */
-    if (i % 7 == 0) t += 100 * MS - ((seed >> 8) % 3); /* land near window edges */
-    bool charge = (seed >> 4) % 5 != 0;
-    uint32_t want = 0;
-    for (size_t j = 0; j < nc; j++)
-      if (charged[j] > t - sp.window_ns && charged[j] <= t) want++;
-    limit_reading r = hit(s, "m", &sp, t, charge);
-    bool want_exceeded = want >= sp.budget;
-    if (r.count != want || r.exceeded != want_exceeded || r.charged != (charge && !want_exceeded))
-      mismatches++;
-    if (r.charged) charged[nc++] = t;
-    refusals += r.exceeded;
+  for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
+    const limit_spec *sp = &specs[k];
+    limit_model m = {0};
+    size_t nc = 0;
+    int64_t t = T0;
+    unsigned seed = 12345 + (unsigned)k;
+    int mismatches = 0, refusals = 0;
+    char key[16];
+    snprintf(key, sizeof key, "m%zu", k);
+    for (int i = 0; i < N; i++) {
+      seed = seed * 1103515245u + 12345u;
+      t += (seed >> 16) % (40 * MS) / 1000 * 1000;           /* gaps of 0 to 40 ms, some zero */
+      if (i % 7 == 0) t += 20 * MS - ((seed >> 8) % 3) * US; /* land near edges */
+      if (i % 11 == 0) t += (seed >> 4) % 1000;              /* a ns reading */
+      bool charge = (seed >> 4) % 5 != 0;
+      limit_reading want = model_hit(&m, sp, t, charge);
+      limit_reading r = hit(s, key, sp, t, charge);
+      if (r.count != want.count || r.exceeded != want.exceeded || r.charged != want.charged ||
+          r.penalized != want.penalized) {
+        if (mismatches++ < 3)
+          fprintf(stderr, "spec %zu hit %d: count %u want %u, charged %d want %d\n", k, i, r.count,
+                  want.count, r.charged, want.charged);
+      }
+      if (r.charged) charged[nc++] = t;
+      refusals += r.exceeded;
+    }
+    CHECK_MSG(mismatches == 0, "spec %zu: %d readings differ from the model", k, mismatches);
+    CHECK_MSG(refusals > 100 && nc > 300, "spec %zu: %d refused, %zu charged", k, refusals, nc);
+    CHECK(model_bound_violations(charged, nc, sp) == 0);
   }
-  CHECK_MSG(mismatches == 0, "%d readings differ from the model", mismatches);
-  CHECK(refusals > 100 && nc > 1000); /* the sequence exercised both sides */
   free(charged);
   state_close(s);
 }
@@ -292,6 +323,21 @@ static void test_persistence(void) {
   fclose(f);
   s = open_file(path, &st);
   CHECK(st.keys == 0 && st.last_error[0] != '\0');
+  state_close(s);
+  /* a file of an earlier version (sliding-window logs) is not read, and
+   * the message says why */
+  f = fopen(path, "w");
+  fwrite("VDSTATE1", 1, 8, f);
+  uint32_t klen = 1, n = 1;
+  int64_t v[3] = {now + 3600 * SEC, now + 3600 * SEC, now};
+  fwrite(&klen, 4, 1, f);
+  fwrite("k", 1, 1, f);
+  fwrite(v, 8, 2, f);
+  fwrite(&n, 4, 1, f);
+  fwrite(&v[2], 8, 1, f);
+  fclose(f);
+  s = open_file(path, &st);
+  CHECK_MSG(st.keys == 0 && strstr(st.last_error, "earlier version"), "error '%s'", st.last_error);
   state_close(s);
   unlink(path);
   rmdir(dir);

@@ -1,12 +1,12 @@
 /* test_redis.c — counters in a real redis-server, started here on a free
- * loopback port: the Lua script keeps the sliding-window rule exactly (the
- * same brute-force model as the local store, at window edges to the
- * microsecond), penalties, two engines (two "nodes") and several threads
+ * loopback port: the Lua script keeps the GCRA rule of state.h exactly (at
+ * the edges, to the microsecond; against the rule's second form in
+ * limit_model.h; and reading for reading the same as the local store given
+ * the same hits), penalties, two engines (two "nodes") and several threads
  * charging one key share one exact budget, a Redis that stops answering
  * (SIGSTOP) misses the deadline and the fallback answers, and when Redis is
- * killed every
- * declared fallback (local, allow, deny) answers as documented and is
- * counted; when it comes back, counting goes back to it.
+ * killed every declared fallback (local, allow, deny) answers as documented
+ * and is counted; when it comes back, counting goes back to it.
  *
  * Skipped (and says so) when redis-server is not installed: `scripts/deps
  * --test` installs it. */
@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "state/limit_model.h"
 #include "state/state.h"
 #include "test.h"
 #include "verdict.h"
@@ -122,40 +123,62 @@ static int64_t base_time(void) {
 static void test_edges_and_model(void) {
   state_store *s = open_redis(STATE_FALLBACK_DENY);
   int64_t t0 = base_time();
-  limit_spec sp = {.window_ns = 10 * SEC, .budget = 3};
-  CHECK(hit(s, "edge", &sp, t0, true).charged);
-  CHECK(hit(s, "edge", &sp, t0 + SEC, true).charged);
-  CHECK(hit(s, "edge", &sp, t0 + 2 * SEC, true).charged);
-  limit_reading r = hit(s, "edge", &sp, t0 + 10 * SEC - US, true);
-  CHECK(r.count == 3 && r.exceeded && !r.charged && !r.degraded);
-  r = hit(s, "edge", &sp, t0 + 10 * SEC, true); /* the first charge is out, exactly */
+  limit_spec sp = {.window_ns = 3 * SEC, .budget = 3}; /* one a second after a burst of 3 */
+  for (int i = 0; i < 3; i++) CHECK(hit(s, "edge", &sp, t0, true).charged);
+  limit_reading r = hit(s, "edge", &sp, t0 + SEC - US, true);
+  CHECK_MSG(r.count == 3 && r.exceeded && !r.charged && !r.degraded, "count %u", r.count);
+  r = hit(s, "edge", &sp, t0 + SEC, true); /* one charge paid back, exactly */
   CHECK_MSG(r.count == 2 && r.charged && !r.degraded, "count %u", r.count);
+  r = hit(s, "edge", &sp, t0 + 2 * SEC - US, true);
+  CHECK_MSG(r.count == 3 && r.exceeded, "count %u", r.count);
 
-  /* the brute-force model, times on whole microseconds */
-  limit_spec m = {.window_ns = 100 * MS, .budget = 5};
+  /* the model and the local store, hit for hit, with a spacing that is
+   * rounded (100 ms / 7) and a penalty */
+  static const limit_spec specs[] = {
+      {.window_ns = 100 * MS, .budget = 5},
+      {.window_ns = 100 * MS, .budget = 7, .penalty_ns = 150 * MS},
+  };
+  state_opts lo = {0};
+  state_store *local = NULL;
+  char err[256];
+  CHECK(state_open_local(&lo, &local, err, sizeof err) == 0);
   enum { N = 1500 };
-  int64_t *charged = malloc(N * sizeof *charged), t = t0;
-  size_t nc = 0;
-  unsigned seed = 99;
-  int mismatches = 0, refusals = 0;
-  for (int i = 0; i < N; i++) {
-    seed = seed * 1103515245u + 12345u;
-    t += ((seed >> 16) % 40000) * US;
-    if (i % 7 == 0) t += 100 * MS - ((seed >> 8) % 3) * US;
-    bool charge = (seed >> 4) % 5 != 0;
-    uint32_t want = 0;
-    for (size_t j = 0; j < nc; j++)
-      if (charged[j] > t - m.window_ns && charged[j] <= t) want++;
-    r = hit(s, "model", &m, t, charge);
-    bool ex = want >= m.budget;
-    if (r.degraded || r.count != want || r.exceeded != ex || r.charged != (charge && !ex))
-      mismatches++;
-    if (r.charged) charged[nc++] = t;
-    refusals += r.exceeded;
+  int64_t *charged = malloc(N * sizeof *charged);
+  for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
+    const limit_spec *m = &specs[k];
+    limit_model mod = {0};
+    char key[16];
+    snprintf(key, sizeof key, "model%zu", k);
+    int64_t t = t0;
+    size_t nc = 0;
+    unsigned seed = 99 + (unsigned)k;
+    int mismatches = 0, unlike_local = 0, refusals = 0;
+    for (int i = 0; i < N; i++) {
+      seed = seed * 1103515245u + 12345u;
+      t += ((seed >> 16) % 15000) * US;
+      if (i % 7 == 0) t += 20 * MS - ((seed >> 8) % 3) * US;
+      if (i % 11 == 0) t += (seed >> 4) % 1000; /* a ns reading */
+      bool charge = (seed >> 4) % 5 != 0;
+      limit_reading want = model_hit(&mod, m, t, charge);
+      r = hit(s, key, m, t, charge);
+      limit_reading l = hit(local, key, m, t, charge);
+      if (r.degraded || r.count != want.count || r.exceeded != want.exceeded ||
+          r.charged != want.charged || r.penalized != want.penalized)
+        mismatches++;
+      if (r.count != l.count || r.exceeded != l.exceeded || r.charged != l.charged ||
+          r.penalized != l.penalized)
+        unlike_local++;
+      if (r.charged) charged[nc++] = t;
+      refusals += r.exceeded;
+    }
+    CHECK_MSG(mismatches == 0, "spec %zu: %d readings differ from the model", k, mismatches);
+    CHECK_MSG(unlike_local == 0, "spec %zu: %d readings differ from the local store", k,
+              unlike_local);
+    CHECK_MSG(refusals > 50 && nc > 300, "spec %zu: %d refused, %zu charged", k, refusals, nc);
+    CHECK(model_bound_violations(charged, nc, m) == 0);
   }
-  CHECK_MSG(mismatches == 0, "%d readings differ from the model", mismatches);
-  CHECK(refusals > 50 && nc > 300);
   free(charged);
+  state_close(local);
 
   /* a penalty outlasts the window */
   limit_spec p = {.window_ns = SEC, .budget = 2, .penalty_ns = 10 * SEC};
