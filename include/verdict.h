@@ -120,6 +120,13 @@ typedef struct vd_engine_opts {
    * whose text names it), for a process that makes one kind of decision and
    * exits, like an agent's hook. NULL: every file. docs/engine.md. */
   const char *only_point;
+  /* For a process that makes one decision on one thread and exits, like an
+   * agent's hook: the rules and lets of a strategy read back from the
+   * version store's parsed cache are compiled when a decision first reaches
+   * them rather than all at load (decisions are the same). The engine must
+   * then be used from one thread at a time, reloads included. docs/policy.md,
+   * "Versions". */
+  int lazy_compile;
 } vd_engine_opts;
 
 /* state_on_error: what a limit reads while Redis fails or is late */

@@ -325,6 +325,9 @@ int cmd_hook(int argc, char **argv) {
   /* One decision and out: only the files that can serve tool_call are
    * loaded (a hook never asks the others). */
   opts.only_point = "tool_call";
+  /* ... and on one thread: what the decision never reaches is never
+   * compiled (a cached strategy; the answer is the same). */
+  opts.lazy_compile = 1;
   vd_error verr;
   int rc;
   /* Parallel tool calls take turns at the snapshot folder; wait a little

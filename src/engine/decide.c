@@ -20,6 +20,10 @@
  * name resolves to is kept for the rest of the decision: the evaluator's
  * reads by the name's binding (names.h), other reads by content.
  *
+ * In a lazy bundle (vd_engine_opts.lazy_compile) a rule's condition or a
+ * let is compiled the first time a decision reaches it; one that does not
+ * compile fails there, as an erroring rule or let does.
+ *
  * All memory comes from the decision's arena; strings the decision keeps are
  * copied there, because the bundle may be freed by a reload once the caller
  * leaves its RCU read section. */
@@ -481,7 +485,11 @@ static value let_value(dctx *x, uint32_t i) {
       break;
   }
   x->let_state[i] = LET_BUSY;
-  value v = expr_eval(s->lets[i].prog, &x->act, &x->ectx);
+  const char *why = NULL;
+  const expr_program *p =
+      s->lets[i].prog ? s->lets[i].prog : strategy_let_program(s, i, x->ectx.arena, &why);
+  value v = p ? expr_eval(p, &x->act, &x->ectx)
+              : value_errorf(x->ectx.arena, "%s", why ? why : "does not compile");
   if (v.kind == V_ERROR)
     v = value_errorf(x->ectx.arena, "let '%s': %.*s", s->lets[i].name, (int)v.n, v.s);
   x->let_vals[i] = v;
@@ -838,7 +846,12 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
       continue;
     }
     {
-      value v = expr_eval(r->cond, &x.act, &x.ectx);
+      /* a lazy bundle's condition compiles on its first use */
+      const char *cwhy = NULL;
+      const expr_program *p =
+          r->cond ? r->cond : strategy_rule_program(s, (uint32_t)(r - s->rules), &d->mem, &cwhy);
+      value v = p ? expr_eval(p, &x.act, &x.ectx)
+                  : value_errorf(&d->mem, "%s", cwhy ? cwhy : "does not compile");
       if (v.kind == V_BOOL) {
         if (t) t->result = v.b ? RR_TRUE : RR_FALSE;
         if (v.b) {

@@ -44,9 +44,10 @@ struct vd_engine {
   char *store_dir; /* NULL: the policy default */
   int warnings_as_errors;
   char *only_point; /* NULL: every strategy file */
+  int lazy;         /* vd_engine_opts.lazy_compile */
   decide_limits lim;
   pthread_mutex_t reload_lock;
-  recorder *rec; /* NULL: snapshots off */
+  recorder *rec;      /* NULL: snapshots off */
   state_store *state; /* rate-limit counters, shared by every decision */
   _Atomic unsigned long long model_calls, model_deadline_misses;
 };
@@ -118,7 +119,8 @@ static void live_free(live *l) {
 static int load(vd_engine *e, live **out, vd_error *err) {
   policy_load_opts lo = {.store_dir = e->store_dir,
                          .warnings_as_errors = e->warnings_as_errors,
-                         .only_point = e->only_point};
+                         .only_point = e->only_point,
+                         .lazy = e->lazy};
   policy_diags diags;
   memset(&diags, 0, sizeof diags);
   policy_bundle *b = NULL;
@@ -162,6 +164,7 @@ int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out,
     return engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory");
   }
   e->warnings_as_errors = opts ? opts->warnings_as_errors : 0;
+  e->lazy = opts ? opts->lazy_compile : 0;
   if (opts && opts->only_point && opts->only_point[0] &&
       !(e->only_point = strdup(opts->only_point))) {
     free(e->dir);
@@ -244,7 +247,8 @@ int vd_engine_stats(vd_engine *e, vd_engine_counters *out) {
   memset(out, 0, sizeof *out);
   if (e->rec) recorder_counters(e->rec, out);
   out->model_calls = atomic_load_explicit(&e->model_calls, memory_order_relaxed);
-  out->model_deadline_misses = atomic_load_explicit(&e->model_deadline_misses, memory_order_relaxed);
+  out->model_deadline_misses =
+      atomic_load_explicit(&e->model_deadline_misses, memory_order_relaxed);
   if (e->state) {
     state_stats st;
     state_get_stats(e->state, &st);
@@ -360,8 +364,7 @@ int engine_decide_json_at(const policy_bundle *b, const name_table *names, const
 
 int engine_decide_json_replay(const policy_bundle *b, const name_table *names,
                               const decide_limits *lim, const char *json, size_t len,
-                              int64_t clock_ns, int model_deadline, vd_decision *d,
-                              vd_error *err) {
+                              int64_t clock_ns, int model_deadline, vd_decision *d, vd_error *err) {
   return engine_decide_json_inputs(b, names, lim, json, len, clock_ns, model_deadline, NULL, d,
                                    err);
 }
@@ -387,8 +390,7 @@ int engine_decide_json_inputs(const policy_bundle *b, const name_table *names,
 }
 
 /* For the server's GET /v1/policies: fn sees the live bundle while it is held. */
-void engine_with_live_bundle(vd_engine *e, void (*fn)(void *ud, const policy_bundle *b),
-                             void *ud) {
+void engine_with_live_bundle(vd_engine *e, void (*fn)(void *ud, const policy_bundle *b), void *ud) {
   if (!e || !fn) return;
   rcu_read_lock();
   const live *l = rcu_dereference(e->live);

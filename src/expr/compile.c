@@ -1130,8 +1130,8 @@ static const void *settle(compiler *c, const vec *v, size_t size) {
   return p;
 }
 
-int expr_compile(const char *src, size_t len, const expr_opts *opts, expr_program **out,
-                 expr_error *err) {
+int expr_compile_ast(const ast *root, const char *src, size_t len, const expr_opts *opts,
+                     expr_program **out, expr_error *err) {
   expr_error scratch_err;
   if (!err) err = &scratch_err;
   *out = NULL;
@@ -1145,16 +1145,6 @@ int expr_compile(const char *src, size_t len, const expr_opts *opts, expr_progra
    * a 4 KiB first chunk each made 100,000 rules cost 750 MB. */
   arena_first_chunk(&p->mem, 512);
 
-  arena tree;
-  arena_init(&tree, NULL, 0, 0);
-  ast *root;
-  if (expr_parse(&tree, src, len, opts, &root, err)) {
-    arena_free(&tree);
-    arena_free(&p->mem);
-    free(p);
-    return -1;
-  }
-
   compiler c;
   memset(&c, 0, sizeof c);
   c.src = src;
@@ -1162,8 +1152,10 @@ int expr_compile(const char *src, size_t len, const expr_opts *opts, expr_progra
   c.opts = opts;
   c.err = err;
   c.mem = &p->mem;
+  int defer = lib_defer_jit;
+  lib_defer_jit = opts && opts->defer_jit;
   uint32_t r = compile(&c, root);
-  arena_free(&tree);
+  lib_defer_jit = defer;
 
   if (r != NONE && !c.failed) {
     p->nodes = settle(&c, &c.nodes, sizeof(pnode));
@@ -1193,6 +1185,23 @@ int expr_compile(const char *src, size_t len, const expr_opts *opts, expr_progra
   compiler_free(&c);
   *out = p;
   return 0;
+}
+
+int expr_compile(const char *src, size_t len, const expr_opts *opts, expr_program **out,
+                 expr_error *err) {
+  expr_error scratch_err;
+  if (!err) err = &scratch_err;
+  *out = NULL;
+  arena tree;
+  arena_init(&tree, NULL, 0, 0);
+  ast *root;
+  if (expr_parse(&tree, src, len, opts, &root, err)) {
+    arena_free(&tree);
+    return -1;
+  }
+  int rc = expr_compile_ast(root, src, len, opts, out, err);
+  arena_free(&tree);
+  return rc;
 }
 
 void expr_free(expr_program *p) {

@@ -22,15 +22,15 @@
 typedef struct expr_program expr_program;
 
 typedef struct expr_error {
-  int line;    /* 1-based; 0 when not tied to a place */
-  int column;  /* 1-based, in code points */
+  int line;   /* 1-based; 0 when not tied to a place */
+  int column; /* 1-based, in code points */
   size_t offset;
   char message[1024]; /* "1:5: unexpected token ')'\n | a + )\n | ....^" style */
 } expr_error;
 
 typedef struct expr_opts {
-  uint32_t max_depth;   /* parser recursion limit; 0 = default (CEL's 250-ish) */
-  size_t max_length;    /* source length limit; 0 = default (100 KiB) */
+  uint32_t max_depth; /* parser recursion limit; 0 = default (CEL's 250-ish) */
+  size_t max_length;  /* source length limit; 0 = default (100 KiB) */
   /* Names that are known variables. When set, the checker reports unknown
    * top-level identifiers as compile errors; when NULL, an unbound variable is
    * a run-time error, as the CEL spec says. */
@@ -44,6 +44,13 @@ typedef struct expr_opts {
    * (faster; what the policy engine uses). CEL's default is to try the
    * longest bound dotted prefix first ("a.b.c", then "a.b", then "a"). */
   int simple_names;
+  /* For a program evaluated by one thread only: work a built-in may leave
+   * for its first call (compiling a constant regex pattern with PCRE2 and
+   * its JIT) is left until then, so a program whose regex never runs never
+   * pays for it. Matches are the same (the same JIT code runs them); a
+   * pattern PCRE2 rejects then fails its matches instead of the compile.
+   * Such a program must not be evaluated from two threads at once. */
+  int defer_jit;
 } expr_opts;
 
 /* Variable lookup: returns 0 and sets *out when `name` is bound, else -1.
@@ -55,6 +62,11 @@ typedef struct expr_activation {
 
 int expr_compile(const char *src, size_t len, const expr_opts *opts, expr_program **out,
                  expr_error *err);
+/* The same from a tree expr_parse built from src (with the same opts): what
+ * a caller that needs the tree itself (a policy compiler) uses rather than
+ * parsing twice. The tree is only read; src must be the text it came from. */
+int expr_compile_ast(const ast *root, const char *src, size_t len, const expr_opts *opts,
+                     expr_program **out, expr_error *err);
 value expr_eval(const expr_program *p, const expr_activation *act, eval_ctx *ctx);
 void expr_free(expr_program *p);
 

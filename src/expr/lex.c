@@ -432,10 +432,18 @@ static int lex_quoted_ident(lexer *lx, token *t) {
 
 /* ---- identifiers and words ---- */
 
-static const char *const reserved_words[] = {
-    "as",  "break", "const",   "continue",  "else",   "for", "function", "if",    "import",
-    "let", "loop",  "package", "namespace", "return", "var", "void",     "while",
+/* With their lengths: every identifier is checked against them. */
+#define RW(w) \
+  { w, sizeof w - 1 }
+static const struct {
+  const char *w;
+  size_t n;
+} reserved_words[] = {
+    RW("as"),        RW("break"),  RW("const"),  RW("continue"), RW("else"),  RW("for"),
+    RW("function"),  RW("if"),     RW("import"), RW("let"),      RW("loop"),  RW("package"),
+    RW("namespace"), RW("return"), RW("var"),    RW("void"),     RW("while"),
 };
+#undef RW
 
 static int lex_word(lexer *lx, token *t) {
   size_t start = lx->pos, i = start;
@@ -452,8 +460,9 @@ static int lex_word(lexer *lx, token *t) {
   else if (n == 2 && memcmp(w, "in", 2) == 0)
     t->kind = T_IN;
   else {
-    for (size_t k = 0; k < sizeof reserved_words / sizeof *reserved_words; k++) {
-      if (strlen(reserved_words[k]) == n && memcmp(reserved_words[k], w, n) == 0) {
+    for (size_t k = 0; n >= 2 && n <= 9 && k < sizeof reserved_words / sizeof *reserved_words;
+         k++) {
+      if (reserved_words[k].n == n && memcmp(reserved_words[k].w, w, n) == 0) {
         t->reserved = 1;
         break;
       }

@@ -39,26 +39,45 @@ static int name_cmp(const char *a, size_t alen, const char *b) {
   return (alen > blen) - (alen < blen);
 }
 
-/* Stable insertion by name: tables are small (a few hundred entries) and this
- * runs once per process. */
+/* Sorted by name, then by place in the tables (so each name's overloads
+ * keep their order): runs once per process, and a process that decides once
+ * (an agent's hook) should not pay an insertion sort's n² name compares. */
+_Thread_local int lib_defer_jit;
+
+static const builtin *sort_base;
+
+static int cmp_place(const void *x, const void *y) {
+  uint32_t i = *(const uint32_t *)x, j = *(const uint32_t *)y;
+  int c = strcmp(sort_base[i].name, sort_base[j].name);
+  return c ? c : (i > j) - (i < j);
+}
+
 static void registry_build(void) {
   extern const builtin lib_shell_builtins[]; /* shellCommands, shellWords, shellWrites */
   const builtin *tables[] = {lib_core_builtins, lib_strings_builtins, lib_time_builtins,
                              lib_net_builtins, lib_shell_builtins};
   uint32_t total = 0;
   for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) total += table_len(tables[t]);
+  builtin *all = malloc(((size_t)total + 1) * sizeof *all);
+  uint32_t *order = malloc(((size_t)total + 1) * sizeof *order);
   builtin *e = calloc((size_t)total + 1, sizeof *e);
-  if (!e) return; /* reg stays empty: every function is then unknown */
-  uint32_t n = 0;
-  for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
-    for (const builtin *b = tables[t]; b->name; b++) {
-      uint32_t at = n;
-      while (at > 0 && name_cmp(b->name, strlen(b->name), e[at - 1].name) < 0) at--;
-      memmove(e + at + 1, e + at, (size_t)(n - at) * sizeof *e);
-      e[at] = *b;
-      n++;
-    }
+  if (!all || !order || !e) { /* reg stays empty: every function is then unknown */
+    free(all);
+    free(order);
+    free(e);
+    return;
   }
+  uint32_t n = 0;
+  for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
+    for (const builtin *b = tables[t]; b->name; b++) {
+      order[n] = n;
+      all[n++] = *b;
+    }
+  sort_base = all; /* under pthread_once: no other thread is here */
+  qsort(order, n, sizeof *order, cmp_place);
+  for (uint32_t i = 0; i < n; i++) e[i] = all[order[i]];
+  free(all);
+  free(order);
   reg.entries = e;
   reg.count = n;
 }

@@ -26,10 +26,10 @@
 
 typedef struct eval_ctx {
   arena *arena;
-  uint64_t cost;       /* work done so far: comprehension steps, bytes scanned, regex work */
-  uint64_t cost_limit; /* 0 = unlimited; exceeding it is an evaluation error */
+  uint64_t cost;              /* work done so far: comprehension steps, bytes scanned, regex work */
+  uint64_t cost_limit;        /* 0 = unlimited; exceeding it is an evaluation error */
   uint32_t regex_match_limit; /* PCRE2 match limit per call (0 = 1,000,000 steps) */
-  void *user;          /* the evaluator's own state */
+  void *user;                 /* the evaluator's own state */
 } eval_ctx;
 
 #define K_ANY 0xff
@@ -42,16 +42,19 @@ typedef value (*builtin_fn)(eval_ctx *ctx, const value *args, uint32_t nargs, vo
 typedef void *(*builtin_prepare_fn)(const value *args, const uint8_t *is_const, uint32_t nargs,
                                     char *err, size_t err_size);
 typedef void (*builtin_release_fn)(void *aux);
+/* Set by the compiler while a prepare runs for a compile with
+ * expr_opts.defer_jit (see there). */
+extern _Thread_local int lib_defer_jit;
 
 typedef struct builtin {
   const char *name;
-  uint8_t receiver;  /* 1: called as args[0].name(args[1..]) */
-  uint8_t nargs;     /* including the receiver */
-  uint8_t kinds[4];  /* value_kind per argument, or K_ANY */
+  uint8_t receiver; /* 1: called as args[0].name(args[1..]) */
+  uint8_t nargs;    /* including the receiver */
+  uint8_t kinds[4]; /* value_kind per argument, or K_ANY */
   builtin_fn fn;
   builtin_prepare_fn prepare; /* optional */
   builtin_release_fn release; /* optional */
-  uint8_t variadic;  /* 1: nargs is the minimum; extra arguments take kinds[3] */
+  uint8_t variadic;           /* 1: nargs is the minimum; extra arguments take kinds[3] */
 } builtin;
 
 /* The registry: every built-in of every library, terminated by a zeroed
@@ -61,7 +64,8 @@ const builtin *builtin_table(void);
 uint32_t builtin_lookup(const char *name, uint32_t len, const builtin **first);
 
 /* Tables contributed by each library file (each ends with a zeroed entry). */
-extern const builtin lib_core_builtins[];    /* size, conversions, type, dyn, contains/startsWith/endsWith/matches */
+extern const builtin
+    lib_core_builtins[]; /* size, conversions, type, dyn, contains/startsWith/endsWith/matches */
 extern const builtin lib_strings_builtins[]; /* CEL strings extension */
 extern const builtin lib_time_builtins[];    /* timestamp, duration, accessors */
 extern const builtin lib_net_builtins[];     /* ip, cidr, isIP, ... */

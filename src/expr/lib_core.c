@@ -15,7 +15,11 @@
  * RE2) and \C forbidden. PCRE2 is a backtracking engine, so every match runs
  * under a match limit (eval_ctx.regex_match_limit) and a depth limit: a
  * hostile pattern such as `(a+)+$` fails with an error instead of hanging.
- * A constant pattern is compiled (and JIT-compiled) once, by `prepare`; a
+ * A constant pattern is compiled (and JIT-compiled) once, by `prepare`
+ * (with expr_opts.defer_jit, for a program one thread evaluates, both wait
+ * for the first match that needs PCRE2: every match still runs the same JIT
+ * code, and a pattern never matched costs nothing; one that does not
+ * compile then fails its matches rather than the program's compilation); a
  * pattern computed at run time is compiled per call into the arena. A
  * constant pattern that only lists literal strings (`sqlmap|nikto|nmap`,
  * `(?i)^/(\.env|\.git)|\.php$`: the usual policy regex) is also read into a
@@ -145,22 +149,30 @@ typedef struct regex_aux {
   pcre2_code *re;
   const litset *lits; /* NULL: not a literal set */
   arena mem;          /* lits lives here */
+  /* expr_opts.defer_jit: re is compiled (and JIT-compiled) before the first
+   * match that needs it, from pat; NULL until then */
+  const char *pat;
+  size_t pat_len;
+  int pending;
 } regex_aux;
 
 static void *prepare_regex(const value *args, const uint8_t *is_const, uint32_t nargs, char *err,
                            size_t err_size) {
   if (err_size) err[0] = '\0';
   if (nargs < 2 || !is_const[1] || args[1].kind != V_STRING) return NULL;
-  int code;
-  PCRE2_SIZE offset;
-  pcre2_code *re =
-      pcre2_compile((PCRE2_SPTR)args[1].s, args[1].n, REGEX_COMPILE_OPTIONS, &code, &offset, NULL);
-  if (!re) {
-    regex_error_text(code, offset, args[1].s, args[1].n, err, err_size);
-    return NULL;
+  pcre2_code *re = NULL;
+  if (!lib_defer_jit) {
+    int code;
+    PCRE2_SIZE offset;
+    re = pcre2_compile((PCRE2_SPTR)args[1].s, args[1].n, REGEX_COMPILE_OPTIONS, &code, &offset,
+                       NULL);
+    if (!re) {
+      regex_error_text(code, offset, args[1].s, args[1].n, err, err_size);
+      return NULL;
+    }
+    /* JIT is an optimisation: when it is unavailable the interpreter runs. */
+    (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
   }
-  /* JIT is an optimisation: when it is unavailable the interpreter runs. */
-  (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
   regex_aux *ra = calloc(1, sizeof *ra);
   if (!ra) {
     pcre2_code_free(re);
@@ -169,6 +181,11 @@ static void *prepare_regex(const value *args, const uint8_t *is_const, uint32_t 
   }
   ra->re = re;
   arena_init(&ra->mem, NULL, 0, 0);
+  if (lib_defer_jit) {
+    ra->pat = arena_strndup(&ra->mem, args[1].s, args[1].n);
+    ra->pat_len = args[1].n;
+    ra->pending = ra->pat != NULL;
+  }
   lit *lits;
   uint32_t nlits;
   int caseless;
@@ -206,6 +223,15 @@ static value fn_matches(eval_ctx *ctx, const value *args, uint32_t nargs, void *
   pcre2_general_context *gc =
       pcre2_general_context_create(arena_pcre_alloc, arena_pcre_free, ctx->arena);
   if (!gc) return VALUE_ERR("out of memory");
+  if (ra && ra->pending) { /* one thread (defer_jit): compiled now as prepare would have */
+    regex_aux *w = (regex_aux *)aux;
+    int code;
+    PCRE2_SIZE offset;
+    w->re =
+        pcre2_compile((PCRE2_SPTR)w->pat, w->pat_len, REGEX_COMPILE_OPTIONS, &code, &offset, NULL);
+    if (w->re) (void)pcre2_jit_compile(w->re, PCRE2_JIT_COMPLETE);
+    w->pending = 0; /* a pattern that does not compile is reported below, on every call */
+  }
   const pcre2_code *re = ra ? ra->re : NULL;
   if (!re) { /* not a constant pattern: compile it now, into the arena */
     if (!eval_charge(ctx, (uint64_t)pattern->n * 4 + 16)) return COST_ERROR;

@@ -147,7 +147,7 @@ static void load_text(policy_bundle *b, strategy_marks *marks, const char *file,
   if (yaml_load(&scratch, file, src, len, &root, d) == 0) {
     b->nstrategies++; /* counted now so that free_programs sees its programs */
     strategy_compile(&b->mem, &scratch, file, src, len, root, s, &marks[b->nstrategies - 1],
-                     min_rules, d);
+                     min_rules, 0, d);
     size_t clen = 0;
     char *canon = policy_canonical_json(root, &clen);
     if (!canon || policy_sha256_hex(canon, clen, s->version)) {
@@ -167,13 +167,13 @@ static void load_text(policy_bundle *b, strategy_marks *marks, const char *file,
 
 /* Compiles a strategy from its cached canonical text (cache.c). Returns 0,
  * or -1 having added nothing when the text does not give a usable tree. */
-static int load_cached(policy_bundle *b, strategy_marks *marks, const char *file,
-                       const char *canon, size_t clen, const char *version, uint32_t min_rules,
+static int load_cached(policy_bundle *b, strategy_marks *marks, const char *file, const char *canon,
+                       size_t clen, const char *version, uint32_t min_rules, unsigned flags,
                        policy_diags *d) {
   size_t first = d->n;
   arena scratch;
   arena_init(&scratch, NULL, 0, 0);
-  ynode *root = parse_cache_tree(&scratch, canon, clen);
+  ynode *root = parse_cache_tree(&scratch, canon, clen, (flags & STRATEGY_LAZY) != 0);
   if (!root) {
     arena_free(&scratch);
     return -1;
@@ -181,7 +181,7 @@ static int load_cached(policy_bundle *b, strategy_marks *marks, const char *file
   strategy *s = (strategy *)&b->strategies[b->nstrategies];
   b->nstrategies++;
   strategy_compile(&b->mem, &scratch, file, canon, clen, root, s, &marks[b->nstrategies - 1],
-                   min_rules, d);
+                   min_rules, flags, d);
   memcpy(s->version, version, 65);
   arena_free(&scratch);
   sort_diags(d, first);
@@ -351,7 +351,9 @@ int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bun
     }
     if (canon) {
       int used = point && !memmem(canon, clen, point, strlen(point));
-      if (!used) used = load_cached(b, marks, file, canon, clen, ver, index_min(opts), d) == 0;
+      if (!used)
+        used = load_cached(b, marks, file, canon, clen, ver, index_min(opts),
+                           opts && opts->lazy ? STRATEGY_LAZY : 0, d) == 0;
       free(canon);
       if (used) continue;
     }
@@ -408,7 +410,8 @@ int policy_bundle_from_text_opts(const char *file, const char *text, size_t len,
   }
   strategy_marks marks[1];
   load_text(b, marks, f, text, len, "", index_min(opts), d);
-  if (opts && opts->models_dir && d->errors == errors0) bundle_link_models(b, opts->models_dir, "", d);
+  if (opts && opts->models_dir && d->errors == errors0)
+    bundle_link_models(b, opts->models_dir, "", d);
   finish(b, marks, d);
   return done(b, opts, out, d, errors0, warnings0);
 }

@@ -18,6 +18,9 @@
  * tree has no source positions (line and column 0), which only diagnostics
  * would show. A cached tree is checked before use: written back in canonical
  * form it must give exactly the stored bytes, or the file is parsed as usual.
+ * A lazy load (policy_load_opts.lazy), which keeps no tests, leaves the
+ * top-level `tests` out of the tree and checks every byte but that value's:
+ * the inline tests are most of a strategy file, and nothing reads them.
  *
  * Not here: when the cache is used (bundle.c: a store must be configured;
  * `verdict check` and `verdict test` keep none, so they always parse). */
@@ -38,9 +41,10 @@
 
 void parse_cache_key(const char *path, const struct stat *st, char key[65]) {
   char buf[4400];
-  int n = snprintf(buf, sizeof buf, "%s\n%ju %ju %jd %jd.%09ld %jd.%09ld", path, (uintmax_t)st->st_dev,
-                   (uintmax_t)st->st_ino, (intmax_t)st->st_size, (intmax_t)st->st_mtim.tv_sec,
-                   st->st_mtim.tv_nsec, (intmax_t)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+  int n =
+      snprintf(buf, sizeof buf, "%s\n%ju %ju %jd %jd.%09ld %jd.%09ld", path, (uintmax_t)st->st_dev,
+               (uintmax_t)st->st_ino, (intmax_t)st->st_size, (intmax_t)st->st_mtim.tv_sec,
+               st->st_mtim.tv_nsec, (intmax_t)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
   if (n < 0) n = 0;
   if ((size_t)n >= sizeof buf) n = (int)sizeof buf - 1;
   sha256_hex(buf, (size_t)n, key);
@@ -175,13 +179,60 @@ static ynode *from_value(arena *a, const value *v, int depth) {
   return y;
 }
 
-ynode *parse_cache_tree(arena *a, const char *canon, size_t len) {
+/* The same check for a tree whose `tests` member was left out: what is
+ * around that member's value must be the canonical form of the rest. The
+ * value's own bytes are then not checked — nothing reads them (a lazy load
+ * keeps no tests), and the bytes that are read are all checked. */
+static int same_but_tests(const ynode *root, uint32_t tests_at, const char *canon, size_t len) {
+  json_buf b;
+  json_buf_init(&b, NULL);
+  size_t mid = 0;
+  json_buf_putc(&b, '{');
+  for (uint32_t i = 0; i < root->n + 1; i++) {
+    if (i) json_buf_putc(&b, ',');
+    if (i == tests_at) {
+      json_buf_put(&b, "\"tests\":", 8);
+      mid = b.len;
+      continue;
+    }
+    uint32_t k = i < tests_at ? i : i - 1;
+    const ynode *key = root->kids[2 * k];
+    json_write_string(&b, key->text, key->len);
+    json_buf_putc(&b, ':');
+    size_t n = 0;
+    char *v = policy_canonical_json(root->kids[2 * k + 1], &n);
+    if (!v) b.oom = 1;
+    if (v) json_buf_put(&b, v, n);
+    free(v);
+  }
+  json_buf_putc(&b, '}');
+  size_t tail = b.len - mid;
+  int same = !b.oom && len > b.len && memcmp(canon, b.data, mid) == 0 &&
+             memcmp(canon + len - tail, b.data + mid, tail) == 0;
+  json_buf_free(&b);
+  return same;
+}
+
+ynode *parse_cache_tree(arena *a, const char *canon, size_t len, int without_tests) {
   json_opts jo = {0};
   jo.lenient = 1;
   value v;
   if (json_parse(a, canon, len, &jo, &v, NULL) != 0 || v.kind != V_MAP) return NULL;
-  ynode *root = from_value(a, &v, 0);
+  uint32_t tests_at = UINT32_MAX;
+  for (uint32_t i = 0; without_tests && i < v.n && tests_at == UINT32_MAX; i++) {
+    const value *k = &v.entries[i].key;
+    if (k->kind == V_STRING && k->n == 5 && memcmp(k->s, "tests", 5) == 0) tests_at = i;
+  }
+  ynode *root = NULL;
+  map_entry *e = tests_at != UINT32_MAX ? arena_alloc(a, v.n * sizeof *e) : NULL;
+  if (e) { /* the rest of the document, as a tree */
+    memcpy(e, v.entries, tests_at * sizeof *e);
+    memcpy(e + tests_at, v.entries + tests_at + 1, (v.n - tests_at - 1) * sizeof *e);
+    v = value_map(e, v.n - 1);
+  }
+  if (tests_at == UINT32_MAX || e) root = from_value(a, &v, 0);
   if (!root) return NULL;
+  if (tests_at != UINT32_MAX) return same_but_tests(root, tests_at, canon, len) ? root : NULL;
   /* the same tree, or none: its canonical form must be the stored bytes */
   size_t n = 0;
   char *again = policy_canonical_json(root, &n);

@@ -134,10 +134,14 @@ typedef struct strategy_marks {
 } strategy_marks;
 
 /* Compiles the document `root` of file into *s. mem is the bundle arena,
- * scratch the per-file one. Returns the number of errors added to d. */
+ * scratch the per-file one. Returns the number of errors added to d.
+ * STRATEGY_LAZY (a file read back from the parsed cache, for
+ * policy_load_opts.lazy): lets and rules are parsed, not compiled (see
+ * strategy_rule_program), and neither tests nor warnings are made. */
+#define STRATEGY_LAZY 1u
 size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char *src, size_t len,
                         const ynode *root, strategy *s, strategy_marks *m, uint32_t index_min_rules,
-                        policy_diags *d);
+                        unsigned flags, policy_diags *d);
 
 /* ---- lint.c ---- */
 void strategy_lint(const strategy_build *b, policy_diags *d);
@@ -173,8 +177,10 @@ char *parse_cache_get(const char *store, const char *key, char version[65], size
 /* Remembers that key compiled to version (best effort). */
 void parse_cache_put(const char *store, const char *key, const char *version);
 /* The tree of a canonical text, in a; NULL unless its canonical form is
- * exactly that text. Its nodes carry no positions. */
-ynode *parse_cache_tree(arena *a, const char *canon, size_t len);
+ * exactly that text. Its nodes carry no positions. without_tests: the
+ * top-level `tests` is left out of the tree (and its bytes unchecked), for
+ * a load that keeps no tests (STRATEGY_LAZY). */
+ynode *parse_cache_tree(arena *a, const char *canon, size_t len, int without_tests);
 
 /* ---- models.c ---- */
 /* Loads the models the bundle's strategies name (models_dir/NAME.json and

@@ -58,12 +58,21 @@ typedef struct policy_outcome {
 
 typedef enum no_candidate_mode { NC_ERROR, NC_FIRST, NC_ACTION } no_candidate_mode;
 
+/* An expression kept to be compiled on first use (policy_load_opts.lazy):
+ * text NULL when the program was compiled at load. */
+typedef struct policy_lazy {
+  const char *text; /* as written; the tree points into it */
+  uint32_t len;
+  const ast *tree; /* NULL: not parsed yet either */
+} policy_lazy;
+
 typedef struct policy_rule {
   const char *name;
   const char *reason; /* may be NULL */
   const char *source; /* the `if` text */
   int32_t action;     /* index into strategy.actions */
-  expr_program *cond;
+  expr_program *cond; /* NULL until first use when lazy.tree is set */
+  policy_lazy lazy;
   int line, column; /* of the rule's `if` value, for traces and messages */
   bool reads_model; /* reads `model`, directly or through a let: never indexed */
 } policy_rule;
@@ -71,7 +80,8 @@ typedef struct policy_rule {
 typedef struct policy_let {
   const char *name;
   uint32_t name_len;
-  expr_program *prog;
+  expr_program *prog; /* NULL until first use when lazy.tree is set */
+  policy_lazy lazy;
 } policy_let;
 
 /* limits: a counter per caller (docs/policy.md, "Limits"). */
@@ -186,6 +196,12 @@ typedef struct policy_load_opts {
    * they cannot serve a decision point of that name (a point is named
    * literally in `decision_points` or `strategy`). NULL: load every file. */
   const char *only_point;
+  /* For a process that makes one decision on one thread and exits (an
+   * agent's hook): a strategy read back from the parsed cache (cache.c),
+   * which compiled cleanly before, has its lets and rules compiled on first
+   * use (strategy_rule_program), not at load, and keeps neither tests nor
+   * warnings. Such a bundle must not be used from two threads at once. */
+  int lazy;
 } policy_load_opts;
 
 /* Loads and compiles every strategy in dir. Returns 0 with *out set, or -1
@@ -211,6 +227,13 @@ void policy_bundle_free(policy_bundle *b);
 const strategy *policy_bundle_find(const policy_bundle *b, const char *point, size_t len);
 /* Index of an action by name, or -1. */
 int32_t strategy_action(const strategy *s, const char *name, size_t len);
+/* The program of rule i (let i): the one compiled at load, or, in a lazy
+ * bundle, compiled now on first use and kept (not thread-safe: see
+ * policy_load_opts.lazy). NULL when it does not compile, with *why set
+ * ("does not compile: L:C: message", allocated in a). */
+const expr_program *strategy_rule_program(const strategy *s, uint32_t i, arena *a,
+                                          const char **why);
+const expr_program *strategy_let_program(const strategy *s, uint32_t i, arena *a, const char **why);
 
 /* ---- the rule index ----
  * Which rules can match a request, in first-match order, without evaluating

@@ -16,6 +16,15 @@
  * Programs are stored into the strategy as soon as they are compiled, so
  * policy_bundle_free finds and frees them whether or not compiling finished.
  *
+ * With STRATEGY_LAZY (a file read back from the parsed cache, for a process
+ * that decides once: policy_load_opts.lazy), lets and rules are only parsed
+ * here — the trees are what the let graph, the rule index and the limit
+ * checks read — and each is compiled when a decision first reaches it
+ * (strategy_rule_program), its regexes JIT-compiled on their first match.
+ * The cached file compiled cleanly when it was stored, so nothing is
+ * reported later that would have been reported now; should a program fail
+ * to compile anyway, the decision that reaches it fails as an erroring rule.
+ *
  * Not here: reading files and cross-strategy checks (bundle.c), the rule
  * index (index.c), warnings (lint.c), versions (version.c). */
 #include <math.h>
@@ -48,6 +57,8 @@ typedef struct cc {
   actvec acts;
   int declared_actions; /* `actions` was given */
   strategy_marks *marks;
+  int lazy;        /* STRATEGY_LAZY */
+  int lets_unread; /* lazy, and no fallback model: lets are not even parsed (parse_lets) */
   int oom;
 } cc;
 
@@ -374,6 +385,10 @@ static void bare_message(const char *m, char *out, size_t cap) {
  * top-level names), so names resolve at compile time. The rule index
  * (index.c) resolves paths the same way. */
 static const expr_opts EXPR_OPTS = {.simple_names = 1};
+/* The same for compiling on first use: one thread, so a regex is
+ * JIT-compiled on its first match (a program reached only for a rule that
+ * never gets to its `matches` never pays for it). */
+static const expr_opts EXPR_OPTS_LATER = {.simple_names = 1, .defer_jit = 1};
 
 /* ---- constants, inlined ----
  *
@@ -481,13 +496,15 @@ static void on_const_ident(void *user, const ast *id) {
   x->ids[x->n++] = id;
 }
 
-/* The program with the constants it reads inlined, or NULL (keep p). */
-static expr_program *inline_constants(cc *c, const ynode *n, const ast *tree) {
-  if (!c->s->constants.n) return NULL;
+/* The program of text (whose tree is `tree`) with the constants of s it
+ * reads inlined, or NULL (then the program reads them as variables). */
+static expr_program *inline_constants(const strategy *s, const char *text, size_t len,
+                                      const ast *tree, const expr_opts *opts) {
+  if (!s->constants.n) return NULL;
   inl x;
-  x.s = c->s;
-  x.src = n->text;
-  x.len = n->len;
+  x.s = s;
+  x.src = text;
+  x.len = len;
   x.n = 0;
   x.overflow = 0;
   ast_free_idents(tree, on_const_ident, &x);
@@ -510,81 +527,155 @@ static expr_program *inline_constants(cc *c, const ynode *n, const ast *tree) {
     /* the identifier as written: from its node's start (a leading '.' is
      * part of it) to the end of its name */
     size_t from = id->pos, name_at = from;
-    if (name_at < n->len && n->text[name_at] == '.') {
+    if (name_at < len && text[name_at] == '.') {
       name_at++;
-      while (name_at < n->len && strchr(" \t\r\n", n->text[name_at])) name_at++;
+      while (name_at < len && strchr(" \t\r\n", text[name_at])) name_at++;
     }
-    if (from < at || name_at + id->name_len > n->len ||
-        memcmp(n->text + name_at, id->name, id->name_len) != 0) {
+    if (from < at || name_at + id->name_len > len ||
+        memcmp(text + name_at, id->name, id->name_len) != 0) {
       json_buf_free(&b);
       return NULL;
     }
-    json_buf_put(&b, n->text + at, id->pos - at);
+    json_buf_put(&b, text + at, id->pos - at);
     json_buf_putc(&b, '(');
-    if (put_cel_literal(&b, value_map_get(&c->s->constants, id->name, id->name_len))) {
+    if (put_cel_literal(&b, value_map_get(&s->constants, id->name, id->name_len))) {
       json_buf_free(&b);
       return NULL;
     }
     json_buf_putc(&b, ')');
     at = name_at + id->name_len;
   }
-  json_buf_put(&b, n->text + at, n->len - at);
+  json_buf_put(&b, text + at, len - at);
   expr_program *p = NULL;
   expr_error e;
-  if (b.oom || expr_compile(b.data, b.len, &EXPR_OPTS, &p, &e)) p = NULL;
+  if (b.oom || expr_compile(b.data, b.len, opts, &p, &e)) p = NULL;
   json_buf_free(&b);
   return p;
 }
 
-/* Compiles the scalar n as an expression; on success also parses it into
- * the scratch arena (*tree). Returns the program or NULL (reported). */
-static expr_program *compile_expr(cc *c, const ynode *n, const char *key, const ast **tree) {
+/* The program of an expression parsed into `tree`: with its constants
+ * inlined when that compiles, else as written. A text that compiles with
+ * its constants inlined compiles as written too (an identifier and a
+ * parenthesised literal are both operands; inlining only adds constants,
+ * length and depth), so no error is lost by trying the inlined form first.
+ * Returns 0, or -1 with the error in *e. */
+static int program_of(const strategy *s, const char *text, size_t len, const ast *tree,
+                      const expr_opts *opts, expr_program **out, expr_error *e) {
+  *out = inline_constants(s, text, len, tree, opts);
+  if (*out) return 0;
+  return expr_compile_ast(tree, text, len, opts, out, e);
+}
+
+static void report_expr_error(cc *c, const ynode *n, const char *key, const expr_error *e) {
+  int line = n->line, col = n->col;
+  size_t at = n->pos, off = e->offset;
+  /* "unexpected end of input": point just past the last character, not at
+   * the line after a block scalar */
+  if (off >= n->len) {
+    off = n->len;
+    while (off > 0 && (n->text[off - 1] == '\n' || n->text[off - 1] == ' ' ||
+                       n->text[off - 1] == '\t' || n->text[off - 1] == '\r'))
+      off--;
+  }
+  yaml_scalar_place(n, c->src, c->len, off, &line, &col, &at);
+  char msg[1024];
+  bare_message(e->message, msg, sizeof msg);
+  diag_excerpt(msg, sizeof msg, c->src, c->len, at);
+  diag_add(c->d, DIAG_ERROR, c->file, line, col, key, "%s", msg);
+}
+
+/* Compiles the scalar n as an expression, parsed once into *tree (in the
+ * scratch arena). Returns the program, or NULL (reported; *tree NULL too).
+ *
+ * `later` (a let or a rule of a strategy read back from the parsed cache,
+ * with STRATEGY_LAZY): only parsed, into the bundle's arena with its own copy
+ * of the text, and left in *lz for strategy_rule_program and
+ * strategy_let_program to compile on first use; returns NULL with *tree
+ * set. */
+static expr_program *compile_expr(cc *c, const ynode *n, const char *key, const ast **tree,
+                                  policy_lazy *later) {
   *tree = NULL;
   if (n->kind != Y_SCALAR || n->v.kind == V_NULL) {
     err_at(c, n, key, "expected an expression, got %s", kind_name(n));
     return NULL;
   }
-  expr_program *p = NULL;
-  expr_error e;
-  if (expr_compile(n->text, n->len, &EXPR_OPTS, &p, &e)) {
-    int line = n->line, col = n->col;
-    size_t at = n->pos, off = e.offset;
-    /* "unexpected end of input": point just past the last character, not at
-     * the line after a block scalar */
-    if (off >= n->len) {
-      off = n->len;
-      while (off > 0 && (n->text[off - 1] == '\n' || n->text[off - 1] == ' ' ||
-                         n->text[off - 1] == '\t' || n->text[off - 1] == '\r'))
-        off--;
-    }
-    yaml_scalar_place(n, c->src, c->len, off, &line, &col, &at);
-    char msg[1024];
-    bare_message(e.message, msg, sizeof msg);
-    diag_excerpt(msg, sizeof msg, c->src, c->len, at);
-    diag_add(c->d, DIAG_ERROR, c->file, line, col, key, "%s", msg);
-    return NULL;
+  const char *text = n->text;
+  arena *where = c->scratch;
+  if (later) {
+    text = dup(c, n->text, n->len);
+    if (!text) return NULL;
+    where = c->mem;
   }
   ast *t = NULL;
-  if (expr_parse(c->scratch, n->text, n->len, &EXPR_OPTS, &t, &e) || !t) {
-    /* compiled but not parsed again: only when memory ran out */
-    expr_free(p);
+  expr_error e;
+  if (expr_parse(where, text, n->len, &EXPR_OPTS, &t, &e)) {
+    report_expr_error(c, n, key, &e);
+    return NULL;
+  }
+  if (!t) {
     nomem(c);
     return NULL;
   }
-  *tree = t;
-  expr_program *q = inline_constants(c, n, t);
-  if (q) {
-    expr_free(p);
-    p = q;
+  if (later) {
+    later->text = text;
+    later->len = n->len;
+    later->tree = t;
+    *tree = t;
+    return NULL;
   }
+  expr_program *p = NULL;
+  if (program_of(c->s, text, n->len, t, &EXPR_OPTS, &p, &e)) {
+    report_expr_error(c, n, key, &e);
+    return NULL;
+  }
+  *tree = t;
   return p;
+}
+
+/* ---- compiling on first use (STRATEGY_LAZY) ---- */
+
+static const expr_program *compile_later(const policy_lazy *lz, expr_program **slot,
+                                         const strategy *s, arena *a, const char **why) {
+  expr_program *p = NULL;
+  expr_error e;
+  const ast *tree = lz->tree;
+  arena tmp; /* a let not even parsed at load (see parse_lets) is parsed here */
+  arena_init(&tmp, NULL, 0, 0);
+  ast *t = NULL;
+  if (!tree && expr_parse(&tmp, lz->text, lz->len, &EXPR_OPTS_LATER, &t, &e) == 0 && !t)
+    snprintf(e.message, sizeof e.message, "out of memory");
+  if (!tree) tree = t;
+  int rc = tree ? program_of(s, lz->text, lz->len, tree, &EXPR_OPTS_LATER, &p, &e) : -1;
+  arena_free(&tmp); /* a program keeps nothing of its tree */
+  if (rc == 0) {
+    *slot = p;
+    return p;
+  }
+  char msg[600];
+  snprintf(msg, sizeof msg, "does not compile: %.*s", (int)strcspn(e.message, "\n"), e.message);
+  *why = arena_strndup(a, msg, strlen(msg));
+  if (!*why) *why = "does not compile (and out of memory)";
+  return NULL;
+}
+
+const expr_program *strategy_rule_program(const strategy *s, uint32_t i, arena *a,
+                                          const char **why) {
+  policy_rule *r = (policy_rule *)&s->rules[i]; /* the bundle's, writable: see policy.h */
+  if (r->cond || !r->lazy.text) return r->cond;
+  return compile_later(&r->lazy, &r->cond, s, a, why);
+}
+
+const expr_program *strategy_let_program(const strategy *s, uint32_t i, arena *a,
+                                         const char **why) {
+  policy_let *l = (policy_let *)&s->lets[i];
+  if (l->prog || !l->lazy.text) return l->prog;
+  return compile_later(&l->lazy, &l->prog, s, a, why);
 }
 
 /* ---- names an expression reads ---- */
 
 typedef struct reads {
-  cc *c;
-  const char *const *lets;
+  const policy_let *lets;
   uint32_t nlets;
   uint8_t *uses; /* per let: read by this expression */
   bool model;
@@ -598,7 +689,7 @@ static void on_ident(void *user, const ast *id) {
   reads *r = user;
   if (ident_is(id, "model", 5)) r->model = true;
   for (uint32_t i = 0; i < r->nlets; i++)
-    if (ident_is(id, r->lets[i], strlen(r->lets[i]))) r->uses[i] = 1;
+    if (ident_is(id, r->lets[i].name, r->lets[i].name_len)) r->uses[i] = 1;
 }
 
 /* ---- the parts ---- */
@@ -682,16 +773,27 @@ static void parse_lets(cc *c, const ynode *n, const char *const *consts, uint32_
   s->nlets = k;
   /* Compile after every name is known, so a let may read any other. */
   for (uint32_t i = 0; i < k; i++) {
+    if (c->lets_unread) { /* kept as text, parsed on first use too */
+      const ynode *x = info[i].node;
+      if (x->kind != Y_SCALAR || x->v.kind == V_NULL) {
+        err_at(c, x, "let", "expected an expression, got %s", kind_name(x));
+        continue;
+      }
+      lets[i].lazy.text = dup(c, x->text, x->len);
+      lets[i].lazy.len = x->len;
+      continue;
+    }
     char path[MAX_NAME + 8];
     snprintf(path, sizeof path, "let.%s", lets[i].name);
-    lets[i].prog = compile_expr(c, info[i].node, path, &info[i].tree);
+    lets[i].prog =
+        compile_expr(c, info[i].node, path, &info[i].tree, c->lazy ? &lets[i].lazy : NULL);
     info[i].uses = arena_zalloc(c->scratch, k ? k : 1);
     if (!info[i].uses) {
       nomem(c);
       return;
     }
     if (info[i].tree) {
-      reads r = {c, names, k, info[i].uses, false};
+      reads r = {lets, k, info[i].uses, false};
       ast_free_idents(info[i].tree, on_ident, &r);
       info[i].model_direct = r.model;
     }
@@ -741,8 +843,7 @@ static int cmp_rule_by_name(const void *a, const void *b) {
   return d ? d : (x->index > y->index) - (x->index < y->index);
 }
 
-static void parse_rules(cc *c, const ynode *n, const char *const *let_names, let_info *lets,
-                        rule_info **info_out) {
+static void parse_rules(cc *c, const ynode *n, let_info *lets, rule_info **info_out) {
   if (want_list(c, n, "rules")) return;
   strategy *s = c->s;
   policy_rule *rules = n->n ? arena_zalloc(c->mem, n->n * sizeof *rules) : NULL;
@@ -793,10 +894,10 @@ static void parse_rules(cc *c, const ynode *n, const char *const *let_names, let
     pr->column = x->col;
     info[i].node = x;
     if (x->kind == Y_SCALAR) pr->source = dup(c, x->text, x->len);
-    pr->cond = compile_expr(c, x, sub, &info[i].cond);
-    if (!info[i].cond) continue;
+    pr->cond = compile_expr(c, x, sub, &info[i].cond, c->lazy ? &pr->lazy : NULL);
+    if (!info[i].cond || c->lets_unread) continue;
     memset(uses, 0, s->nlets ? s->nlets : 1);
-    reads rd = {c, let_names, s->nlets, uses, false};
+    reads rd = {s->lets, s->nlets, uses, false};
     ast_free_idents(info[i].cond, on_ident, &rd);
     info[i].model_direct = rd.model;
     pr->reads_model = rd.model;
@@ -892,7 +993,8 @@ static void parse_thresholds(cc *c, const ynode *n) {
   strategy *s = c->s;
   if (want_list(c, n, "fallback.thresholds")) return;
   if (!n->n) {
-    err_at(c, n, "fallback.thresholds", "empty: list {min_score: N, action: A} from the highest down");
+    err_at(c, n, "fallback.thresholds",
+           "empty: list {min_score: N, action: A} from the highest down");
     return;
   }
   policy_threshold *t = arena_zalloc(c->mem, n->n * sizeof *t);
@@ -1101,15 +1203,15 @@ static void parse_limits(cc *c, const ynode *n) {
       err_at(c, l, path, "missing 'key' (an expression naming the caller: ip, user, request.key)");
     else {
       snprintf(sub, sizeof sub, "%s.key", path);
-      pl->key = compile_expr(c, x, sub, &tree);
+      pl->key = compile_expr(c, x, sub, &tree, NULL);
     }
     if ((x = get(l, "when"))) {
       snprintf(sub, sizeof sub, "%s.when", path);
-      pl->when = compile_expr(c, x, sub, &tree);
+      pl->when = compile_expr(c, x, sub, &tree, NULL);
     }
     if ((x = get(l, "charge"))) {
       snprintf(sub, sizeof sub, "%s.charge", path);
-      pl->charge = compile_expr(c, x, sub, &tree);
+      pl->charge = compile_expr(c, x, sub, &tree, NULL);
     }
     snprintf(sub, sizeof sub, "%s.window", path);
     if (!(x = get(l, "window")))
@@ -1213,7 +1315,8 @@ static void parse_tests(cc *c, const ynode *n) {
     nomem(c);
     return;
   }
-  static const char *const keys[] = {"name", "context", "candidates", "key", "expect", "counters", "point"};
+  static const char *const keys[] = {"name",   "context",  "candidates", "key",
+                                     "expect", "counters", "point"};
   static const char *const ekeys[] = {"action", "allowed", "source", "rule"};
   static const char *const sources[] = {"rule", "model", "default", "error"};
   for (uint32_t i = 0; i < n->n; i++) {
@@ -1335,7 +1438,7 @@ static void parse_tests(cc *c, const ynode *n) {
 
 size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char *src, size_t len,
                         const ynode *root, strategy *s, strategy_marks *m, uint32_t index_min_rules,
-                        policy_diags *d) {
+                        unsigned flags, policy_diags *d) {
   cc c;
   memset(&c, 0, sizeof c);
   c.mem = mem;
@@ -1347,6 +1450,12 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
   c.errors0 = d->errors;
   c.s = s;
   c.marks = m;
+  c.lazy = (flags & STRATEGY_LAZY) != 0;
+  /* What the let graph is for at load: cycles (a cached file has none) and
+   * which rules read `model` through a let (no rule may, without a fallback
+   * model). So then lets are kept as text until first used, and rules are
+   * not searched for the lets they read. */
+  c.lets_unread = c.lazy && root->kind == Y_MAP && !get(root, "fallback");
   memset(m, 0, sizeof *m);
   m->name_line = root->line;
   m->name_col = root->col;
@@ -1363,9 +1472,8 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
     return d->errors - c.errors0;
   }
   static const char *const keys[] = {
-      "strategy", "description", "decision_points", "actions",         "constants", "let",
-      "rules",    "default",     "on_error",        "on_no_candidate", "fallback",  "tests",
-      "input",    "limits"};
+      "strategy", "description", "decision_points", "actions",  "constants", "let",   "rules",
+      "default",  "on_error",    "on_no_candidate", "fallback", "tests",     "input", "limits"};
   check_keys(&c, root, "", keys, sizeof keys / sizeof keys[0]);
 
   const ynode *x;
@@ -1408,7 +1516,7 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
   }
 
   rule_info *rinfo = NULL;
-  if ((x = get(root, "rules"))) parse_rules(&c, x, let_names, lets, &rinfo);
+  if ((x = get(root, "rules"))) parse_rules(&c, x, lets, &rinfo);
   if ((x = get(root, "limits"))) parse_limits(&c, x);
   if (s->nlimits && !value_map_get(&s->constants, "limits", 6)) {
     int shadowed = 0;
@@ -1459,7 +1567,9 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
                "`fallback: {model: NAME}` (the model is models/NAME.json in the bundle)",
                s->rules[r].name);
     }
-  if ((x = get(root, "tests"))) parse_tests(&c, x);
+  /* A one-shot process never runs the tests, and a cached file's were
+   * checked when it was first loaded. */
+  if ((x = get(root, "tests")) && !c.lazy) parse_tests(&c, x);
 
   /* The actions, final: declared ones first, then the ones named elsewhere. */
   if (c.acts.n) {
@@ -1509,7 +1619,9 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
     b.nconsts = nconsts;
     b.input = input;
     b.index_min_rules = index_min_rules;
-    if (rule_index_build(mem, scratch, &b, d) == 0) strategy_lint(&b, d);
+    /* lint only warns, and a cached file had no warnings when it was
+     * first loaded */
+    if (rule_index_build(mem, scratch, &b, d) == 0 && !c.lazy) strategy_lint(&b, d);
   }
   return d->errors - c.errors0;
 }

@@ -40,10 +40,11 @@ static int count_entries(const char *dir) {
   return n;
 }
 
-static policy_bundle *load(const char *dir, const char *store) {
+static policy_bundle *load_as(const char *dir, const char *store, int lazy) {
   policy_load_opts o;
   memset(&o, 0, sizeof o);
   o.store_dir = store;
+  o.lazy = lazy;
   policy_diags d;
   memset(&d, 0, sizeof d);
   policy_bundle *b = NULL;
@@ -51,6 +52,42 @@ static policy_bundle *load(const char *dir, const char *store) {
   if (d.n) dump_diags(&d);
   policy_diags_free(&d);
   return b;
+}
+
+static policy_bundle *load(const char *dir, const char *store) { return load_as(dir, store, 0); }
+
+static char *slurp(const char *path, size_t *n) {
+  FILE *f = fopen(path, "r");
+  CHECK(f != NULL);
+  if (!f) return NULL;
+  char *buf = calloc(1, 8192);
+  *n = buf ? fread(buf, 1, 8191, f) : 0;
+  fclose(f);
+  return buf;
+}
+
+static void spill(const char *path, const char *text, size_t n) {
+  FILE *f = fopen(path, "w");
+  CHECK(f != NULL);
+  if (!f) return;
+  fwrite(text, 1, n, f);
+  fclose(f);
+}
+
+/* The rule's name as loaded lazily, then eagerly. A lazy load from the
+ * cache keeps no tests; from the file it does. (An eager load that parses
+ * the file writes its stored form again: so it comes second.) */
+static void expect_name(const char *dir, const char *store, const char *name) {
+  for (int lazy = 1; lazy >= 0; lazy--) {
+    policy_bundle *b = load_as(dir, store, lazy);
+    CHECK(b != NULL);
+    if (b) {
+      CHECK_STR(b->strategies[0].rules[0].name, name);
+      CHECK_MSG(b->strategies[0].ntests == (lazy && !strcmp(name, "scannerz") ? 0u : 1u),
+                "lazy %d %s ntests %u", lazy, name, b->strategies[0].ntests);
+    }
+    policy_bundle_free(b);
+  }
 }
 
 int main(void) {
@@ -104,6 +141,58 @@ int main(void) {
   b = load(dir, store);
   if (b) CHECK_STR(b->strategies[0].rules[0].name, "scannerz");
   policy_bundle_free(b);
+  expect_name(dir, store, "scannerz"); /* a lazy load reads it too */
+
+  /* A lazy load checks everything it reads but the tests' bytes: an edit
+   * there that is still JSON is not read at all... */
+  size_t n = 0;
+  char *good = slurp(canon, &n);
+  CHECK(good && strstr(good, "\"tests\":[{") != NULL);
+  if (good && strstr(good, "\"tests\":[{")) {
+    char *t = strdup(good);
+    char *ua = t ? strstr(strstr(t, "\"tests\":[{"), "\"sqlmap\"") : NULL;
+    CHECK(ua != NULL);
+    if (ua) memcpy(ua, "\"sqlmaq\"", 8);
+    spill(canon, t, n);
+    b = load_as(dir, store, 1);
+    if (b) CHECK_STR(b->strategies[0].rules[0].name, "scannerz");
+    policy_bundle_free(b);
+    free(t);
+  }
+  /* ... and a damaged entry is never trusted: the file is parsed instead,
+   * eagerly or lazily. Not canonical (a space added), cut short, broken
+   * inside the tests: */
+  static const struct {
+    const char *find, *put;
+  } damage[] = {{"\"scannerz\"", "\"scannerz\" "}, {NULL, NULL}, {"\"tests\":[{", "\"tests\":[{{"}};
+  for (size_t k = 0; good && k < sizeof damage / sizeof damage[0]; k++) {
+    char bad[9000];
+    size_t m = n / 2; /* cut short */
+    memcpy(bad, good, n);
+    if (damage[k].find) {
+      char *at = strstr(bad, damage[k].find);
+      CHECK(at != NULL);
+      if (!at) continue;
+      size_t pre = (size_t)(at - bad), fl = strlen(damage[k].find), pl = strlen(damage[k].put);
+      memcpy(bad + pre, damage[k].put, pl);
+      memcpy(bad + pre + pl, good + pre + fl, n - pre - fl);
+      m = n - fl + pl;
+    }
+    spill(canon, bad, m);
+    expect_name(dir, store, "scanners");
+  }
+  /* a tests value that is not even JSON any more: the same */
+  if (good) {
+    char bad[9000];
+    memcpy(bad, good, n);
+    char *at = strstr(bad, "\"tests\":[{");
+    if (at) at[9] = '(';
+    spill(canon, bad, n);
+    expect_name(dir, store, "scanners");
+    spill(canon, good, n); /* as it was */
+    expect_name(dir, store, "scannerz");
+  }
+  free(good);
 
   /* without a store, always the file */
   b = load(dir, "");

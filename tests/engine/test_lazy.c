@@ -1,0 +1,342 @@
+/* test_lazy.c — compiling on first use (vd_engine_opts.lazy_compile,
+ * policy_load_opts.lazy) changes nothing a user sees.
+ *
+ * Every example strategy is loaded from the version store's parsed cache
+ * twice, eagerly and lazily, and every one of its inline tests is decided by
+ * both, at the same clock reading: the rendered decisions, traces included,
+ * must be byte for byte the same (only the measured times are left out).
+ * Then the same requests go through two engines that record snapshots, and
+ * the snapshot payloads must be the same too (ids, times and latencies
+ * aside). Also: a lazy bundle really is lazy (no program before the first
+ * decision, and one kept after it), and a condition that fails to compile
+ * on first use decides as a rule that errors (on_error), with the message. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/json.h"
+#include "engine/engine.h"
+#include "policy/policy.h"
+#include "snapshot/snapshot.h"
+#include "test.h"
+#include "verdict.h"
+
+#define CLOCK_NS 1796000000000000000LL
+
+/* What differs between two runs of one decision: measured times, ids, the
+ * clock. Everything else is kept. */
+static int masked_key(const value *k) {
+  static const char *const keys[] = {"latency_us", "ns",      "snapshot_id", "id",
+                                     "time",       "time_ns", "latency_ns",  "clock_ns"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+    if (k->kind == V_STRING && k->n == strlen(keys[i]) && !memcmp(k->s, keys[i], k->n)) return 1;
+  return 0;
+}
+
+static void put_masked(json_buf *b, const value *v) {
+  if (v->kind == V_MAP) {
+    json_buf_putc(b, '{');
+    int first = 1;
+    for (uint32_t i = 0; i < v->n; i++) {
+      if (masked_key(&v->entries[i].key)) continue;
+      if (!first) json_buf_putc(b, ',');
+      first = 0;
+      json_write(b, &v->entries[i].key, 1);
+      json_buf_putc(b, ':');
+      put_masked(b, &v->entries[i].val);
+    }
+    json_buf_putc(b, '}');
+  } else if (v->kind == V_LIST) {
+    json_buf_putc(b, '[');
+    for (uint32_t i = 0; i < v->n; i++) {
+      if (i) json_buf_putc(b, ',');
+      put_masked(b, &v->items[i]);
+    }
+    json_buf_putc(b, ']');
+  } else {
+    json_write(b, v, 1);
+  }
+}
+
+/* json with the masked keys left out (malloc'd), or NULL when not JSON. */
+static char *masked(const char *json, size_t len) {
+  arena a;
+  arena_init(&a, NULL, 0, 0);
+  value v;
+  json_opts jo = {0};
+  jo.lenient = 1;
+  char *out = NULL;
+  if (json_parse(&a, json, len, &jo, &v, NULL) == 0) {
+    json_buf b;
+    json_buf_init(&b, NULL);
+    put_masked(&b, &v);
+    json_buf_putc(&b, '\0');
+    out = b.data;
+  }
+  arena_free(&a);
+  return out;
+}
+
+/* The decision request of an inline test (malloc'd). */
+static char *request_of(const strategy *s, const policy_test *t) {
+  json_buf b;
+  json_buf_init(&b, NULL);
+  const char *point = t->point ? t->point : s->decision_points[0];
+  json_buf_put(&b, "{\"action\":", 10);
+  json_write_string(&b, point, strlen(point));
+  json_buf_put(&b, ",\"context\":", 11);
+  json_write(&b, &t->context, 1);
+  if (t->candidates.n) {
+    json_buf_put(&b, ",\"candidates\":", 14);
+    json_write(&b, &t->candidates, 1);
+  }
+  if (t->key.n) {
+    json_buf_put(&b, ",\"key\":", 7);
+    json_write(&b, &t->key, 1);
+  }
+  json_buf_put(&b, "}", 2); /* with the terminator */
+  return b.data;
+}
+
+static policy_bundle *load(const char *dir, const char *store, int lazy) {
+  policy_load_opts o;
+  memset(&o, 0, sizeof o);
+  o.store_dir = store;
+  o.lazy = lazy;
+  policy_diags d;
+  memset(&d, 0, sizeof d);
+  policy_bundle *b = NULL;
+  CHECK(policy_bundle_load(dir, &o, &b, &d) == 0);
+  CHECK_MSG(d.n == 0, "%zu diagnostics loading %s", d.n, dir);
+  policy_diags_free(&d);
+  return b;
+}
+
+static uint32_t programs(const policy_bundle *b) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < b->nstrategies; i++) {
+    const strategy *s = &b->strategies[i];
+    for (uint32_t j = 0; j < s->nrules; j++) n += s->rules[j].cond != NULL;
+    for (uint32_t j = 0; j < s->nlets; j++) n += s->lets[j].prog != NULL;
+  }
+  return n;
+}
+
+/* One request decided by bundle b at the fixed clock, rendered with its
+ * trace and masked (malloc'd). */
+static char *decide_at(const policy_bundle *b, const name_table *names, const char *req,
+                       const value *counters) {
+  decide_limits lim;
+  decide_limits_init(&lim, NULL);
+  vd_decision *d = vd_decision_new();
+  vd_decision_set_trace(d, 1);
+  vd_error err;
+  char *out = NULL;
+  int rc =
+      engine_decide_json_inputs(b, names, &lim, req, strlen(req), CLOCK_NS, 0, counters, d, &err);
+  if (rc == 0) {
+    const char *json;
+    size_t len;
+    if (vd_decision_render(d, VD_JSON_TRACE, &json, &len) == 0) out = masked(json, len);
+  } else {
+    if (asprintf(&out, "error %d: %s", rc, err.message) < 0) out = NULL;
+  }
+  vd_decision_free(d);
+  return out;
+}
+
+static const char BROKEN[] =
+    "strategy: broken\n"
+    "rules:\n"
+    "  - {name: fine, if: 'ua == \"x\"', action: allow}\n"
+    "  - {name: later, if: 'ua.startsWith(\"y\")', action: block}\n"
+    "default: allow\n"
+    "on_error: {action: block, reason: cannot check}\n";
+
+int main(void) {
+  char dir[] = "/tmp/verdict-lazy-XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  char pol[128], store[128], cmd[512];
+  snprintf(pol, sizeof pol, "%s/pol", dir);
+  snprintf(store, sizeof store, "%s/store", dir);
+  snprintf(cmd, sizeof cmd,
+           "mkdir -p %s && cp examples/policies/*.yaml %s/ && cp -r examples/policies/models %s/",
+           pol, pol, pol);
+  CHECK(system(cmd) == 0);
+  sleep(3); /* files changed in the last 2 s are not cached */
+
+  /* the strategies with their tests, parsed from the YAML */
+  policy_bundle *tests = load(pol, "", 0);
+  policy_bundle_free(load(pol, store, 0)); /* parsed, and remembered */
+  policy_bundle *eager = load(pol, store, 0), *lazy = load(pol, store, 1);
+  if (!tests || !eager || !lazy) goto out;
+  CHECK(lazy->nstrategies == eager->nstrategies);
+  CHECK_STR(lazy->version, eager->version);
+  CHECK(programs(eager) > 0);
+  CHECK(programs(lazy) == 0); /* read from the cache, and nothing compiled yet */
+  for (uint32_t i = 0; i < lazy->nstrategies; i++) {
+    CHECK_STR(lazy->strategies[i].version, eager->strategies[i].version);
+    CHECK(lazy->strategies[i].ntests == 0); /* a one-shot process keeps none */
+  }
+
+  arena na;
+  arena_init(&na, NULL, 0, 0);
+  name_table *ne = name_tables_build(&na, eager), *nl = name_tables_build(&na, lazy);
+  CHECK(ne && nl);
+  uint32_t compared = 0;
+  for (uint32_t i = 0; ne && nl && i < tests->nstrategies; i++) {
+    const strategy *s = &tests->strategies[i];
+    for (uint32_t t = 0; t < s->ntests; t++) {
+      const policy_test *pt = &s->tests[t];
+      char *req = request_of(s, pt);
+      const value *counters = pt->counters.kind == V_MAP ? &pt->counters : NULL;
+      char *a = decide_at(eager, ne, req, counters), *b = decide_at(lazy, nl, req, counters);
+      CHECK(a && b);
+      if (a && b)
+        CHECK_MSG(strcmp(a, b) == 0, "%s: test '%s':\n eager %s\n lazy  %s", s->name, pt->name, a,
+                  b);
+      compared += a && b;
+      free(a);
+      free(b);
+      free(req);
+    }
+  }
+  CHECK_MSG(compared >= 250, "%u compared", compared); /* agent_guard alone has more than 100 */
+  CHECK(programs(lazy) > 0 && programs(lazy) <= programs(eager));
+  arena_free(&na);
+
+  /* Snapshots, through two engines. Strategies with a model or limits are
+   * left out: a model's deadline and a limit's window depend on timing. */
+  {
+    char sne[160], snl[160];
+    snprintf(sne, sizeof sne, "%s/snap-eager", dir);
+    snprintf(snl, sizeof snl, "%s/snap-lazy", dir);
+    vd_engine_opts o;
+    memset(&o, 0, sizeof o);
+    o.store_dir = store;
+    o.snapshots_dir = sne;
+    vd_engine *ee = NULL, *el = NULL;
+    vd_error err;
+    CHECK_MSG(vd_engine_open(pol, &o, &ee, &err) == 0, "%s", err.message);
+    o.snapshots_dir = snl;
+    o.lazy_compile = 1;
+    CHECK_MSG(vd_engine_open(pol, &o, &el, &err) == 0, "%s", err.message);
+    uint32_t decided = 0;
+    vd_decision *d = vd_decision_new();
+    for (uint32_t i = 0; ee && el && i < tests->nstrategies; i++) {
+      const strategy *s = &tests->strategies[i];
+      if (s->fallback_model || s->nlimits) continue;
+      for (uint32_t t = 0; t < s->ntests; t++) {
+        char *req = request_of(s, &s->tests[t]);
+        int ra = vd_decide_json(ee, req, -1, d, &err);
+        int rb = vd_decide_json(el, req, -1, d, &err);
+        CHECK(ra == rb);
+        decided += ra == 0;
+        free(req);
+      }
+    }
+    vd_decision_free(d);
+    vd_engine_close(ee);
+    vd_engine_close(el);
+    CHECK(decided >= 200);
+    snapshot_reader *re = NULL, *rl = NULL;
+    char msg[256];
+    CHECK(snapshot_reader_open(sne, NULL, &re, msg, sizeof msg) == 0);
+    CHECK(snapshot_reader_open(snl, NULL, &rl, msg, sizeof msg) == 0);
+    uint32_t same = 0;
+    for (;;) {
+      snapshot_rec a, b;
+      int ga = re ? snapshot_reader_next(re, &a) : 0;
+      char *ma = ga == 1 ? masked(a.payload, a.payload_len) : NULL;
+      int gb = rl ? snapshot_reader_next(rl, &b) : 0;
+      char *mb = gb == 1 ? masked(b.payload, b.payload_len) : NULL;
+      CHECK(ga == gb);
+      if (ga == 1 && gb == 1) {
+        CHECK(ma && mb);
+        if (ma && mb) CHECK_MSG(strcmp(ma, mb) == 0, "snapshots differ:\n%s\n%s", ma, mb);
+        same++;
+      }
+      free(ma);
+      free(mb);
+      if (ga != 1 || gb != 1) break;
+    }
+    CHECK(same == decided);
+    snapshot_reader_close(re);
+    snapshot_reader_close(rl);
+  }
+
+  /* A condition that no longer compiles (a store written by another
+   * version, say) fails when a decision reaches it: on_error, with why. */
+  {
+    policy_rule *r = NULL;
+    policy_bundle *b = NULL;
+    char bdir[160], bfile[200];
+    snprintf(bdir, sizeof bdir, "%s/broken", dir);
+    snprintf(bfile, sizeof bfile, "%s/broken.yaml", bdir);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", bdir);
+    CHECK(system(cmd) == 0);
+    FILE *f = fopen(bfile, "w");
+    CHECK(f != NULL);
+    if (f) {
+      fputs(BROKEN, f);
+      fclose(f);
+    }
+    sleep(3);
+    policy_bundle_free(load(bdir, store, 0));
+    b = load(bdir, store, 1);
+    if (b && b->nstrategies == 1 && b->strategies[0].nrules == 2) {
+      r = (policy_rule *)&b->strategies[0].rules[1];
+      CHECK(r->cond == NULL && r->lazy.tree != NULL);
+      /* what it now reads: something that does not compile */
+      static const char bad[] = "cel.index(1) == ua";
+      arena na2;
+      arena_init(&na2, NULL, 0, 0);
+      ast *tree = NULL;
+      expr_error ee;
+      expr_opts eo = {.simple_names = 1};
+      CHECK(expr_parse(&na2, bad, sizeof bad - 1, &eo, &tree, &ee) == 0 && tree);
+      r->lazy.text = bad;
+      r->lazy.len = sizeof bad - 1;
+      r->lazy.tree = tree;
+      name_table *n = name_tables_build(&na2, b);
+      char *got = decide_at(b, n, "{\"action\":\"broken\",\"context\":{\"ua\":\"y\"}}", NULL);
+      CHECK(got && strstr(got, "\"action\":\"block\"") && strstr(got, "\"source\":\"error\""));
+      CHECK_MSG(got && strstr(got,
+                              "cannot check (rule 'later' failed: does not compile: 1:5: "
+                              "cel.index() needs"),
+                "%s", got ? got : "(none)");
+      CHECK(r->cond == NULL); /* nothing kept: it fails again if reached again */
+      free(got);
+      /* the rule before it decides as usual */
+      got = decide_at(b, n, "{\"action\":\"broken\",\"context\":{\"ua\":\"x\"}}", NULL);
+      CHECK(got && strstr(got, "\"rule\":\"fine\""));
+      free(got);
+      /* a regex PCRE2 rejects is found on its first match: the rule errors */
+      static const char badre[] = "ua.matches(\"[\")";
+      CHECK(expr_parse(&na2, badre, sizeof badre - 1, &eo, &tree, &ee) == 0 && tree);
+      r->lazy.text = badre;
+      r->lazy.len = sizeof badre - 1;
+      r->lazy.tree = tree;
+      got = decide_at(b, n, "{\"action\":\"broken\",\"context\":{\"ua\":\"y\"}}", NULL);
+      CHECK_MSG(got && strstr(got,
+                              "cannot check (rule 'later' failed: invalid regular "
+                              "expression '['"),
+                "%s", got ? got : "(none)");
+      free(got);
+      arena_free(&na2);
+    } else {
+      CHECK(0);
+    }
+    policy_bundle_free(b);
+  }
+
+out:
+  policy_bundle_free(tests);
+  policy_bundle_free(eager);
+  policy_bundle_free(lazy);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+  TEST_END();
+}
