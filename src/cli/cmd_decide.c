@@ -335,6 +335,7 @@ int cmd_decide(int argc, char **argv) {
   opts.state_timeout_ms = state.state_timeout_ms;
   opts.state_max_bytes = state.state_max_bytes;
   opts.state_file = state.state_file;
+  opts.lazy_compile = 1; /* one thread, decisions one after another */
   vd_error err;
   vd_engine *e;
   int orc = open_engine(policy, &opts, &e, &err);
