@@ -9,10 +9,16 @@
  * times faster; what is missing is knowing, without reading the file, which
  * version a file is. So the store keeps `parsed/<key>`, where the key is the
  * SHA-256 of the file's path, device, inode, size and modification and
- * change times, and the content is the version the file compiled to. Any
- * edit, copy or move changes the key; a key never changes meaning, so
- * entries are written once and never updated (old ones are a few bytes each,
- * left for whoever cleans the store).
+ * change times, and the content is the version the file compiled to (and a
+ * checksum, below). Any edit, copy or move changes the key; a key never
+ * changes meaning, so entries are written once and never updated (one cut
+ * short or of an older layout is written again); old ones are a few bytes
+ * each, left for whoever cleans the store.
+ *
+ * The entry also holds the CRC32C of the stored form, which was checked
+ * against its SHA-256 name when the entry was written: a stored form changed
+ * since (a damaged disk, a hand edit) is not used, at the cost of a CRC
+ * rather than a digest on every load.
  *
  * Only files that loaded without a single diagnostic are cached — a cached
  * tree has no source positions (line and column 0), which only diagnostics
@@ -38,6 +44,7 @@
 #include "core/json.h"
 #include "core/sha256.h"
 #include "policy/internal.h"
+#include "snapshot/snapshot.h" /* snapshot_crc32c */
 
 void parse_cache_key(const char *path, const struct stat *st, char key[65]) {
   char buf[4400];
@@ -84,24 +91,47 @@ char *parse_cache_get(const char *store, const char *key, char version[65], size
   size_t vlen = 0;
   char *v = read_small(path, 128, &vlen);
   if (!v) return NULL;
-  int ok = vlen >= 64;
-  for (size_t i = 0; ok && i < 64; i++)
-    ok = (v[i] >= '0' && v[i] <= '9') || (v[i] >= 'a' && v[i] <= 'f');
+  /* "<version>\n<crc32c of the stored form, 8 hex digits>\n" */
+  int ok = vlen == 74 && v[64] == '\n' && v[73] == '\n';
+  for (size_t i = 0; ok && i < 73; i++)
+    ok = i == 64 || (v[i] >= '0' && v[i] <= '9') || (v[i] >= 'a' && v[i] <= 'f');
+  uint32_t want = 0;
   if (ok) {
     memcpy(version, v, 64);
     version[64] = '\0';
+    want = (uint32_t)strtoul(v + 65, NULL, 16);
   }
   free(v);
   if (!ok) return NULL;
   snprintf(path, sizeof path, "%s/%s.json", store, version);
-  return read_small(path, 64u << 20, len);
+  char *canon = read_small(path, 64u << 20, len);
+  if (canon && snapshot_crc32c(0, canon, *len) != want) { /* changed since it was verified */
+    free(canon);
+    return NULL;
+  }
+  return canon;
 }
 
 void parse_cache_put(const char *store, const char *key, const char *version) {
-  char dir[4400], err[256], line[66];
+  char dir[4400], err[256], line[80], path[4400], digest[65];
+  /* The stored form, checked once here against the digest it is named by;
+   * its CRC32C in the entry then catches any later change to it cheaply. */
+  snprintf(path, sizeof path, "%s/%.64s.json", store, version);
+  size_t len = 0;
+  char *canon = read_small(path, 64u << 20, &len);
+  if (!canon) return;
+  sha256_hex(canon, len, digest);
+  uint32_t crc = snapshot_crc32c(0, canon, len);
+  free(canon);
+  if (strncmp(digest, version, 64) != 0) {
+    /* damaged, yet of the right size (the store keeps those): removed, so
+     * that the next load that parses the file writes it again, whole */
+    unlink(path);
+    return;
+  }
   snprintf(dir, sizeof dir, "%s/parsed", store);
-  snprintf(line, sizeof line, "%.64s\n", version);
-  (void)policy_store_put_as(dir, key, "", line, 65, err, sizeof err); /* best effort */
+  snprintf(line, sizeof line, "%.64s\n%08" PRIx32 "\n", version, crc);
+  (void)policy_store_put_as(dir, key, "", line, 74, err, sizeof err); /* best effort */
 }
 
 /* The tree yaml.c would have built, from the canonical JSON's values:

@@ -124,8 +124,8 @@ if os.path.isdir(pd):
         if f.startswith("."):
             continue
         t = open(os.path.join(pd, f), "rb").read()
-        if not re.fullmatch(rb"[0-9a-f]{64}\n", t):
-            bad.append("parsed/%s: not a version line: %r" % (f[:12], t[:80]))
+        if not re.fullmatch(rb"[0-9a-f]{64}\n[0-9a-f]{8}\n", t):  # version, CRC32C of its stored form
+            bad.append("parsed/%s: not a version and checksum: %r" % (f[:12], t[:80]))
         elif not os.path.exists(os.path.join(store, t[:64].decode() + ".json")):
             bad.append("parsed/%s: names a version not stored" % f[:12])
 if n == 0:
