@@ -85,6 +85,13 @@ static int build_refs(arena *a, const strategy *s, const name_table *t, name_ref
     if (s->lets[i].prog && program_refs(s->lets[i].prog, &refs, &n, &cap)) goto out;
   for (uint32_t i = 0; i < s->nrules; i++)
     if (s->rules[i].cond && program_refs(s->rules[i].cond, &refs, &n, &cap)) goto out;
+  for (uint32_t i = 0; i < s->nlimits; i++) { /* read by every decision the limit reaches */
+    const policy_limit *pl = &s->limits[i];
+    if ((pl->key && program_refs(pl->key, &refs, &n, &cap)) ||
+        (pl->when && program_refs(pl->when, &refs, &n, &cap)) ||
+        (pl->charge && program_refs(pl->charge, &refs, &n, &cap)))
+      goto out;
+  }
   uint32_t rcap = 16;
   while (rcap < n * 2 + 2) rcap *= 2;
   name_ref *map = arena_zalloc(a, rcap * sizeof *map);
