@@ -34,6 +34,7 @@
  *
  * Not here: Redis (redis.c). */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,9 +304,12 @@ int local_save(local_store *l, const char *path, int64_t now_ns, char *err, size
     snprintf(err, errlen, "%s: path too long", path);
     return -1;
   }
-  FILE *f = fopen(tmp, "wb");
+  /* owner and group only: the keys are callers' identities */
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+  FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
   if (!f) {
     snprintf(err, errlen, "%s: cannot write: %s", tmp, strerror(errno));
+    if (fd >= 0) close(fd);
     return -1;
   }
   int64_t now = now_ns / 1000;

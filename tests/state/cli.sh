@@ -53,6 +53,7 @@ eq "$(echo "$REQ" | "$V" "${D[@]}" | action)" allow "a second run starts empty"
 # --state-file: kept between runs
 eq "$(echo "$REQ" | "$V" "${D[@]}" --state-file "$T/c" | action)" allow "first run with a file"
 [ -s "$T/c" ] && ok || bad "--state-file was not written"
+eq "$(( 0$(stat -c %a "$T/c") & 7 ))" 0 "--state-file: not readable by others"
 eq "$(echo "$REQ" | "$V" "${D[@]}" --state-file "$T/c" | action)" block "second run with the file"
 
 # usage errors
