@@ -19,6 +19,15 @@
  * engine's own thread.
  *
  *   bench-snapshots [--requests FILE.jsonl] [--rounds N] [--seconds S] [--policy DIR]
+ *
+ * For instruction counts, which a noisy machine does not blur, one mode runs
+ * only the deciding loop (after a warm-up pass), with snapshots off or on,
+ * for callgrind to count on the deciding thread alone:
+ *
+ *   valgrind --tool=callgrind --separate-threads=yes --toggle-collect=measured_pass \
+ *     bench-snapshots --instructions on [--requests FILE.jsonl]
+ *
+ * then instructions a decision = the main thread's Ir / the decisions printed.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -227,6 +236,11 @@ static double decide_pass(vd_engine *e, vd_decision *d, const reqs *r, size_t re
   return rate;
 }
 
+/* The loop callgrind counts (--toggle-collect=measured_pass). */
+__attribute__((noinline)) static void measured_pass(vd_engine *e, vd_decision *d, const reqs *r) {
+  decide_pass(e, d, r, 1);
+}
+
 /* ---- replay ---- */
 
 static int count_cb(void *user, const replay_item *it) {
@@ -244,6 +258,7 @@ int main(int argc, char **argv) {
   snprintf(policy, sizeof policy, "%s/examples/policies", VD_SOURCE_DIR);
   int rounds = 7;
   double seconds = 3;
+  const char *instructions = NULL; /* "off" | "on": the callgrind mode */
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--requests") && i + 1 < argc)
       req_file = argv[++i];
@@ -253,10 +268,13 @@ int main(int argc, char **argv) {
       seconds = atof(argv[++i]);
     else if (!strcmp(argv[i], "--policy") && i + 1 < argc)
       snprintf(policy, sizeof policy, "%s", argv[++i]);
+    else if (!strcmp(argv[i], "--instructions") && i + 1 < argc &&
+             (!strcmp(argv[i + 1], "off") || !strcmp(argv[i + 1], "on")))
+      instructions = argv[++i];
     else {
       fprintf(stderr,
               "usage: bench-snapshots [--requests FILE.jsonl] [--rounds N] [--seconds S] "
-              "[--policy DIR]\n");
+              "[--policy DIR] [--instructions off|on]\n");
       return 2;
     }
   }
@@ -280,6 +298,18 @@ int main(int argc, char **argv) {
   if (!r.n) {
     fprintf(stderr, "bench-snapshots: no request decides\n");
     return 1;
+  }
+  if (instructions) {
+    vd_engine *e = strcmp(instructions, "on") == 0 ? open_engine(policy, store, snaps_a) : off;
+    vd_decision *d = vd_decision_new();
+    decide_pass(e, d, &r, 1); /* warm */
+    measured_pass(e, d, &r);
+    printf("bench-snapshots: snapshots %s, %zu decisions measured\n", instructions, r.n);
+    vd_decision_free(d);
+    if (e != off) vd_engine_close(e);
+    vd_engine_close(off);
+    rm_rf(tmp);
+    return 0;
   }
   size_t reps = r.n >= 20000 ? 1 : (20000 + r.n - 1) / r.n; /* >= 20k decisions a round */
   printf("bench-snapshots: %zu requests (%s), %zu decisions a round, %d rounds each\n", r.n,

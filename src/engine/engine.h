@@ -266,27 +266,42 @@ typedef struct record_input {
   const decide_limits *lim;
   /* filled by record_build */
   uint8_t id[16];
-  const char *payload; /* in d's arena; NULL: could not be built */
+  const char *payload; /* the capture, in d's arena; NULL: could not be built */
   size_t payload_len;
 } record_input;
 
 /* Records decision d in two steps. record_build runs while the bundle that
  * decided is still held (let values may point into it): takes an id, renders
- * the answer (timed: the render stage) and writes the payload into d's
- * arena. record_commit runs after: appends the record and, with durability
- * ALWAYS, waits until it is on disk. d->snapshot_id is set when the record
- * was accepted; a decision is never refused because its snapshot could not
- * be written — it then has no snapshot_id and the counters say why. */
+ * the answer (timed: the render stage) and captures what the payload needs
+ * into d's arena (record_capture; the writer thread formats it).
+ * record_commit runs after: appends the record and, with durability ALWAYS,
+ * waits until it is on disk. d->snapshot_id is set when the record was
+ * accepted; a decision is never refused because its snapshot could not be
+ * written — it then has no snapshot_id and the counters say why. */
 void record_build(recorder *r, vd_decision *d, record_input *in);
 void record_commit(recorder *r, vd_decision *d, record_input *in);
 /* Counters into out (which the caller zeroed). */
 void recorder_counters(recorder *r, vd_engine_counters *out);
 
 /* record.c: the snapshot payload of decision d (format 1, docs/snapshots.md)
- * written into d's arena: what record_build prepares for the log. id may be
- * NULL (written as null); no log is needed (benchmarks and tests use it). */
+ * written into d's arena, directly. id may be NULL (written as null); no log
+ * is needed. The engine records through the two calls below instead; this
+ * is what they must reproduce byte for byte (tests and benchmarks use it). */
 int record_payload(vd_decision *d, const record_input *in, const char *id, const char *node,
                    const char **out, size_t *len);
+
+/* record.c: what the payload needs from decision d, copied into a compact
+ * binary capture in d's arena (no name or value is borrowed: the capture
+ * outlives the bundle). record_build appends this to the log. */
+int record_capture(vd_decision *d, const record_input *in, const char **out, size_t *len);
+
+/* record.c: the format-1 payload from a capture, appended to out (a
+ * json_buf, NUL-terminated after): exactly what record_payload writes for
+ * the same decision, id and node. The snapshot writer thread calls it.
+ * Returns 0, VD_ENOMEM, or VD_EINVAL for a capture that does not read back. */
+struct json_buf;
+int record_format(const char *capture, size_t len, const char *id, const char *node,
+                  struct json_buf *out);
 
 /* engine.c: calls fn(ud, bundle) with the live bundle held (under the RCU
  * read lock: fn must not block or reload). For GET /v1/policies. */

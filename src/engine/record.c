@@ -11,13 +11,20 @@
  * and appear as empty objects, so a reader never has to guess where they
  * will go.
  *
- * Why by hand: the payload is built on the hot path, in the decision's own
- * arena (no malloc once the arena is warm), by writing the fields in one
- * pass. Building it as a value tree and serialising that would allocate the
- * tree too and walk everything twice. The request as received is copied
- * byte for byte minus the whitespace between tokens (the parser has already
- * vouched for it), so numbers keep their spelling and the payload stays one
- * line, as JSON Lines export needs.
+ * Where the work happens: the deciding thread only captures (record_capture:
+ * the fields raw, names and values copied into a compact binary record in
+ * the decision's own arena, no malloc once it is warm) and appends that; the
+ * log's writer thread turns each capture into the JSON (record_format, the
+ * log's format hook) before framing it. record_payload writes the same JSON
+ * directly from a decision; it is the reference the formatter is held to,
+ * byte for byte (tests/engine/test_record_equiv.c).
+ *
+ * Why by hand: the fields are written in one pass. Building the payload as
+ * a value tree and serialising that would allocate the tree too and walk
+ * everything twice. The request as received is copied byte for byte minus
+ * the whitespace between tokens (the parser has already vouched for it), so
+ * numbers keep their spelling and the payload stays one line, as JSON Lines
+ * export needs.
  *
  * Not here: the log itself, ids and their ordering (src/snapshot/), reading
  * snapshots back and re-deciding them (src/replay/). */
@@ -42,7 +49,23 @@ struct recorder {
    * built, the log was closing, or (ALWAYS) the record never became durable */
   _Atomic uint64_t failed;
   char node[256];
+  arena fmt_mem; /* the writer thread's, for record_format */
 };
+
+/* The log's format hook (snapshot.h), on the writer thread: the capture the
+ * deciding thread appended becomes the format-1 payload. */
+static int recorder_format(void *ud, snapshot_rec *rec) {
+  recorder *r = ud;
+  arena_reset(&r->fmt_mem);
+  char id[SNAPSHOT_ID_TEXT];
+  snapshot_id_format(rec->id, id);
+  json_buf b;
+  json_buf_init(&b, &r->fmt_mem);
+  if (record_format(rec->payload, rec->payload_len, id, r->node, &b) != 0) return -1;
+  rec->payload = b.data;
+  rec->payload_len = b.len;
+  return 0;
+}
 
 int recorder_open(const char *dir, const vd_engine_opts *opts, recorder **out, vd_error *err) {
   *out = NULL;
@@ -82,10 +105,14 @@ int recorder_open(const char *dir, const vd_engine_opts *opts, recorder **out, v
   o.on_full = opts->snapshot_on_full == VD_ON_FULL_DROP ? SNAPSHOT_FULL_DROP : SNAPSHOT_FULL_BLOCK;
   if (opts->snapshot_interval_ms) o.interval_ms = opts->snapshot_interval_ms;
   o.node = r->node;
+  o.format = recorder_format;
+  o.format_ud = r;
+  arena_init(&r->fmt_mem, NULL, 0, 0);
   snapshot_idgen_init(&r->gen);
   char msg[SNAPSHOT_ERRLEN];
   int rc = snapshot_log_open(dir, &o, &r->log, msg, sizeof msg);
   if (rc < 0) {
+    arena_free(&r->fmt_mem);
     free(r);
     if (rc == SNAPSHOT_EBUSY)
       return engine_error(err, VD_EBUSY, 0, 0, NULL,
@@ -101,7 +128,8 @@ int recorder_open(const char *dir, const vd_engine_opts *opts, recorder **out, v
 
 void recorder_close(recorder *r) {
   if (!r) return;
-  snapshot_log_close(r->log, NULL);
+  snapshot_log_close(r->log, NULL); /* formats what is queued: fmt_mem after */
+  arena_free(&r->fmt_mem);
   free(r);
 }
 
@@ -634,6 +662,728 @@ int record_payload(vd_decision *d, const record_input *in, const char *id, const
   return 0;
 }
 
+/* ---- the capture: what the deciding thread hands the writer ----
+ * record_payload above is the direct builder. On the deciding thread the
+ * engine does less: record_capture copies what the payload needs into a
+ * compact binary record (fixed fields raw, strings as a u32 length and the
+ * bytes, values tagged), and record_format, on the snapshot writer's thread,
+ * turns that into exactly the text record_payload would have written. The
+ * capture is read back only by this process (the writer thread), so native
+ * byte order and layout are fine; it never reaches the disk.
+ *
+ * Strings are copied, not borrowed: names may point into the bundle, which a
+ * reload can free before the writer gets to the record. The request as
+ * received is copied as it came (minified by the writer); a request built in
+ * C is written as JSON text here, since its pieces belong to the caller. */
+
+#define CAP_NULL 0xFFFFFFFFu /* the length of a NULL string */
+
+enum { CAP_REQ_NONE, CAP_REQ_JSON, CAP_REQ_TEXT };
+
+/* Value tags: the kinds put_value writes inline, lists and string-keyed maps
+ * of them (a count, then the items), and the rest as JSON text written on
+ * the deciding thread by json_write, as put_value would. */
+enum {
+  CV_NULL,
+  CV_FALSE,
+  CV_TRUE,
+  CV_INT,
+  CV_STRING,
+  CV_DOUBLE,
+  CV_JSON,
+  CV_ERROR,
+  CV_ABSENT,
+  CV_LIST,
+  CV_MAP,
+};
+
+/* The trace's result byte: the rule_result, and whether an error follows. */
+#define CAP_RULE_ERROR 0x80
+
+typedef struct cap_head {
+  int64_t clock_ns;
+  uint64_t ns_parse, ns_decide, ns_render, latency_ns, cost, ns_model;
+  uint64_t lim_cost, lim_regex, lim_memory, lim_max_request;
+  double confidence, model_score, model_confidence;
+  int32_t model_class;
+  uint32_t model_timeout_ms, rules_total, rules_indexed;
+  uint32_t ntrace, nlets, nfeatures, ncandidates, ncounters;
+  uint8_t allowed, review, model_run, request, matched_rule;
+} cap_head;
+
+static inline void cap_u8(json_buf *c, uint8_t v) { put_char(c, (char)v); }
+static inline void cap_u32(json_buf *c, uint32_t v) { put_raw(c, (const char *)&v, 4); }
+static inline void cap_u64(json_buf *c, uint64_t v) { put_raw(c, (const char *)&v, 8); }
+
+static inline void cap_strn(json_buf *c, const char *s, size_t n) {
+  if (room(c, 4 + n)) return;
+  uint32_t l = (uint32_t)n;
+  memcpy(c->data + c->len, &l, 4);
+  if (n) memcpy(c->data + c->len + 4, s, n);
+  c->len += 4 + n;
+}
+
+static inline void cap_str(json_buf *c, const char *s) {
+  if (s)
+    cap_strn(c, s, strlen(s));
+  else
+    cap_u32(c, CAP_NULL);
+}
+
+/* Room for a u32 length now, filled in by cap_end once the text is written. */
+static size_t cap_begin(json_buf *c) {
+  cap_u32(c, 0);
+  return c->len;
+}
+
+static void cap_end(json_buf *c, size_t at) {
+  if (c->oom || at < 4) return;
+  uint32_t l = (uint32_t)(c->len - at);
+  memcpy(c->data + at - 4, &l, 4);
+}
+
+/* Whether json_write would write v as cap_value's tags do: only kinds it
+ * writes the way put_value does, nested not too deep, map keys strings
+ * (other keys json_write turns into strings), no NaN unless lenient. */
+static int tagged(const value *v, int lenient, int depth) {
+  switch (v->kind) {
+    case V_STRING:
+    case V_BOOL:
+    case V_NULL:
+    case V_INT:
+      return 1;
+    case V_DOUBLE:
+      return lenient || (v->d - v->d == 0);
+    case V_LIST:
+      if (depth > 8) return 0;
+      for (uint32_t i = 0; i < v->n; i++)
+        if (!tagged(&v->items[i], lenient, depth + 1)) return 0;
+      return 1;
+    case V_MAP:
+      if (depth > 8) return 0;
+      for (uint32_t i = 0; i < v->n; i++)
+        if (v->entries[i].key.kind != V_STRING || !tagged(&v->entries[i].val, lenient, depth + 1))
+          return 0;
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+static void cap_tagged(json_buf *c, const value *v) {
+  switch (v->kind) {
+    case V_STRING:
+      cap_u8(c, CV_STRING);
+      cap_strn(c, v->s, v->n);
+      return;
+    case V_BOOL:
+      cap_u8(c, v->b ? CV_TRUE : CV_FALSE);
+      return;
+    case V_INT:
+      cap_u8(c, CV_INT);
+      cap_u64(c, (uint64_t)v->i);
+      return;
+    case V_DOUBLE:
+      cap_u8(c, CV_DOUBLE);
+      put_raw(c, (const char *)&v->d, 8);
+      return;
+    case V_LIST:
+      cap_u8(c, CV_LIST);
+      cap_u32(c, v->n);
+      for (uint32_t i = 0; i < v->n; i++) cap_tagged(c, &v->items[i]);
+      return;
+    case V_MAP:
+      cap_u8(c, CV_MAP);
+      cap_u32(c, v->n);
+      for (uint32_t i = 0; i < v->n; i++) {
+        cap_strn(c, v->entries[i].key.s, v->entries[i].key.n);
+        cap_tagged(c, &v->entries[i].val);
+      }
+      return;
+    default:
+      cap_u8(c, CV_NULL);
+  }
+}
+
+static void cap_value(json_buf *c, const value *v, int lenient) {
+  switch (v->kind) {
+    case V_STRING:
+      cap_u8(c, CV_STRING);
+      cap_strn(c, v->s, v->n);
+      return;
+    case V_BOOL:
+      cap_u8(c, v->b ? CV_TRUE : CV_FALSE);
+      return;
+    case V_NULL:
+      cap_u8(c, CV_NULL);
+      return;
+    case V_INT:
+      cap_u8(c, CV_INT);
+      cap_u64(c, (uint64_t)v->i);
+      return;
+    case V_DOUBLE:
+      cap_u8(c, CV_DOUBLE);
+      put_raw(c, (const char *)&v->d, 8);
+      return;
+    case V_LIST:
+    case V_MAP:
+      if (tagged(v, lenient, 0)) {
+        cap_tagged(c, v);
+        return;
+      }
+      /* fall through */
+    default: {
+      cap_u8(c, CV_JSON);
+      size_t at = cap_begin(c);
+      if (json_write(c, v, lenient) != 0) PUT(c, "null");
+      cap_end(c, at);
+    }
+  }
+}
+
+int record_capture(vd_decision *d, const record_input *in, const char **out, size_t *len) {
+  const decide_request *req = in->req;
+  json_buf c;
+  json_buf_init(&c, &d->mem);
+  room(&c, 1024 + in->json_len + (size_t)d->ntrace * 40 + (size_t)d->nlets * 64 +
+               (size_t)d->nfeatures * 40);
+  int model = d->model_run == MODEL_SCORED || d->model_run == MODEL_DEADLINE;
+  uint32_t ncounters = 0;
+  for (uint32_t i = 0; i < d->nlimit_reads && d->limits_of; i++)
+    ncounters += d->limit_reads[i].state == LIMIT_READ;
+  cap_head h;
+  memset(&h, 0, sizeof h); /* the padding too: the capture is copied whole */
+  h.clock_ns = d->clock_ns;
+  h.ns_parse = d->ns_parse;
+  h.ns_decide = d->ns_decide;
+  h.ns_render = d->ns_render;
+  h.latency_ns = d->latency_ns;
+  h.cost = d->cost;
+  h.ns_model = d->ns_model;
+  h.lim_cost = in->lim->cost_limit;
+  h.lim_regex = in->lim->regex_match_limit;
+  h.lim_memory = in->lim->memory_limit;
+  h.lim_max_request = in->lim->max_request_bytes;
+  h.confidence = d->confidence;
+  h.model_score = d->model_score;
+  h.model_confidence = d->model_confidence;
+  h.model_class = d->model_class;
+  h.model_timeout_ms = d->model_timeout_ms;
+  h.rules_total = d->rules_total;
+  h.rules_indexed = d->rules_indexed;
+  h.ntrace = d->ntrace;
+  h.nlets = d->nlets;
+  h.nfeatures = model ? d->nfeatures : 0;
+  h.ncandidates = req->candidates.n;
+  h.ncounters = ncounters;
+  h.allowed = d->allowed;
+  h.review = d->review;
+  h.model_run = d->model_run;
+  h.request = in->json ? CAP_REQ_JSON : in->creq ? CAP_REQ_TEXT : CAP_REQ_NONE;
+  h.matched_rule = d->source && strcmp(d->source, "rule") == 0;
+  /* in the payload's order, except that the outcome's strings come before
+   * the model, the trace needing two of them */
+  put_raw(&c, (const char *)&h, sizeof h);
+  cap_strn(&c, req->action.s, req->action.n);
+  if (in->json) {
+    cap_strn(&c, in->json, in->json_len);
+  } else if (in->creq) {
+    size_t at = cap_begin(&c);
+    put_c_request(&c, in->creq);
+    cap_end(&c, at);
+  }
+  for (uint32_t i = 0; i < req->candidates.n; i++) cap_value(&c, &req->candidates.items[i], 0);
+  cap_strn(&c, req->key.s, req->key.n);
+  cap_str(&c, d->strategy);
+  cap_str(&c, d->policy_version);
+  cap_str(&c, d->bundle_version);
+  cap_str(&c, d->action);
+  cap_str(&c, d->source);
+  cap_str(&c, d->rule);
+  cap_str(&c, d->reason);
+  cap_str(&c, d->no_candidate);
+  if (model) {
+    cap_str(&c, d->model_version);
+    cap_str(&c, d->features_version);
+    cap_str(&c, d->model_name);
+    cap_str(&c, d->feature_error);
+    for (uint32_t i = 0; i < d->nfeatures; i++) {
+      cap_str(&c, d->feature_names[i]);
+      put_raw(&c, (const char *)&d->features[i], 4);
+      cap_u8(&c, d->feature_status[i]);
+    }
+  }
+  for (uint32_t i = 0; i < d->ntrace; i++) { /* the usual rule: one write */
+    const trace_rule *t = &d->trace[i];
+    size_t n = t->name ? strlen(t->name) : 0;
+    if (room(&c, n + 5)) break;
+    char *o = c.data + c.len;
+    uint32_t l = t->name ? (uint32_t)n : CAP_NULL;
+    memcpy(o, &l, 4);
+    if (n) memcpy(o + 4, t->name, n);
+    o[4 + n] = (char)(t->result | (t->error ? CAP_RULE_ERROR : 0));
+    c.len += 5 + n;
+    if (t->error) cap_str(&c, t->error);
+  }
+  for (uint32_t i = 0; i < d->nlets; i++) {
+    cap_str(&c, d->lets[i]);
+    const value *v = d->let_values ? &d->let_values[i] : NULL;
+    if (!v) {
+      cap_u8(&c, CV_ABSENT);
+    } else if (v->kind == V_ERROR) {
+      cap_u8(&c, CV_ERROR);
+      cap_strn(&c, v->s, v->n);
+    } else {
+      cap_value(&c, v, 1);
+    }
+  }
+  for (uint32_t i = 0; i < d->nlimit_reads && d->limits_of; i++) {
+    const limit_read *lr = &d->limit_reads[i];
+    if (lr->state != LIMIT_READ) continue;
+    cap_str(&c, d->limits_of->limits[i].name);
+    cap_strn(&c, lr->key, lr->key_len);
+    cap_u64(&c, lr->r.count);
+    cap_u8(&c, lr->r.penalized);
+    cap_u8(&c, lr->r.charged);
+    cap_u8(&c, lr->r.degraded);
+  }
+  if (c.oom) return VD_ENOMEM;
+  *out = c.data;
+  *len = c.len;
+  return 0;
+}
+
+/* Reading a capture back: every read checks the bounds (a capture that
+ * runs short sets bad, and the record is not written). */
+typedef struct cap_cur {
+  const char *p, *end;
+  int bad;
+} cap_cur;
+
+static int cur_take(cap_cur *c, void *to, size_t n) {
+  if ((size_t)(c->end - c->p) < n) {
+    c->bad = 1;
+    memset(to, 0, n);
+    return -1;
+  }
+  memcpy(to, c->p, n);
+  c->p += n;
+  return 0;
+}
+
+static uint8_t get_u8(cap_cur *c) {
+  uint8_t v;
+  cur_take(c, &v, 1);
+  return v;
+}
+
+static uint64_t get_u64(cap_cur *c) {
+  uint64_t v;
+  cur_take(c, &v, 8);
+  return v;
+}
+
+/* A string: NULL for a NULL one (and when the capture runs short). */
+static const char *get_str(cap_cur *c, size_t *n) {
+  uint32_t l;
+  *n = 0;
+  if (cur_take(c, &l, 4) || l == CAP_NULL) return NULL;
+  if ((size_t)(c->end - c->p) < l) {
+    c->bad = 1;
+    return NULL;
+  }
+  const char *s = c->p;
+  c->p += l;
+  *n = l;
+  return s;
+}
+
+/* A string as put_str writes it (NULL: null). */
+static void fmt_str(json_buf *b, cap_cur *c) {
+  size_t n;
+  const char *s = get_str(c, &n);
+  if (s)
+    put_strn(b, s, n);
+  else
+    PUT(b, "null");
+}
+
+/* A string written between quotes as it is (versions: 64 hex digits). */
+static void fmt_hex(json_buf *b, cap_cur *c) {
+  size_t n;
+  const char *s = get_str(c, &n);
+  if (s) put_raw(b, s, n);
+}
+
+static void fmt_value(json_buf *b, cap_cur *c, int lenient) {
+  size_t n;
+  const char *s;
+  uint32_t k;
+  switch (get_u8(c)) {
+    case CV_LIST:
+      cur_take(c, &k, 4);
+      put_char(b, '[');
+      for (uint32_t i = 0; i < k && !c->bad; i++) {
+        if (i) put_char(b, ',');
+        fmt_value(b, c, lenient);
+      }
+      put_char(b, ']');
+      return;
+    case CV_MAP:
+      cur_take(c, &k, 4);
+      put_char(b, '{');
+      for (uint32_t i = 0; i < k && !c->bad; i++) {
+        if (i) put_char(b, ',');
+        s = get_str(c, &n);
+        put_strn(b, s ? s : "", n);
+        put_char(b, ':');
+        fmt_value(b, c, lenient);
+      }
+      put_char(b, '}');
+      return;
+    case CV_NULL:
+    case CV_ABSENT:
+      PUT(b, "null");
+      return;
+    case CV_FALSE:
+      PUT(b, "false");
+      return;
+    case CV_TRUE:
+      PUT(b, "true");
+      return;
+    case CV_INT:
+      put_i64(b, (int64_t)get_u64(c));
+      return;
+    case CV_STRING:
+      s = get_str(c, &n);
+      put_strn(b, s ? s : "", n);
+      return;
+    case CV_DOUBLE: {
+      double x;
+      cur_take(c, &x, 8);
+      value v = value_double(x);
+      if (json_write(b, &v, lenient) != 0) PUT(b, "null");
+      return;
+    }
+    case CV_JSON:
+      s = get_str(c, &n);
+      if (s) put_raw(b, s, n);
+      return;
+    default: /* CV_ERROR is not a value; anything else is damage */
+      c->bad = 1;
+  }
+}
+
+/* Steps over a value without writing it. */
+static void skip_value(cap_cur *c) {
+  size_t n;
+  switch (get_u8(c)) {
+    case CV_INT:
+    case CV_DOUBLE:
+      get_u64(c);
+      return;
+    case CV_STRING:
+    case CV_JSON:
+    case CV_ERROR:
+      get_str(c, &n);
+      return;
+    case CV_LIST:
+    case CV_MAP: {
+      uint32_t k;
+      int map = c->p[-1] == CV_MAP;
+      cur_take(c, &k, 4);
+      for (uint32_t i = 0; i < k && !c->bad; i++) {
+        if (map) get_str(c, &n);
+        skip_value(c);
+      }
+      return;
+    }
+    case CV_NULL:
+    case CV_ABSENT:
+    case CV_FALSE:
+    case CV_TRUE:
+      return;
+    default:
+      c->bad = 1;
+  }
+}
+
+int record_format(const char *capture, size_t clen, const char *id, const char *node,
+                  json_buf *out) {
+  cap_cur c = {capture, capture + clen, 0};
+  cap_head h;
+  if (cur_take(&c, &h, sizeof h)) return VD_EINVAL;
+  json_buf *b = out;
+  size_t n;
+  const char *s;
+  room(b, 1024 + clen + (size_t)h.ntrace * 24 + (size_t)h.nlets * 24 + (size_t)h.nfeatures * 16);
+  PUT(b, "{\"format\":1,\"id\":");
+  put_str(b, id);
+  PUT(b, ",\"time\":");
+  put_time(b, h.clock_ns);
+  PUT(b, ",\"time_ns\":");
+  put_i64(b, h.clock_ns);
+  PUT(b, ",\"node\":");
+  put_str(b, node);
+  PUT(b, ",\"engine_version\":");
+  put_str(b, vd_version());
+  PUT(b, ",\"point\":");
+  s = get_str(&c, &n);
+  put_strn(b, s ? s : "", n);
+  const char *request = NULL;
+  size_t request_len = 0;
+  if (h.request != CAP_REQ_NONE) request = get_str(&c, &request_len);
+  PUT(b, ",\"request\":");
+  if (h.request == CAP_REQ_JSON && request)
+    put_minified(b, request, request_len);
+  else if (h.request == CAP_REQ_TEXT && request)
+    put_raw(b, request, request_len);
+  else
+    PUT(b, "null");
+  PUT(b, ",\"candidates\":[");
+  for (uint32_t i = 0; i < h.ncandidates && !c.bad; i++) {
+    if (i) put_char(b, ',');
+    fmt_value(b, &c, 0);
+  }
+  PUT(b, "],\"key\":");
+  s = get_str(&c, &n);
+  put_strn(b, s ? s : "", n);
+  PUT(b, ",\"strategy\":");
+  fmt_str(b, &c);
+  PUT(b, ",\"policy_version\":\"");
+  fmt_hex(b, &c);
+  PUT(b, "\",\"bundle_version\":\"");
+  fmt_hex(b, &c);
+  put_char(b, '"');
+  size_t action_n, source_n, rule_n, reason_n;
+  const char *action = get_str(&c, &action_n), *source = get_str(&c, &source_n);
+  const char *rule = get_str(&c, &rule_n), *reason = get_str(&c, &reason_n);
+  size_t nc_n;
+  const char *no_candidate = get_str(&c, &nc_n);
+  if (h.model_run == MODEL_SCORED || h.model_run == MODEL_DEADLINE) {
+    static const char *const status[] = {"value", "missing", "default", "unknown"};
+    size_t mv_n, fv_n;
+    const char *mv = get_str(&c, &mv_n), *fv = get_str(&c, &fv_n);
+    PUT(b, ",\"model_version\":\"");
+    put_raw(b, mv ? mv : "", mv_n);
+    PUT(b, "\",\"features\":{");
+    size_t name_n, ferr_n;
+    const char *name = get_str(&c, &name_n), *ferr = get_str(&c, &ferr_n);
+    const char *feat = c.p; /* the rows: written twice, values then statuses */
+    for (uint32_t i = 0; i < h.nfeatures && !c.bad; i++) {
+      if (i) put_char(b, ',');
+      fmt_str(b, &c);
+      put_char(b, ':');
+      float f;
+      cur_take(&c, &f, 4);
+      put_float(b, f);
+      get_u8(&c);
+    }
+    PUT(b, "},\"model\":{\"name\":");
+    if (name)
+      put_strn(b, name, name_n);
+    else
+      PUT(b, "null");
+    PUT(b, ",\"version\":\"");
+    put_raw(b, mv ? mv : "", mv_n);
+    PUT(b, "\",\"features_version\":\"");
+    put_raw(b, fv ? fv : "", fv_n);
+    PUT(b, "\",\"timeout_ms\":");
+    put_u64(b, h.model_timeout_ms);
+    PUT(b, ",\"deadline_missed\":");
+    put_bool(b, h.model_run == MODEL_DEADLINE);
+    PUT(b, ",\"feature_status\":{");
+    cap_cur r = {feat, c.end, 0};
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < h.nfeatures && !r.bad; i++) {
+      const char *fname = get_str(&r, &n);
+      size_t fname_n = n;
+      float f;
+      cur_take(&r, &f, 4);
+      uint8_t st = get_u8(&r);
+      if (!st || st > 3) continue;
+      if (k++) put_char(b, ',');
+      if (fname)
+        put_strn(b, fname, fname_n);
+      else
+        PUT(b, "null");
+      put_char(b, ':');
+      put_str(b, status[st]);
+    }
+    PUT(b, "},\"feature_error\":");
+    if (ferr)
+      put_strn(b, ferr, ferr_n);
+    else
+      PUT(b, "null");
+    if (h.model_run == MODEL_SCORED && h.model_class >= 0) {
+      PUT(b, ",\"class\":");
+      put_i64(b, h.model_class);
+    }
+    PUT(b, ",\"ns\":");
+    put_u64(b, h.ns_model);
+    put_char(b, '}');
+  } else {
+    PUT(b, ",\"model_version\":null,\"features\":null,\"model\":null");
+  }
+  PUT(b, ",\"trace\":{\"rules\":[");
+  for (uint32_t i = 0; i < h.ntrace && !c.bad; i++) {
+    if (i) put_char(b, ',');
+    PUT(b, "{\"rule\":");
+    fmt_str(b, &c);
+    uint8_t r = get_u8(&c);
+    put_result(b, r & ~CAP_RULE_ERROR);
+    if (r & CAP_RULE_ERROR) {
+      s = get_str(&c, &n);
+      PUT(b, ",\"error\":");
+      put_strn(b, s ? s : "", n);
+    }
+    put_char(b, '}');
+  }
+  PUT(b, "],\"matched\":");
+  if (h.matched_rule && rule)
+    put_strn(b, rule, rule_n);
+  else
+    PUT(b, "null");
+  PUT(b, ",\"rules_total\":");
+  put_u64(b, h.rules_total);
+  PUT(b, ",\"rules_considered\":");
+  put_u64(b, h.rules_indexed);
+  PUT(b, ",\"no_candidate\":");
+  if (no_candidate)
+    put_strn(b, no_candidate, nc_n);
+  else
+    PUT(b, "null");
+  PUT(b, ",\"cost\":");
+  put_u64(b, h.cost);
+  put_char(b, '}');
+  /* lets, then (a second pass over the same captures) let_errors */
+  PUT(b, ",\"lets\":{");
+  const char *lets = c.p;
+  int first = 1, errors = 0;
+  for (uint32_t i = 0; i < h.nlets && !c.bad; i++) {
+    const char *name = get_str(&c, &n);
+    size_t name_n = n;
+    if (c.p < c.end && (uint8_t)*c.p == CV_ERROR) {
+      c.p++;
+      get_str(&c, &n);
+      errors++;
+      continue;
+    }
+    if (!first) put_char(b, ',');
+    first = 0;
+    if (name)
+      put_strn(b, name, name_n);
+    else
+      PUT(b, "null");
+    put_char(b, ':');
+    fmt_value(b, &c, 1);
+  }
+  PUT(b, "},\"let_errors\":{");
+  cap_cur r = {lets, c.end, 0};
+  first = 1;
+  for (uint32_t i = 0; i < h.nlets && errors && !r.bad; i++) {
+    const char *name = get_str(&r, &n);
+    size_t name_n = n;
+    if (r.p < r.end && (uint8_t)*r.p == CV_ERROR) {
+      r.p++;
+      s = get_str(&r, &n);
+      if (!first) put_char(b, ',');
+      first = 0;
+      if (name)
+        put_strn(b, name, name_n);
+      else
+        PUT(b, "null");
+      put_char(b, ':');
+      put_strn(b, s ? s : "", n);
+    } else {
+      skip_value(&r);
+    }
+  }
+  put_char(b, '}');
+  if (h.model_run == MODEL_SCORED) {
+    PUT(b, ",\"model_score\":");
+    json_write_double(b, h.model_score);
+    PUT(b, ",\"model_confidence\":");
+    if (h.model_confidence == h.model_confidence)
+      json_write_double(b, h.model_confidence);
+    else
+      PUT(b, "null");
+  } else {
+    PUT(b, ",\"model_score\":null,\"model_confidence\":null");
+  }
+  PUT(b, ",\"action\":");
+  if (action)
+    put_strn(b, action, action_n);
+  else
+    PUT(b, "null");
+  PUT(b, ",\"allowed\":");
+  put_bool(b, h.allowed);
+  PUT(b, ",\"review\":");
+  put_bool(b, h.review);
+  PUT(b, ",\"confidence\":");
+  put_confidence(b, h.confidence);
+  PUT(b, ",\"source\":");
+  if (source)
+    put_strn(b, source, source_n);
+  else
+    PUT(b, "null");
+  PUT(b, ",\"reason\":{\"rule\":");
+  if (rule)
+    put_strn(b, rule, rule_n);
+  else
+    PUT(b, "null");
+  PUT(b, ",\"message\":");
+  if (reason)
+    put_strn(b, reason, reason_n);
+  else
+    PUT(b, "null");
+  PUT(b, "},\"latency_ns\":{\"parse\":");
+  put_u64(b, h.ns_parse);
+  PUT(b, ",\"decide\":");
+  put_u64(b, h.ns_decide);
+  PUT(b, ",\"render\":");
+  put_u64(b, h.ns_render);
+  PUT(b, ",\"total\":");
+  put_u64(b, h.latency_ns);
+  PUT(b, "},\"limits\":{\"cost\":");
+  put_u64(b, h.lim_cost);
+  PUT(b, ",\"regex_match\":");
+  put_u64(b, h.lim_regex);
+  PUT(b, ",\"memory\":");
+  put_u64(b, h.lim_memory);
+  PUT(b, ",\"max_request_bytes\":");
+  put_u64(b, h.lim_max_request);
+  PUT(b, "},\"inputs\":{\"clock_ns\":");
+  put_i64(b, h.clock_ns);
+  PUT(b, ",\"model_deadline_missed\":");
+  if (h.model_run == MODEL_SCORED || h.model_run == MODEL_DEADLINE)
+    put_bool(b, h.model_run == MODEL_DEADLINE);
+  else
+    PUT(b, "null");
+  PUT(b, ",\"counters\":{");
+  for (uint32_t i = 0; i < h.ncounters && !c.bad; i++) {
+    if (i) put_char(b, ',');
+    fmt_str(b, &c);
+    PUT(b, ":{\"key\":");
+    s = get_str(&c, &n);
+    put_strn(b, s ? s : "", n);
+    PUT(b, ",\"count\":");
+    put_u64(b, get_u64(&c));
+    PUT(b, ",\"penalized\":");
+    put_bool(b, get_u8(&c));
+    PUT(b, ",\"charged\":");
+    put_bool(b, get_u8(&c));
+    if (get_u8(&c)) PUT(b, ",\"degraded\":true");
+    put_char(b, '}');
+  }
+  PUT(b, "},\"random\":{}}}");
+  if (c.bad || c.p != c.end) return VD_EINVAL;
+  if (room(b, 0)) return VD_ENOMEM;
+  b->data[b->len] = '\0';
+  if (b->oom) return VD_ENOMEM;
+  return 0;
+}
+
 static uint8_t source_code(const char *s) {
   int c = s ? snapshot_source_parse(s, strlen(s)) : -1;
   return (uint8_t)(c < 0 ? SNAPSHOT_SRC_ERROR : c);
@@ -654,8 +1404,8 @@ void record_build(recorder *r, vd_decision *d, record_input *in) {
     d->answer_len = alen;
   }
   d->ns_render = engine_now_ns() - t0;
-  if (record_payload(d, in, d->snapshot_id, r->node, &in->payload, &in->payload_len) != 0)
-    in->payload = NULL;
+  /* the capture only: the writer thread writes the payload (record_format) */
+  if (record_capture(d, in, &in->payload, &in->payload_len) != 0) in->payload = NULL;
 }
 
 void record_commit(recorder *r, vd_decision *d, record_input *in) {
