@@ -66,7 +66,7 @@ int yaml_column_of(const char *src, size_t pos);
 void diag_add(policy_diags *d, diag_severity sev, const char *file, int line, int col,
               const char *key, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 void diag_vadd(policy_diags *d, diag_severity sev, const char *file, int line, int col,
-               const char *key, const char *fmt, va_list ap);
+               const char *key, const char *fmt, va_list ap) __attribute__((format(printf, 7, 0)));
 /* The candidate closest to word when it is close enough to be a likely
  * typo, else NULL. */
 const char *diag_suggest(const char *word, size_t len, const char *const *cands, size_t ncands);

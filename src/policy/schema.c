@@ -273,6 +273,8 @@ static uint32_t start_of(const ast *e) {
   return p;
 }
 
+static void err_pos(checker *c, uint32_t at, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 static void err_pos(checker *c, uint32_t at, const char *fmt, va_list ap) {
   const strategy_build *b = c->b;
   int line = c->node->line, col = c->node->col;

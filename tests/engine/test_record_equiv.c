@@ -373,8 +373,8 @@ static void test_kinds(void) {
   static const char *const k[] = {
       "{\"action\":\"kinds\",\"context\":{\"n\":3,\"zero\":0}}",
       "{\"action\":\"kinds\",\"context\":{\"n\":300,\"zero\":1}}",
-      "{\"action\":\"kinds\",\"candidates\":[\"allow\",\"deny\"],\"key\":\"k\\u00e9\","
-      "\"context\":{\"n\":2000,\"zero\":1}}",
+      ("{\"action\":\"kinds\",\"candidates\":[\"allow\",\"deny\"],\"key\":\"k\\u00e9\","
+       "\"context\":{\"n\":2000,\"zero\":1}}"),
   };
   for (size_t i = 0; i < sizeof k / sizeof *k; i++) add(&r, k[i], strlen(k[i]));
   in_process(dir, &r);

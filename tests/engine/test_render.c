@@ -33,8 +33,8 @@ static void test_strings_render_as_json_write_string_does(void) {
       "broken \xc3 utf-8 \xff",
       "exactly8",
       "sixteen bytes!!!",
-      "a rather longer reason, well past the eight-byte words the scan reads at a time, "
-      "with a \"quote\" near the end",
+      ("a rather longer reason, well past the eight-byte words the scan reads at a time, "
+       "with a \"quote\" near the end"),
       "/ and \x7f and \xe2\x80\xa8",
   };
   arena a;

@@ -48,8 +48,8 @@ static int make_fixture(const char *dir) {
 }
 
 static const char *const odd_payloads[] = {
-    "{\"a\":{\"b\":[1,2,{\"c\":null}],\"d\":[]},\"e\":{},\"f\":\"q\\\"uote \\\\ "
-    "back\\nline é\",\"g\":[true,false,-1.5,[[]]],\"h\":\"{not: [an object]}\"}",
+    ("{\"a\":{\"b\":[1,2,{\"c\":null}],\"d\":[]},\"e\":{},\"f\":\"q\\\"uote \\\\ "
+     "back\\nline é\",\"g\":[true,false,-1.5,[[]]],\"h\":\"{not: [an object]}\"}"),
     "[]",
     "\"just a string, with, commas: and colons\"",
     "this is not JSON",
