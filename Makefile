@@ -3,7 +3,8 @@
 #   make            install missing Debian packages, build build/verdict and the libraries
 #   make run        build, then decide the sample requests with the example policy bundle
 #   make examples   build, then evaluate the bundled example expressions
-#   make test       the whole suite through CTest, then again under ASan+UBSan
+#   make test       the whole suite through CTest, then again under ASan+UBSan, then a
+#                   short, seeded run of every fuzz target (clang)
 #   make bench      build and run the benchmarks (figures, not tests)
 #   make fuzz       build the fuzz targets with clang and run each FUZZ_SECONDS (60)
 #   make cel-cases  regenerate tests/conformance/cel/cases.jsonl from npm @bufbuild/cel-spec
@@ -11,10 +12,11 @@
 
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
+BUILD_FUZZ ?= build-fuzz-smoke
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps build run examples test test-plain test-asan bench cel-cases json-cases format clean
+.PHONY: all deps build run examples test test-plain test-asan test-fuzz bench cel-cases json-cases format clean
 
 all: build
 
@@ -35,6 +37,7 @@ test:
 	@scripts/deps --test
 	@$(MAKE) --no-print-directory test-plain
 	@$(MAKE) --no-print-directory test-asan
+	@$(MAKE) --no-print-directory test-fuzz
 
 test-plain: build
 	@echo "== tests (RelWithDebInfo) =="
@@ -46,6 +49,13 @@ test-asan:
 	@cmake --build $(BUILD_ASAN) -j $(JOBS)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --test-dir $(BUILD_ASAN) --output-on-failure -j $(JOBS)
+
+# Every libFuzzer target, 2,000 inputs from its seeds with a fixed seed (the
+# same inputs every time): a crash, leak, UB or failed check is a failure.
+test-fuzz:
+	@echo "== fuzzing smoke (clang, libFuzzer, ASan+UBSan: 2,000 seeded runs a target) =="
+	@rm -rf $(BUILD_FUZZ)/corpus $(BUILD_FUZZ)/artifacts
+	@FUZZ_BUILD=$(BUILD_FUZZ) FUZZ_SECONDS=300 FUZZ_ARGS="-runs=2000 -seed=1" JOBS=$(JOBS) tests/fuzz/run
 
 bench: build
 	@scripts/run-benches $(BUILD)
@@ -67,4 +77,4 @@ format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)
