@@ -43,6 +43,7 @@ struct mcp_session {
   char version[16]; /* negotiated by initialize, "" before */
   int initialized;  /* notifications/initialized seen */
   char cwd[PATH_MAX];
+  const char *explain_refusal; /* mcp_session_explain_refusal; NULL: allowed */
 };
 
 /* JSON-RPC and MCP error codes */
@@ -79,6 +80,10 @@ void mcp_session_on_decision(mcp_session *s, mcp_decision_fn fn, void *user) {
   if (!s) return;
   s->on_decision = fn;
   s->on_decision_user = user;
+}
+
+void mcp_session_explain_refusal(mcp_session *s, const char *why) {
+  if (s) s->explain_refusal = why;
 }
 
 void mcp_session_free(mcp_session *s) {
@@ -324,6 +329,7 @@ static int explain_decision(mcp_session *s, const value *id, int modern, const v
   if (!sid || sid->kind != V_STRING || snapshot_id_parse(sid->s, sid->n, raw) != 0)
     return tool_error(out, id, modern,
                       "snapshot_id must be a decision's snapshot id (8-4-4-4-12 hex digits)");
+  if (s->explain_refusal) return tool_error(out, id, modern, s->explain_refusal);
   if (!s->snapshots_dir)
     return tool_error(out, id, modern,
                       "this server records no snapshots (started with --no-snapshots)");

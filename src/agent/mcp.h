@@ -38,6 +38,12 @@ void mcp_session_free(mcp_session *s);
 typedef void (*mcp_decision_fn)(void *user, const vd_decision *d);
 void mcp_session_on_decision(mcp_session *s, mcp_decision_fn fn, void *user);
 
+/* why NULL: explain_decision reads snapshots (the default). Else it answers
+ * with the tool error why (a static string, not copied) and reads nothing:
+ * a host that guards recorded decisions (verdict serve --snapshot-reads
+ * admin) sets it for each request that lacks the credential. */
+void mcp_session_explain_refusal(mcp_session *s, const char *why);
+
 /* Handles one JSON-RPC message, msg[0..len) (UTF-8 JSON text). Appends the
  * response (one compact JSON object, no newline) to out and returns 1;
  * returns 0 when nothing is to be sent back (a notification, or a response

@@ -47,6 +47,10 @@ const char cmd_serve_help[] =
     "      --admin-token-file FILE  the bearer token of the admin endpoints\n"
     "                         (default: $VERDICT_ADMIN_TOKEN; with neither, admin\n"
     "                         endpoints are disabled)\n"
+    "      --snapshot-reads open|admin  who may read a recorded decision\n"
+    "                         (GET /v1/snapshots/{id}, explain_decision over /mcp):\n"
+    "                         anyone who reaches the port (open, the default) or\n"
+    "                         only with the admin token (admin)\n"
     "      --watch            reload when a file in the bundle folder changes\n"
     "      --access-log FILE  one JSON line per request, appended to FILE (- for\n"
     "                         stdout)\n"
@@ -95,7 +99,8 @@ static const char *const value_options[] = {"-p",
                                             "--max-batch",
                                             "--admin-token-file",
                                             "--access-log",
-                                            "--authz-redact"};
+                                            "--authz-redact",
+                                            "--snapshot-reads"};
 
 static int is_option(const char *a) {
   for (size_t k = 0; k < sizeof value_options / sizeof value_options[0]; k++)
@@ -170,6 +175,13 @@ int cmd_serve(int argc, char **argv) {
     } else if (strcmp(a, "--admin-token-file") == 0) {
       if (!*v) return usage_error("--admin-token-file needs a file", NULL);
       o.admin_token_file = v;
+    } else if (strcmp(a, "--snapshot-reads") == 0) {
+      if (strcmp(v, "open") == 0)
+        o.snapshot_reads_admin = 0;
+      else if (strcmp(v, "admin") == 0)
+        o.snapshot_reads_admin = 1;
+      else
+        return usage_error("--snapshot-reads wants open or admin, not", v);
     } else if (strcmp(a, "--access-log") == 0) {
       if (!*v) return usage_error("--access-log needs a file (or - for stdout)", NULL);
       o.access_log = v;

@@ -10,6 +10,8 @@
  * start from --admin-token-file or $VERDICT_ADMIN_TOKEN. With neither, they
  * answer 403 admin_disabled: disabled, never open. The comparison takes the
  * same time whatever the token sent; the token is never logged or echoed.
+ * With --snapshot-reads admin the token also guards reading recorded
+ * decisions (routes.c, mcp_http.c): admin_token_sent and admin_check.
  *
  * Not here: users, roles or more than one token; TLS (the token crosses the
  * wire in clear unless a proxy in front adds it). */
@@ -78,8 +80,18 @@ static int token_equal(const char *want, size_t wn, const char *got, size_t gn) 
   return diff == 0;
 }
 
-/* 0 when the request may use an admin endpoint; else answered. */
-static int admin_check(conn *c, const http_request *r) {
+int admin_token_sent(const server *s, const http_request *r) {
+  if (!s->admin_token) return 0;
+  size_t n = 0;
+  const char *v = http_header_get(r, "authorization", &n);
+  if (!v || n <= 7 || strncasecmp(v, "Bearer ", 7) != 0) return 0;
+  v += 7;
+  n -= 7;
+  while (n && *v == ' ') v++, n--;
+  return token_equal(s->admin_token, s->admin_token_len, v, n);
+}
+
+int admin_check(conn *c, const http_request *r) {
   server *s = conn_worker(c)->srv;
   if (!s->admin_token) {
     conn_respond_error(c, 403, "admin_disabled",
@@ -88,14 +100,7 @@ static int admin_check(conn *c, const http_request *r) {
                        NULL);
     return -1;
   }
-  size_t n = 0;
-  const char *v = http_header_get(r, "authorization", &n);
-  if (v && n > 7 && strncasecmp(v, "Bearer ", 7) == 0) {
-    v += 7;
-    n -= 7;
-    while (n && *v == ' ') v++, n--;
-    if (token_equal(s->admin_token, s->admin_token_len, v, n)) return 0;
-  }
+  if (admin_token_sent(s, r)) return 0;
   json_buf b;
   json_buf_init(&b, NULL);
   PUT_LIT(&b,

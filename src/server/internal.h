@@ -87,7 +87,8 @@ struct server {
   char *store_dir;           /* the policy version store; NULL: none kept */
   char *admin_token;         /* NULL: admin endpoints disabled */
   size_t admin_token_len;
-  int access_fd; /* -1: no access log */
+  int snapshot_reads_admin; /* server_opts.snapshot_reads_admin */
+  int access_fd;            /* -1: no access log */
   _Atomic int ready;
   _Atomic unsigned nconns;
   _Atomic uint64_t reloads, reload_failures;
@@ -158,6 +159,12 @@ void route_policies(conn *c, const http_request *r);
 void route_reload(conn *c, const http_request *r);
 /* Loads the token (file, else $VERDICT_ADMIN_TOKEN) into s. 0, or -1 with why. */
 int admin_token_load(server *s, const char *file, char *why, size_t whylen);
+/* 1 when r carries `Authorization: Bearer <the admin token>`, else 0 (also
+ * when admin is disabled). */
+int admin_token_sent(const server *s, const http_request *r);
+/* 0 when r may use an admin-only endpoint; else answers it (403 when admin
+ * is disabled, 401 without the token) and returns -1. */
+int admin_check(conn *c, const http_request *r);
 
 /* batch.c: POST /v1/decide/batch. */
 void route_batch(conn *c, const http_request *r);

@@ -20,6 +20,9 @@
  * DNS rebinding: an Origin header must name a loopback host, and while the
  * server listens on loopback so must Host; otherwise 403.
  *
+ * With --snapshot-reads admin, explain_decision answers a request without
+ * the admin bearer token with a tool error; decide_action stays open.
+ *
  * Not here: SSE (GET streams, resumability), batching (JSON arrays, dropped
  * from MCP in 2025-06-18, are the core's -32600). */
 #include <pthread.h>
@@ -222,6 +225,13 @@ void route_mcp(conn *c, const http_request *r) {
   json_buf out;
   json_buf_init(&out, NULL);
   char extra[96] = "";
+  /* --snapshot-reads admin: explain_decision needs the token on each request
+   * (a session id is not a credential). */
+  const char *refusal =
+      srv->snapshot_reads_admin && !admin_token_sent(srv, r)
+          ? "explain_decision needs the admin token on this server (--snapshot-reads admin): "
+            "send Authorization: Bearer <the admin token> with the MCP request"
+          : NULL;
   int rc;
   pthread_mutex_lock(&t->lock);
   uint64_t now = uv_hrtime();
@@ -236,6 +246,7 @@ void route_mcp(conn *c, const http_request *r) {
     }
     e->last_used = now;
     mcp_session_on_decision(e->s, count_decision, &w->m);
+    mcp_session_explain_refusal(e->s, refusal);
     rc = mcp_handle(e->s, r->body, r->body_len, &out);
   } else if (is_initialize(r)) {
     if (t->n == MCP_MAX_SESSIONS) { /* end the least recently used */
@@ -256,11 +267,13 @@ void route_mcp(conn *c, const http_request *r) {
     e->last_used = now;
     t->n++;
     mcp_session_on_decision(e->s, count_decision, &w->m);
+    mcp_session_explain_refusal(e->s, refusal);
     rc = mcp_handle(e->s, r->body, r->body_len, &out);
     snprintf(extra, sizeof extra, "Mcp-Session-Id: %s\r\n", e->id);
   } else {
     mcp_session *s = mcp_session_new(srv->engine, srv->snapshots_dir);
     mcp_session_on_decision(s, count_decision, &w->m);
+    mcp_session_explain_refusal(s, refusal);
     rc = s ? mcp_handle(s, r->body, r->body_len, &out) : -1;
     mcp_session_free(s);
   }

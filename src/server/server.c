@@ -301,6 +301,13 @@ int server_run(const server_opts *o) {
     failed("start_failed", why);
     return 1;
   }
+  srv.snapshot_reads_admin = o->snapshot_reads_admin;
+  if (srv.snapshot_reads_admin && !srv.admin_token) {
+    failed("start_failed",
+           "--snapshot-reads admin needs the admin token: give --admin-token-file FILE or set "
+           "VERDICT_ADMIN_TOKEN");
+    return 1;
+  }
   if (o->access_log) {
     if (strcmp(o->access_log, "-") == 0) {
       srv.access_fd = STDOUT_FILENO;
@@ -429,12 +436,13 @@ int server_run(const server_opts *o) {
     vd_engine_policy_version(srv.engine, v);
     snprintf(f, sizeof f,
              ",\"listen\":\"%s\",\"threads\":%d,\"policy_version\":\"%s\",\"snapshots\":%s%s%s,"
-             "\"warmup_decisions\":%u,\"ready_ms\":%.3f,\"admin\":%s,\"watch\":%s,"
-             "\"access_log\":%s",
+             "\"warmup_decisions\":%u,\"ready_ms\":%.3f,\"admin\":%s,\"snapshot_reads\":\"%s\","
+             "\"watch\":%s,\"access_log\":%s",
              srv.listen_text, nw, v, srv.snapshots_dir ? "\"" : "",
              srv.snapshots_dir ? srv.snapshots_dir : "null", srv.snapshots_dir ? "\"" : "", warm,
              (double)(uv_hrtime() - t0) / 1e6, srv.admin_token ? "true" : "false",
-             m.watching ? "true" : "false", srv.access_fd >= 0 ? "true" : "false");
+             srv.snapshot_reads_admin ? "admin" : "open", m.watching ? "true" : "false",
+             srv.access_fd >= 0 ? "true" : "false");
     server_log("info", "start", "ready", f);
   }
   uv_run(main_loop, UV_RUN_DEFAULT);

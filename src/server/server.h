@@ -32,6 +32,9 @@ typedef struct server_opts {
   const char *authz_redact;     /* header names (comma-separated, any case) whose values
                                  * /v1/authz passes to the rules, and so to the snapshot, as
                                  * "[redacted]"; default VD_AUTHZ_REDACT_DEFAULT; "" none */
+  int snapshot_reads_admin;     /* reading a recorded decision (GET /v1/snapshots/{id}, the
+                                 * MCP tool explain_decision over /mcp) needs the admin
+                                 * token; default 0: open like /v1/decide */
 } server_opts;
 
 /* Fills the defaults above (policy_dir NULL). */

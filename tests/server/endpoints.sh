@@ -5,7 +5,8 @@
 # becomes which context field, 200/401/403 and the X-Verdict-* headers),
 # GET /v1/policies, POST /v1/policies/reload with and without the admin
 # token (and a broken bundle refused with its diagnostics), --watch, the
-# access log, and the metrics these add. Run from the repo root with the
+# access log, --snapshot-reads admin (snapshots and explain_decision behind
+# the token), and the metrics these add. Run from the repo root with the
 # build folder as $1; works on a copy of examples/policies in a temp folder.
 set -u
 BUILD=${1:?usage: endpoints.sh BUILD_DIR}
@@ -309,6 +310,38 @@ req GET "/v1/snapshots/$SNAP2"
 eq "$(json 'd["request"]["context"]["headers"]["cookie"]')" 'a=1, b=2' "--authz-redact without cookie: repeated Cookie headers joined"
 eq "$(json 'd["request"]["context"]["headers"]["x-api-key"]')" '[redacted]' "--authz-redact: a listed header, any case, spaces trimmed"
 stop
+# ---- --snapshot-reads admin: recorded decisions need the admin token ----
+start guarded --snapshots "$T/snap3" --durability always --no-store --admin-token-file "$T/token" \
+  --snapshot-reads admin
+has "$T/guarded.log" '"snapshot_reads":"admin"' "--snapshot-reads admin: logged at start"
+req POST /v1/decide -d "$PROBE"
+eq "$CODE" 200 "guarded: decisions stay open"
+SNAP3=$(json 'd["snapshot_id"]')
+req GET "/v1/snapshots/$SNAP3"
+eq "$CODE" 401 "guarded: a snapshot without the token is 401"
+hasnt "$T/body" '/.env' "guarded: nothing of the request in the 401"
+req GET "/v1/snapshots/$SNAP3" -H "Authorization: Bearer $TOKEN-wrong"
+eq "$CODE" 401 "guarded: a wrong token is 401"
+req GET "/v1/snapshots/$SNAP3" -H "Authorization: Bearer $TOKEN"
+eq "$CODE" 200 "guarded: with the token, the snapshot"
+eq "$(json 'd["request"]["context"]["path"]')" /.env "guarded: the snapshot of that decision"
+EXPLAIN="{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"explain_decision\",\"arguments\":{\"snapshot_id\":\"$SNAP3\"}}}"
+req POST /mcp -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -d "$EXPLAIN"
+eq "$CODE" 200 "guarded: explain_decision over /mcp answers"
+eq "$(json 'd["result"]["isError"]')" True "guarded: explain_decision without the token is a tool error"
+has "$T/body" "needs the admin token" "guarded: explain_decision says what it needs"
+hasnt "$T/body" '/.env' "guarded: explain_decision shows nothing without the token"
+req POST /mcp -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+  -H "Authorization: Bearer $TOKEN" -d "$EXPLAIN"
+eq "$(json 'd["result"]["isError"]')" False "guarded: explain_decision with the token"
+has "$T/body" '/.env' "guarded: explain_decision with the token shows the decision"
+stop
+"$V" serve -p "$T/bundle" --no-snapshots --snapshot-reads admin --listen 127.0.0.1:0 2>"$T/err"
+eq "$?" 1 "--snapshot-reads admin without a token: refused at start"
+has "$T/err" "needs the admin token" "--snapshot-reads admin without a token: says why"
+"$V" serve -p "$T/bundle" --no-snapshots --snapshot-reads everyone 2>"$T/err"
+eq "$?" 2 "--snapshot-reads with another value: bad usage"
+has "$T/err" "open or admin" "--snapshot-reads: says what it wants"
 "$V" serve -p "$T/bundle" --authz-redact 'cookie;rm' --listen 127.0.0.1:0 2>"$T/err"
 eq "$?" 2 "--authz-redact with a stray character: bad usage"
 has "$T/err" "header names separated by commas" "--authz-redact: says what it wants"
