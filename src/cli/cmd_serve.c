@@ -37,6 +37,10 @@ const char cmd_serve_help[] =
     "                         else .verdict/snapshots in the bundle)\n"
     "      --no-snapshots     record nothing\n"
     "      --durability none|interval|always   (as for `verdict decide`)\n"
+    "      --on-full block|drop  when the snapshot queue is full (the disk cannot\n"
+    "                         keep up): decisions wait for room (block, the\n"
+    "                         default: nothing is lost) or go on unrecorded (drop,\n"
+    "                         counted in verdict_snapshots_dropped_total)\n"
     "      --store DIR        keep the policy versions in DIR; --no-store: none\n"
     "      --max-body BYTES   largest request body (default 1048576; 413 past it)\n"
     "      --max-header BYTES request line + headers (default 16384; 431 past it)\n"
@@ -91,6 +95,7 @@ static const char *const value_options[] = {"-p",
                                             "--snapshots",
                                             "--store",
                                             "--durability",
+                                            "--on-full",
                                             "--max-body",
                                             "--max-header",
                                             "--idle-timeout",
@@ -139,6 +144,13 @@ int cmd_serve(int argc, char **argv) {
       store = v;
     } else if (strcmp(a, "--no-store") == 0) {
       no_store = 1;
+    } else if (strcmp(a, "--on-full") == 0) {
+      if (strcmp(v, "block") == 0)
+        o.engine.snapshot_on_full = VD_ON_FULL_BLOCK;
+      else if (strcmp(v, "drop") == 0)
+        o.engine.snapshot_on_full = VD_ON_FULL_DROP;
+      else
+        return usage_error("--on-full takes block or drop, not", v);
     } else if (strcmp(a, "--durability") == 0) {
       if (strcmp(v, "none") == 0)
         durability = VD_DURABILITY_NONE;

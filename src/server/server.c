@@ -437,12 +437,14 @@ int server_run(const server_opts *o) {
     snprintf(f, sizeof f,
              ",\"listen\":\"%s\",\"threads\":%d,\"policy_version\":\"%s\",\"snapshots\":%s%s%s,"
              "\"warmup_decisions\":%u,\"ready_ms\":%.3f,\"admin\":%s,\"snapshot_reads\":\"%s\","
+             "\"on_full\":\"%s\","
              "\"watch\":%s,\"access_log\":%s",
              srv.listen_text, nw, v, srv.snapshots_dir ? "\"" : "",
              srv.snapshots_dir ? srv.snapshots_dir : "null", srv.snapshots_dir ? "\"" : "", warm,
              (double)(uv_hrtime() - t0) / 1e6, srv.admin_token ? "true" : "false",
-             srv.snapshot_reads_admin ? "admin" : "open", m.watching ? "true" : "false",
-             srv.access_fd >= 0 ? "true" : "false");
+             srv.snapshot_reads_admin ? "admin" : "open",
+             o->engine.snapshot_on_full == VD_ON_FULL_DROP ? "drop" : "block",
+             m.watching ? "true" : "false", srv.access_fd >= 0 ? "true" : "false");
     server_log("info", "start", "ready", f);
   }
   uv_run(main_loop, UV_RUN_DEFAULT);

@@ -312,8 +312,9 @@ eq "$(json 'd["request"]["context"]["headers"]["x-api-key"]')" '[redacted]' "--a
 stop
 # ---- --snapshot-reads admin: recorded decisions need the admin token ----
 start guarded --snapshots "$T/snap3" --durability always --no-store --admin-token-file "$T/token" \
-  --snapshot-reads admin
+  --snapshot-reads admin --on-full drop
 has "$T/guarded.log" '"snapshot_reads":"admin"' "--snapshot-reads admin: logged at start"
+has "$T/guarded.log" '"on_full":"drop"' "--on-full drop: logged at start"
 req POST /v1/decide -d "$PROBE"
 eq "$CODE" 200 "guarded: decisions stay open"
 SNAP3=$(json 'd["snapshot_id"]')
@@ -339,6 +340,9 @@ stop
 "$V" serve -p "$T/bundle" --no-snapshots --snapshot-reads admin --listen 127.0.0.1:0 2>"$T/err"
 eq "$?" 1 "--snapshot-reads admin without a token: refused at start"
 has "$T/err" "needs the admin token" "--snapshot-reads admin without a token: says why"
+"$V" serve -p "$T/bundle" --no-snapshots --on-full wait 2>"$T/err"
+eq "$?" 2 "--on-full with another value: bad usage"
+has "$T/err" "block or drop" "--on-full: says what it takes"
 "$V" serve -p "$T/bundle" --no-snapshots --snapshot-reads everyone 2>"$T/err"
 eq "$?" 2 "--snapshot-reads with another value: bad usage"
 has "$T/err" "open or admin" "--snapshot-reads: says what it wants"
