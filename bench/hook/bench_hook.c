@@ -5,9 +5,14 @@
  * (the price of any process, and of this binary's dynamic linking, before
  * verdict does any work). Also the hook asking a `verdict serve` started
  * here (--server), which loads the bundle once. Reports p50/p90/p99 and the
- * ratio to the version spawn. Not a test: no assertion on time.
+ * ratios to the /bin/true and version spawns (static linking makes the
+ * latter cheaper, so both). Not a test: no assertion on time.
  *
- *   bench-hook [--runs N] [--policy DIR] [--verdict PATH]
+ *   bench-hook [--runs N] [--policy DIR] [--verdict PATH] [--compare PATH]
+ *
+ * --compare adds another build's `--version` and hook runs (stored parsed
+ * form, without and with the default snapshot) to the same interleaved run:
+ * a before/after on the same load.
  *
  * The policy defaults to a copy of examples/policies/agent_guard.yaml alone
  * in a temporary folder (so other example strategies do not count). The
@@ -59,6 +64,7 @@ typedef struct row {
   char *argv[16];
   const char *input;
   double *t;
+  int base; /* the row of its binary's --version (ratio column) */
 } row;
 
 static void copy_file(const char *from, const char *to) {
@@ -76,7 +82,7 @@ static void copy_file(const char *from, const char *to) {
 
 int main(int argc, char **argv) {
   int runs = 300;
-  const char *policy = NULL, *verdict = VD_BINARY_DIR "/verdict";
+  const char *policy = NULL, *verdict = VD_BINARY_DIR "/verdict", *compare = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc)
       runs = atoi(argv[++i]);
@@ -84,8 +90,11 @@ int main(int argc, char **argv) {
       policy = argv[++i];
     else if (strcmp(argv[i], "--verdict") == 0 && i + 1 < argc)
       verdict = argv[++i];
+    else if (strcmp(argv[i], "--compare") == 0 && i + 1 < argc)
+      compare = argv[++i];
     else {
-      fprintf(stderr, "usage: bench-hook [--runs N] [--policy DIR] [--verdict PATH]\n");
+      fprintf(stderr,
+              "usage: bench-hook [--runs N] [--policy DIR] [--verdict PATH] [--compare PATH]\n");
       return 2;
     }
   }
@@ -150,54 +159,89 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  char *V = (char *)verdict, *P = (char *)policy;
+  char *V = (char *)verdict, *P = (char *)policy, *C = (char *)compare;
+  char snaps_c[600];
+  snprintf(snaps_c, sizeof snaps_c, "%s/snapshots-compare", tmp);
   row rows[] = {
-      {"/bin/true (process spawn)", {"/bin/true", NULL}, NULL, NULL},
-      {"verdict --version (baseline)", {V, "--version", NULL}, NULL, NULL},
+      {"/bin/true (process spawn)", {"/bin/true", NULL}, NULL, NULL, 0},
+      {"verdict --version (baseline)", {V, "--version", NULL}, NULL, NULL, 1},
       {"hook claude, --no-snapshots --no-store (YAML)",
        {V, "hook", "claude", "--policy", P, "--no-snapshots", "--no-store", NULL},
        input,
-       NULL},
+       NULL,
+       1},
       {"hook claude, --no-snapshots (stored parse)",
        {V, "hook", "claude", "--policy", P, "--no-snapshots", NULL},
        input,
-       NULL},
+       NULL,
+       1},
       {"hook claude, snapshots (durability none)",
        {V, "hook", "claude", "--policy", P, "--snapshots", snaps, "--durability", "none", NULL},
        input,
-       NULL},
+       NULL,
+       1},
       {"hook claude, snapshots (default: synced at exit)",
        {V, "hook", "claude", "--policy", P, "--snapshots", snaps, NULL},
        input,
-       NULL},
+       NULL,
+       1},
       {"hook claude --server (verdict serve records)",
        {V, "hook", "claude", "--server", addr, NULL},
        input,
-       NULL},
+       NULL,
+       1},
+      {"compare: verdict --version", {C, "--version", NULL}, NULL, NULL, 7},
+      {"compare: hook, --no-snapshots (stored parse)",
+       {C, "hook", "claude", "--policy", P, "--no-snapshots", NULL},
+       input,
+       NULL,
+       7},
+      {"compare: hook, snapshots (default)",
+       {C, "hook", "claude", "--policy", P, "--snapshots", snaps_c, NULL},
+       input,
+       NULL,
+       7},
   };
-  size_t nrows = sizeof rows / sizeof rows[0];
+  size_t nrows = sizeof rows / sizeof rows[0] - (compare ? 0 : 3);
   for (size_t r = 0; r < nrows; r++) {
     rows[r].t = calloc((size_t)runs, sizeof(double));
     if (!rows[r].t) return 1;
     if (run_once(rows[r].argv, rows[r].input) < 0) {
-      fprintf(stderr, "bench-hook: %s failed to run (is %s built?)\n", rows[r].name, verdict);
+      fprintf(stderr, "bench-hook: %s failed to run (is %s built?)\n", rows[r].name,
+              rows[r].argv[0]);
       return 1;
     }
   }
   /* Interleaved, so that load changes hit every row alike. */
   for (int i = 0; i < runs; i++)
     for (size_t r = 0; r < nrows; r++) rows[r].t[i] = run_once(rows[r].argv, rows[r].input);
-  double base = 0;
-  printf("bench-hook: %d runs each, interleaved; policy %s\n\n", runs, policy);
-  printf("%-50s %9s %9s %9s %9s\n", "run", "p50 us", "p90 us", "p99 us", "p50/base");
+  /* Two baselines, because linking changes the second: /bin/true is the
+   * price of any process, --version that of this binary's start. */
+  double p50s[sizeof rows / sizeof rows[0]];
+  double loadavg[3] = {0, 0, 0};
+  FILE *la = fopen("/proc/loadavg", "r");
+  if (la) {
+    if (fscanf(la, "%lf %lf %lf", &loadavg[0], &loadavg[1], &loadavg[2]) != 3) loadavg[0] = -1;
+    fclose(la);
+  }
+  printf(
+      "bench-hook: %d runs each, interleaved; policy %s; load average (at the end) %.2f %.2f "
+      "%.2f\n\n",
+      runs, policy, loadavg[0], loadavg[1], loadavg[2]);
+  printf("%-50s %9s %9s %9s %9s %9s\n", "run", "p50 us", "p90 us", "p99 us", "p50/true",
+         "p50/vers");
   for (size_t r = 0; r < nrows; r++) {
     qsort(rows[r].t, (size_t)runs, sizeof(double), cmp_double);
     double p50 = rows[r].t[runs / 2], p90 = rows[r].t[runs * 9 / 10],
            p99 = rows[r].t[runs * 99 / 100];
-    if (r == 1) base = p50;
+    p50s[r] = p50;
     printf("%-50s %9.0f %9.0f %9.0f", rows[r].name, p50, p90, p99);
-    if (base > 0)
-      printf(" %8.2fx\n", p50 / base);
+    if (r > 0)
+      printf(" %8.2fx", p50 / p50s[0]);
+    else
+      printf(" %9s", "-");
+    if ((int)r != rows[r].base && r > 0)
+      printf(" %8.2fx\n", p50 / p50s[rows[r].base]);
     else
       printf(" %9s\n", "-");
     free(rows[r].t);

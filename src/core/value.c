@@ -29,6 +29,45 @@ value value_errorf(arena *a, const char *fmt, ...) {
   return value_error_static(p, (uint32_t)len);
 }
 
+/* The templates of value_error_lazy: the text before and after the slice. */
+#define PART(lit) lit, sizeof(lit) - 1
+static const struct {
+  const char *pre;
+  size_t pre_n;
+  const char *post;
+  size_t post_n;
+} TEMPLATES[] = {
+    [VE_NO_SUCH_KEY] = {PART("no such key: '"), PART("'")},
+    [VE_NO_SUCH_FIELD] = {PART("no such key: '"), PART("' (the context has no such field)")},
+    [VE_UNDECLARED] = {PART("undeclared reference to '"), PART("'")},
+};
+#undef PART
+
+value value_error_format(arena *a, value v) {
+  if (v.kind != V_ERROR || !(v.flags & VF_LAZY)) return v;
+  if (v.reserved == 0 || v.reserved >= sizeof TEMPLATES / sizeof TEMPLATES[0])
+    return VALUE_ERR("error");
+  const char *pre = TEMPLATES[v.reserved].pre, *post = TEMPLATES[v.reserved].post;
+  size_t pn = TEMPLATES[v.reserved].pre_n, qn = TEMPLATES[v.reserved].post_n;
+  /* as "%.*s" prints it: up to the first NUL; and cut where value_errorf's
+   * 512-byte buffer cuts */
+  const char *nul = v.n ? memchr(v.s, 0, v.n) : NULL;
+  size_t an = nul ? (size_t)(nul - v.s) : v.n, len = pn + an + qn;
+  if (len > 511) len = 511;
+  char *p = a ? arena_alloc(a, len + 1) : NULL;
+  if (!p) return VALUE_ERR("out of memory while reporting an error");
+  size_t o = 0;
+  const char *parts[3] = {pre, v.s, post};
+  size_t sizes[3] = {pn, an, qn};
+  for (int i = 0; i < 3 && o < len; i++) {
+    size_t k = sizes[i] < len - o ? sizes[i] : len - o;
+    if (k) memcpy(p + o, parts[i], k);
+    o += k;
+  }
+  p[len] = '\0';
+  return value_error_static(p, (uint32_t)len);
+}
+
 const char *value_kind_name(value_kind k) {
   switch (k) {
     case V_NULL: return "null_type";

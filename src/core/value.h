@@ -35,7 +35,7 @@ typedef enum value_kind {
   V_TIMESTAMP, /* seconds since the Unix epoch in .i, nanoseconds [0, 1e9) in .n */
   V_DURATION,  /* seconds in .i, nanoseconds in .n as int32 with the sign of .i */
   V_TYPE,      /* a type value: .n holds the value_kind it names */
-  V_ERROR,     /* evaluation error: message in .s/.n */
+  V_ERROR,     /* evaluation error: message in .s/.n (VF_LAZY: not written yet, see below) */
   V_KIND_COUNT
 } value_kind;
 
@@ -69,6 +69,8 @@ struct map_entry {
  * in lib_net.c; the text is the canonical form ("10.0.0.1", "2001:db8::/32"). */
 #define VF_IP 0x02
 #define VF_CIDR 0x04
+/* error: the message is not formatted yet (value_error_lazy). */
+#define VF_LAZY 0x10
 
 _Static_assert(sizeof(value) == 16, "value must stay 16 bytes");
 
@@ -108,6 +110,38 @@ static inline int32_t value_nanos(value v) { return (int32_t)v.n; }
 /* printf-style error message copied into the arena (falls back to a static
  * message when the arena is exhausted). */
 value value_errorf(arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Errors whose message is written only when someone reads it. Most errors
+ * an evaluation makes are absorbed (`has()`, `||`, a feature that reads an
+ * absent field and is then missing) and their text is never seen, so the
+ * common ones keep a template and their one argument, a slice that lives as
+ * long as the evaluation (the program's, the request's or the arena's
+ * memory): .s/.n hold the slice, .reserved the template. Formatting gives
+ * exactly what value_errorf with the template's format would. Code that
+ * reads an error's text calls value_error_text first; expr_eval does it for
+ * the error it returns. */
+typedef enum value_err_template {
+  VE_NO_SUCH_KEY = 1, /* "no such key: '%.*s'" */
+  VE_NO_SUCH_FIELD,   /* "no such key: '%.*s' (the context has no such field)" */
+  VE_UNDECLARED,      /* "undeclared reference to '%.*s'" */
+} value_err_template;
+
+static inline value value_error_lazy(value_err_template t, const char *arg, uint32_t len) {
+  value v = {0};
+  v.kind = V_ERROR;
+  v.flags = VF_LAZY;
+  v.reserved = (uint16_t)t;
+  v.s = arg;
+  v.n = len;
+  return v;
+}
+
+/* v itself, or for a lazy error the same error with its message written
+ * into the arena (as value_errorf would write it). */
+value value_error_format(arena *a, value v);
+static inline value value_error_text(arena *a, value v) {
+  return v.kind == V_ERROR && (v.flags & VF_LAZY) ? value_error_format(a, v) : v;
+}
 
 /* CEL type name of a kind: "int", "null_type", "google.protobuf.Timestamp", ... */
 const char *value_kind_name(value_kind k);

@@ -148,9 +148,13 @@ static int run_model(dctx *x) {
   memcpy(d->model_version, m->version, sizeof d->model_version);
   memcpy(d->features_version, m->features_version, sizeof d->features_version);
   d->model_timeout_ms = s->fallback_timeout_ms;
-  for (uint32_t i = 0; i < nf; i++) {
-    const char *n = features_name(m->features, i);
-    names[i] = !n ? "" : d->trace_borrow ? n : arena_strndup(a, n, strlen(n));
+  { /* the names outlive the bundle: copied in one piece */
+    size_t blen;
+    const uint32_t *at;
+    const char *blob = features_names_packed(m->features, &blen, &at);
+    const char *copy = d->trace_borrow || !nf ? blob : arena_memdup(a, blob, blen);
+    if (!copy) return d->model_run = MODEL_MISSING;
+    for (uint32_t i = 0; i < nf; i++) names[i] = copy + at[i];
   }
   features_extract(m->features, &x->act, &x->ectx, row, st, &d->feature_error);
   d->nfeatures = nf;
@@ -274,6 +278,10 @@ static int key_text(const value *v, char *buf, size_t cap, size_t *len, const ch
 static void counter_in(dctx *x, const policy_limit *pl, const limit_spec *sp, const char *skey,
                        size_t sklen, bool charge, limit_reading *r) {
   vd_decision *d = x->d;
+  if (d->state && !d->counters_in) { /* the store fills *r */
+    state_hit(d->state, skey, sklen, sp, d->clock_ns, charge, r);
+    return;
+  }
   memset(r, 0, sizeof *r);
   if (d->counters_in) {
     const value *c = d->counters_in->kind == V_MAP
@@ -286,8 +294,6 @@ static void counter_in(dctx *x, const policy_limit *pl, const limit_spec *sp, co
     if (n && n->kind == V_UINT) r->count = n->u > UINT32_MAX ? UINT32_MAX : (uint32_t)n->u;
     r->penalized = p && p->kind == V_BOOL && p->b;
     state_apply(sp, charge, r);
-  } else if (d->state) {
-    state_hit(d->state, skey, sklen, sp, d->clock_ns, charge, r);
   } else {
     state_apply(sp, charge, r);
   }
@@ -317,26 +323,34 @@ static value limit_map(dctx *x, const policy_limit *pl, const limit_read *lr) {
   return value_map(e, 7);
 }
 
-/* Reads limit i once per decision (charging when `charge`): evaluates its
- * key, then the counter. NULL only when out of memory. */
-static limit_read *limit_take(dctx *x, uint32_t i, bool charge) {
+static int lookup(void *user, const char *name, size_t len, value *out);
+
+/* A key of one of the shapes names.h reads directly: what expr_eval would
+ * answer, without it. 0: evaluate the program instead (an unbound name, a
+ * decision past its cost limit: the evaluator says so in its own words). */
+static int limit_key_direct(dctx *x, const limit_key *lk, value *out) {
+  if (lk->how == LIMIT_KEY_REQUEST)
+    *out = x->req->key;
+  else if (lk->how != LIMIT_KEY_VAR || lookup(x, lk->var, lk->var_len, out) != 0)
+    return 0;
+  *out = value_error_text(x->ectx.arena, *out); /* as expr_eval returns errors */
+  return !(x->ectx.cost_limit && x->ectx.cost > x->ectx.cost_limit);
+}
+
+/* limit_take for keys other than a string with a prebuilt head: the head
+ * built here, a number, bool or list written as text (key_text). */
+__attribute__((noinline)) static limit_read *limit_take_slow(dctx *x, uint32_t i, limit_read *lr,
+                                                             const value *k, bool charge) {
   vd_decision *d = x->d;
   const strategy *s = x->s;
-  if (!d->limit_reads) {
-    d->limit_reads = arena_zalloc(&d->mem, s->nlimits * sizeof *d->limit_reads);
-    if (!d->limit_reads) return NULL;
-    d->nlimit_reads = s->nlimits;
-    d->limits_of = s;
-  }
-  limit_read *lr = &d->limit_reads[i];
-  if (lr->state != LIMIT_UNREAD) return lr;
   const policy_limit *pl = &s->limits[i];
-  lr->state = LIMIT_FAILED;
-  value k = expr_eval(pl->key, &x->act, &x->ectx);
+  const limit_key *lk = x->refs ? &x->refs->limit_keys[i] : NULL;
   const char *why = NULL;
   char buf[600];
-  size_t hdr = strlen(s->name) + pl->name_len + 2, len = hdr;
-  if (hdr < 80) { /* the store's key: strategy, limit, caller */
+  size_t hdr = lk && lk->prefix ? lk->prefix_len : strlen(s->name) + pl->name_len + 2, len = hdr;
+  if (lk && lk->prefix) {
+    memcpy(buf, lk->prefix, hdr);
+  } else if (hdr < 80) {
     memcpy(buf, s->name, hdr - pl->name_len - 2);
     buf[hdr - pl->name_len - 2] = '\x1f';
     memcpy(buf + hdr - pl->name_len - 1, pl->name, pl->name_len);
@@ -344,31 +358,78 @@ static limit_read *limit_take(dctx *x, uint32_t i, bool charge) {
   } else {
     why = "the strategy and limit names are too long";
   }
+  if (why || key_text(k, buf, hdr + 512, &len, &why)) {
+    lr->v = value_errorf(x->ectx.arena, "limit '%s': key: %s", pl->name, why ? why : "?");
+    return lr;
+  }
+  if (!(lr->key = arena_strndup(&d->mem, buf + hdr, len - hdr))) return NULL;
+  lr->key_len = (uint32_t)(len - hdr);
+  limit_spec sp = {.window_ns = pl->window_ns, .budget = pl->budget, .penalty_ns = pl->penalty_ns};
+  counter_in(x, pl, lk ? &lk->spec : &sp, buf, len, charge, &lr->r);
+  lr->state = LIMIT_READ;
+  return lr;
+}
+
+/* memcpy for the few bytes of a key, without the call (two word moves
+ * that may overlap, as bytes_same reads). */
+static inline void key_copy(char *dst, const char *src, size_t n) {
+  if (n >= 8 && n <= 16) {
+    uint64_t a, b;
+    memcpy(&a, src, 8);
+    memcpy(&b, src + n - 8, 8);
+    memcpy(dst, &a, 8);
+    memcpy(dst + n - 8, &b, 8);
+  } else if (n) {
+    memcpy(dst, src, n);
+  }
+}
+
+/* Each limit is read at most once a decision, so the readings come with a
+ * room of this many bytes each for the store's key, which the usual key
+ * (a strategy, a limit and an API key or an address) fits: one allocation
+ * a decision rather than one a limit. */
+#define LIMIT_KEY_ROOM 64
+
+/* Reads limit i once per decision (charging when `charge`): evaluates its
+ * key, then the counter. NULL only when out of memory. */
+static limit_read *limit_take(dctx *x, uint32_t i, bool charge) {
+  vd_decision *d = x->d;
+  const strategy *s = x->s;
+  if (!d->limit_reads) { /* the readings, then a key room for each (LIMIT_KEY_ROOM) */
+    d->limit_reads =
+        arena_alloc(&d->mem, s->nlimits * (sizeof *d->limit_reads + (size_t)LIMIT_KEY_ROOM));
+    if (!d->limit_reads) return NULL;
+    for (uint32_t j = 0; j < s->nlimits; j++) d->limit_reads[j] = (limit_read){0};
+    d->nlimit_reads = s->nlimits;
+    d->limits_of = s;
+  }
+  limit_read *lr = &d->limit_reads[i];
+  if (lr->state != LIMIT_UNREAD) return lr;
+  const policy_limit *pl = &s->limits[i];
+  const limit_key *lk = x->refs ? &x->refs->limit_keys[i] : NULL;
+  lr->state = LIMIT_FAILED;
+  value k;
+  if (!lk || !limit_key_direct(x, lk, &k)) k = expr_eval(pl->key, &x->act, &x->ectx);
   if (k.kind == V_ERROR) {
     lr->v = value_errorf(x->ectx.arena, "limit '%s': key: %.*s", pl->name, (int)k.n, k.s);
     return lr;
   }
-  const char *skey = buf;
-  if (!why && k.kind == V_STRING && k.n < 512) {
-    /* the usual key, a string: the store's key is built once, in the
-     * arena, and the snapshot's key is its tail (no second copy) */
-    char *p = arena_alloc(&d->mem, hdr + k.n + 1);
-    if (!p) return NULL;
-    memcpy(p, buf, hdr);
-    memcpy(p + hdr, k.s, k.n);
-    p[hdr + k.n] = '\0';
-    len = hdr + k.n;
-    skey = p;
-    lr->key = p + hdr;
-  } else if (why || key_text(&k, buf, hdr + 512, &len, &why)) {
-    lr->v = value_errorf(x->ectx.arena, "limit '%s': key: %s", pl->name, why ? why : "?");
-    return lr;
-  } else if (!(lr->key = arena_strndup(&d->mem, buf + hdr, len - hdr))) {
-    return NULL;
-  }
-  lr->key_len = (uint32_t)(len - hdr);
-  limit_spec sp = {.window_ns = pl->window_ns, .budget = pl->budget, .penalty_ns = pl->penalty_ns};
-  counter_in(x, pl, &sp, skey, len, charge, &lr->r);
+  if (!lk || !lk->prefix || k.kind != V_STRING || k.n >= 512)
+    return limit_take_slow(x, i, lr, &k, charge);
+  /* the usual key, a string: the store's key (strategy, limit, caller) is
+   * built once, in the arena, and the snapshot's key is its tail */
+  size_t hdr = lk->prefix_len, len = hdr + k.n;
+  char *p = (char *)(d->limit_reads + s->nlimits) + (size_t)i * LIMIT_KEY_ROOM;
+  if (len >= LIMIT_KEY_ROOM && !(p = arena_alloc(&d->mem, len + 1))) return NULL;
+  key_copy(p, lk->prefix, hdr);
+  key_copy(p + hdr, k.s, k.n);
+  p[len] = '\0';
+  lr->key = p + hdr;
+  lr->key_len = k.n;
+  if (d->state && !d->counters_in) /* the live store: counter_in's usual case, without the call */
+    state_hit(d->state, p, len, &lk->spec, d->clock_ns, charge, &lr->r);
+  else
+    counter_in(x, pl, &lk->spec, p, len, charge, &lr->r);
   lr->state = LIMIT_READ; /* lr->v is built when a rule reads it (limit_value) */
   return lr;
 }
@@ -423,7 +484,7 @@ static int run_limits(dctx *x, const uint8_t *mask, const policy_limit **limited
     if (mask && pl->action >= 0 && !mask[pl->action]) continue;
     const expr_program *conds[2] = {pl->when, pl->charge};
     bool hold[2] = {true, true};
-    for (int c = 0; c < 2; c++) {
+    for (int c = 0; c < 2 && (conds[0] || conds[1]); c++) {
       if (!conds[c]) continue;
       value v = expr_eval(conds[c], &x->act, &x->ectx);
       if (v.kind == V_BOOL) {
@@ -558,8 +619,7 @@ static int resolve_request(dctx *x, const char *name, size_t len, value *out) {
    * shorter name, "env" for "env.country"), and so are type names, which the
    * evaluator resolves itself when no variable has them. */
   if (memchr(name, '.', len) || is_type_name(name, len)) return -1;
-  *out = value_errorf(x->ectx.arena, "no such key: '%.*s' (the context has no such field)",
-                      (int)len, name);
+  *out = value_error_lazy(VE_NO_SUCH_FIELD, name, (uint32_t)len); /* formatted if read */
   return 0;
 }
 
@@ -767,12 +827,16 @@ static int no_candidate(dctx *x, const uint8_t *mask, int32_t chosen, vd_error *
 }
 
 /* a..g concatenated into buf (cut to fit). */
-static void join(char *buf, size_t cap, const char *a, const char *b, const char *c,
-                 const char *dd, const char *e, const char *f) {
+static void join(char *buf, size_t cap, const char *a, const char *b, const char *c, const char *dd,
+                 const char *e, const char *f) {
   const char *parts[6] = {a, b, c, dd, e, f};
   size_t o = 0;
-  for (int i = 0; i < 6; i++)
-    for (const char *p = parts[i]; *p && o + 1 < cap; p++) buf[o++] = *p;
+  for (int i = 0; i < 6 && o + 1 < cap; i++) {
+    size_t n = strlen(parts[i]);
+    if (n > cap - 1 - o) n = cap - 1 - o;
+    memcpy(buf + o, parts[i], n);
+    o += n;
+  }
   buf[o] = '\0';
 }
 

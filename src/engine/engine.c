@@ -7,8 +7,11 @@
  * A decision reads the pointer inside rcu_read_lock/unlock and never waits;
  * a reload compiles the new bundle beside the old one, exchanges the pointer,
  * waits for a grace period (every decision that could still see the old
- * bundle has finished) and frees the old one. Reloads are serialised by a
- * mutex; decisions take no lock.
+ * bundle has finished) and frees the old one — with snapshots on, once the
+ * snapshot writer has also formatted every record the old bundle decided
+ * (their captures name rules and lets by pointer; until then it waits on a
+ * list, checked at each reload and emptied at close). Reloads are
+ * serialised by a mutex; decisions take no lock.
  *
  * A bundle that fails to compile never replaces the live one: the error
  * (every diagnostic, the first one's place in line/column) goes back to the
@@ -36,6 +39,11 @@ typedef struct live {
   policy_bundle *bundle;
   name_table *names; /* one per strategy, in mem */
   arena mem;
+  /* once replaced, with snapshots on: kept until the snapshot writer has
+   * formatted every record appended before `mark` (their captures point at
+   * names in the bundle, record.c) */
+  struct live *next_retired;
+  uint64_t mark;
 } live;
 
 struct vd_engine {
@@ -48,6 +56,7 @@ struct vd_engine {
   decide_limits lim;
   pthread_mutex_t reload_lock;
   recorder *rec;      /* NULL: snapshots off */
+  live *retired;      /* replaced bundles the snapshot writer may still read */
   state_store *state; /* rate-limit counters, shared by every decision */
   _Atomic unsigned long long model_calls, model_deadline_misses;
 };
@@ -213,7 +222,28 @@ int vd_engine_reload(vd_engine *e, vd_error *err) {
   if (rc == 0) {
     live *old = rcu_xchg_pointer(&e->live, l);
     synchronize_rcu(); /* every decision that could see `old` has finished */
-    live_free(old);
+    if (e->rec) {
+      /* and appended its record: `old` goes once the writer is past them,
+       * which is usually within a few ms (else at a later reload, or close) */
+      old->mark = recorder_mark(e->rec);
+      old->next_retired = e->retired;
+      e->retired = old;
+      for (int ms = 0; ms < 100 && !recorder_past(e->rec, old->mark); ms++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+      }
+      for (live **p = &e->retired; *p;) {
+        live *r = *p;
+        if (recorder_past(e->rec, r->mark)) {
+          *p = r->next_retired;
+          live_free(r);
+        } else {
+          p = &r->next_retired;
+        }
+      }
+    } else {
+      live_free(old);
+    }
   }
   pthread_mutex_unlock(&e->reload_lock);
   return rc;
@@ -232,9 +262,14 @@ const char *vd_engine_policy_version(vd_engine *e, char buf[65]) {
 
 void vd_engine_close(vd_engine *e) {
   if (!e) return;
-  recorder_close(e->rec);
+  recorder_close(e->rec); /* formats every record: nothing reads a bundle after */
   state_close(e->state);
   live_free(e->live);
+  while (e->retired) {
+    live *r = e->retired;
+    e->retired = r->next_retired;
+    live_free(r);
+  }
   pthread_mutex_destroy(&e->reload_lock);
   free(e->dir);
   free(e->store_dir);
@@ -284,14 +319,20 @@ static int decide_stages(const policy_bundle *b, const name_table *names, const 
 }
 
 /* Against the live bundle, held for the length of the decision and, with
- * snapshots on, while its payload is written (let values may point into the
- * bundle); the append itself, which may wait, comes after. */
+ * snapshots on, until its capture is in the log's queue: the capture points
+ * at names in the bundle, and a reload keeps a replaced bundle until the
+ * writer has formatted every record appended before it (vd_engine_reload).
+ * The append may wait for room (on_full BLOCK), delaying a reload meanwhile;
+ * waiting for the disk (durability ALWAYS) comes after. */
 static int decide_live(vd_engine *e, const decide_request *req, vd_decision *d, uint64_t t0,
                        record_input *rin, vd_error *err) {
   rcu_read_lock();
   const live *l = rcu_dereference(e->live);
   int rc = decide_stages(l->bundle, l->names, &e->lim, req, d, t0, err);
-  if (rc == 0 && rin) record_build(e->rec, d, rin);
+  if (rc == 0 && rin) {
+    record_build(e->rec, d, rin);
+    record_commit(e->rec, d, rin);
+  }
   if (d->trace_borrow) { /* names into the bundle: gone with it */
     d->ntrace = 0;
     d->nlets = 0;
@@ -303,7 +344,7 @@ static int decide_live(vd_engine *e, const decide_request *req, vd_decision *d, 
     if (d->model_run == MODEL_DEADLINE)
       atomic_fetch_add_explicit(&e->model_deadline_misses, 1, memory_order_relaxed);
   }
-  if (rc == 0 && rin) record_commit(e->rec, d, rin);
+  if (rc == 0 && rin) record_wait(e->rec, d, rin);
   return rc;
 }
 

@@ -268,18 +268,29 @@ typedef struct record_input {
   uint8_t id[16];
   const char *payload; /* the capture, in d's arena; NULL: could not be built */
   size_t payload_len;
+  uint64_t ticket; /* filled by record_commit: 0 when nothing was appended */
 } record_input;
 
-/* Records decision d in two steps. record_build runs while the bundle that
- * decided is still held (let values may point into it): takes an id, renders
- * the answer (timed: the render stage) and captures what the payload needs
- * into d's arena (record_capture; the writer thread formats it).
- * record_commit runs after: appends the record and, with durability ALWAYS,
- * waits until it is on disk. d->snapshot_id is set when the record was
- * accepted; a decision is never refused because its snapshot could not be
- * written — it then has no snapshot_id and the counters say why. */
+/* Records decision d in three steps. record_build and record_commit run
+ * while the bundle that decided is still held: record_build takes an id,
+ * renders the answer (timed: the render stage) and captures what the payload
+ * needs into d's arena (record_capture; the writer thread formats it);
+ * record_commit appends the capture to the log — which may wait for room.
+ * The capture borrows names from the bundle when d->trace_borrow is set, so
+ * the engine keeps a replaced bundle until recorder_past says the writer is
+ * done with it. record_wait runs after the bundle is let go: with durability
+ * ALWAYS it waits until the record is on disk. d->snapshot_id is set when the
+ * record was accepted; a decision is never refused because its snapshot
+ * could not be written — it then has no snapshot_id and the counters say
+ * why. */
 void record_build(recorder *r, vd_decision *d, record_input *in);
 void record_commit(recorder *r, vd_decision *d, record_input *in);
+void record_wait(recorder *r, vd_decision *d, record_input *in);
+/* A mark after every record appended so far, and whether the writer has
+ * formatted (and so stopped reading the captures of) every record before a
+ * mark. */
+uint64_t recorder_mark(recorder *r);
+int recorder_past(recorder *r, uint64_t mark);
 /* Counters into out (which the caller zeroed). */
 void recorder_counters(recorder *r, vd_engine_counters *out);
 
@@ -290,9 +301,11 @@ void recorder_counters(recorder *r, vd_engine_counters *out);
 int record_payload(vd_decision *d, const record_input *in, const char *id, const char *node,
                    const char **out, size_t *len);
 
-/* record.c: what the payload needs from decision d, copied into a compact
- * binary capture in d's arena (no name or value is borrowed: the capture
- * outlives the bundle). record_build appends this to the log. */
+/* record.c: what the payload needs from decision d in a compact binary
+ * capture in d's arena: values and the decision's own strings copied; rule,
+ * let, feature and limit names as pointers when d->trace_borrow is set (they
+ * are then the bundle's, which must outlive the capture's formatting),
+ * copied otherwise. record_build appends this to the log. */
 int record_capture(vd_decision *d, const record_input *in, const char **out, size_t *len);
 
 /* record.c: the format-1 payload from a capture, appended to out (a

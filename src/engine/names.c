@@ -14,13 +14,22 @@
  * number and to what the table says it is. A decision keeps one value per
  * binding, so after the first read a variable costs a pointer probe, no
  * hashing or comparing of names (on the example request_gate, variable
- * reads went from ~20% of a decision to ~8%). */
+ * reads went from ~20% of a decision to ~8%).
+ *
+ * And, for each limit, how its key is read (names.h, limit_key): a key
+ * that is one variable or `request.key` is read without the evaluator, and
+ * the head of the store's key ("STRATEGY\x1fLIMIT\x1f") is built here once
+ * rather than on every decision. Telling those shapes apart needs the
+ * compiled program's root node, so this file reads expr/program.h (read
+ * only; nothing else of the evaluator's). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/bytes.h"
 #include "engine/names.h"
+#include "expr/program.h"
 #include "expr/refs.h"
+#include "model/model.h"
 
 /* The length and three bytes: names in one strategy rarely agree on all
  * four, and the hash is computed on every variable read. */
@@ -32,7 +41,6 @@ static uint32_t hash_name(const char *s, size_t n) {
          (uint32_t)(unsigned char)s[n / 2] * 0x27d4eb2fu;
   return h ^ (h >> 15);
 }
-
 
 static void put(name_table *t, const char *name, uint32_t len, int32_t let, const value *c) {
   uint32_t i = hash_name(name, len) & t->mask;
@@ -77,6 +85,49 @@ static int program_refs(const expr_program *p, expr_ref **buf, uint32_t *n, uint
   }
 }
 
+/* How limit pl's key is read: its program's root is one variable, or
+ * `request` (not a let or a constant of the strategy) with `.key` selected. */
+static void limit_key_shape(const expr_program *p, const name_table *t, limit_key *lk) {
+  const pnode *r = &p->nodes[p->root];
+  if (r->op == OP_VAR && r->k.kind == V_STRING) {
+    lk->how = LIMIT_KEY_VAR;
+    lk->var = r->k.s;
+    lk->var_len = r->k.n;
+  } else if (r->op == OP_SELECT && r->nkids == 1 && r->k.kind == V_STRING && r->k.n == 3 &&
+             memcmp(r->k.s, "key", 3) == 0) {
+    const pnode *v = &p->nodes[p->kids[r->kids]];
+    if (v->op == OP_VAR && v->k.kind == V_STRING && v->k.n == 7 &&
+        memcmp(v->k.s, "request", 7) == 0 && !name_table_find(t, "request", 7))
+      lk->how = LIMIT_KEY_REQUEST;
+  }
+}
+
+static limit_key *limit_keys_build(arena *a, const strategy *s, const name_table *t) {
+  limit_key *lk = arena_zalloc(a, s->nlimits * sizeof *lk);
+  if (!lk) return NULL;
+  size_t sn = strlen(s->name);
+  for (uint32_t i = 0; i < s->nlimits; i++) {
+    const policy_limit *pl = &s->limits[i];
+    if (pl->key) limit_key_shape(pl->key, t, &lk[i]);
+    lk[i].spec = (limit_spec){.window_ns = pl->window_ns,
+                              .budget = pl->budget,
+                              .penalty_ns = pl->penalty_ns,
+                              .spacing_us = state_spacing_us(pl->window_ns, pl->budget)};
+    size_t n = sn + pl->name_len + 2;
+    if (n >= 80) continue; /* decide.c says why the limit fails */
+    char *p = arena_alloc(a, n + 1);
+    if (!p) return NULL;
+    memcpy(p, s->name, sn);
+    p[sn] = '\x1f';
+    memcpy(p + sn + 1, pl->name, pl->name_len);
+    p[n - 1] = '\x1f';
+    p[n] = '\0';
+    lk[i].prefix = p;
+    lk[i].prefix_len = (uint32_t)n;
+  }
+  return lk;
+}
+
 static int build_refs(arena *a, const strategy *s, const name_table *t, name_refs *out) {
   expr_ref *refs = NULL;
   uint32_t n = 0, cap = 0;
@@ -92,6 +143,10 @@ static int build_refs(arena *a, const strategy *s, const name_table *t, name_ref
         (pl->charge && program_refs(pl->charge, &refs, &n, &cap)))
       goto out;
   }
+  /* the fallback model's features read the same names as the rules */
+  const struct feature_spec *fs = s->model ? s->model->features : NULL;
+  for (uint32_t i = 0; fs && i < features_count(fs); i++)
+    if (features_program(fs, i) && program_refs(features_program(fs, i), &refs, &n, &cap)) goto out;
   uint32_t rcap = 16;
   while (rcap < n * 2 + 2) rcap *= 2;
   name_ref *map = arena_zalloc(a, rcap * sizeof *map);
@@ -119,6 +174,7 @@ static int build_refs(arena *a, const strategy *s, const name_table *t, name_ref
   out->refs = map;
   out->mask = rcap - 1;
   out->nbinds = nb;
+  if (s->nlimits && !(out->limit_keys = limit_keys_build(a, s, t))) goto out;
   rc = 0;
 out:
   free(refs);

@@ -32,10 +32,26 @@ typedef struct name_ref {
   const name_bind *bind;
 } name_ref;
 
+/* How a limit's key is read (decide.c, limit_take). Most keys are one
+ * variable (`ip`, `user`) or the request's key (`request.key`): those are
+ * read without the evaluator, through the same bindings (the same value,
+ * the same cost); any other key runs its program. */
+enum { LIMIT_KEY_EVAL = 0, LIMIT_KEY_VAR, LIMIT_KEY_REQUEST };
+
+typedef struct limit_key {
+  uint8_t how;     /* LIMIT_KEY_* */
+  const char *var; /* LIMIT_KEY_VAR: the program's lookup name (its pointer) */
+  uint32_t var_len;
+  const char *prefix; /* "STRATEGY\x1fLIMIT\x1f", the head of the store's key; NULL: too long */
+  uint32_t prefix_len;
+  limit_spec spec; /* what the store needs, made once */
+} limit_key;
+
 typedef struct name_refs {
   const name_ref *refs; /* open addressing by pointer */
   uint32_t mask;
   uint32_t nbinds;
+  const limit_key *limit_keys; /* one per limit of the strategy */
 } name_refs;
 
 /* t's pointer table (never NULL for a table from name_table_build). */

@@ -30,6 +30,7 @@
  * snapshots back and re-deciding them (src/replay/). */
 #define _GNU_SOURCE
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,9 +159,20 @@ void recorder_counters(recorder *r, vd_engine_counters *out) {
  * is NUL-terminated once, at the end (json_buf's own writers, used for what
  * needs escaping, keep it terminated too). */
 
+/* Always inlined, the three below: they run a few hundred times a snapshot,
+ * mostly with a length known at compile time (a literal, a u32), which the
+ * copy then becomes a move or two instead of a call. */
+#define HOT static inline __attribute__((always_inline))
+
+static int grow(json_buf *b, size_t n) __attribute__((noinline));
+
 /* Room for n more bytes (and a NUL after them). */
-static inline int room(json_buf *b, size_t n) {
+HOT int room(json_buf *b, size_t n) {
   if (b->len + n + 1 <= b->cap) return 0;
+  return grow(b, n);
+}
+
+static int grow(json_buf *b, size_t n) {
   if (b->oom) return -1;
   size_t ncap = b->cap ? b->cap : 1024;
   while (ncap < b->len + n + 1) ncap *= 2;
@@ -174,15 +186,15 @@ static inline int room(json_buf *b, size_t n) {
   return 0;
 }
 
-static inline void put_raw(json_buf *b, const char *s, size_t n) {
-  if (room(b, n)) return;
+HOT void put_raw(json_buf *b, const char *s, size_t n) {
+  if (!n || room(b, n)) return;
   memcpy(b->data + b->len, s, n);
   b->len += n;
 }
 
 #define PUT(b, lit) put_raw(b, "" lit, sizeof(lit) - 1) /* literals only */
 
-static inline void put_char(json_buf *b, char c) {
+HOT void put_char(json_buf *b, char c) {
   if (room(b, 1)) return;
   b->data[b->len++] = c;
 }
@@ -677,6 +689,7 @@ int record_payload(vd_decision *d, const record_input *in, const char *id, const
  * C is written as JSON text here, since its pieces belong to the caller. */
 
 #define CAP_NULL 0xFFFFFFFFu /* the length of a NULL string */
+#define CAP_SOURCE_TEXT 0xFF /* d->source is not one of the four names: copied */
 
 enum { CAP_REQ_NONE, CAP_REQ_JSON, CAP_REQ_TEXT };
 
@@ -709,6 +722,8 @@ typedef struct cap_head {
   uint32_t model_timeout_ms, rules_total, rules_indexed;
   uint32_t ntrace, nlets, nfeatures, ncandidates, ncounters;
   uint8_t allowed, review, model_run, request, matched_rule;
+  uint8_t borrowed; /* names as pointers into the bundle (cap_name) */
+  uint8_t source;   /* snapshot_source of d->source, or CAP_SOURCE_TEXT */
 } cap_head;
 
 static inline void cap_u8(json_buf *c, uint8_t v) { put_char(c, (char)v); }
@@ -730,6 +745,19 @@ static inline void cap_str(json_buf *c, const char *s) {
     cap_u32(c, CAP_NULL);
 }
 
+/* A rule's error text: off the usual path. */
+static __attribute__((noinline)) void cap_error(json_buf *c, const char *s) { cap_str(c, s); }
+
+/* A rule, let, feature or limit name: when the capture borrows (the engine
+ * keeps the bundle until the writer has formatted the record), the pointer
+ * alone; otherwise the bytes, as cap_str. */
+static inline void cap_name(json_buf *c, const char *s, int borrowed) {
+  if (borrowed)
+    put_raw(c, (const char *)&s, sizeof s);
+  else
+    cap_str(c, s);
+}
+
 /* Room for a u32 length now, filled in by cap_end once the text is written. */
 static size_t cap_begin(json_buf *c) {
   cap_u32(c, 0);
@@ -742,66 +770,74 @@ static void cap_end(json_buf *c, size_t at) {
   memcpy(c->data + at - 4, &l, 4);
 }
 
-/* Whether json_write would write v as cap_value's tags do: only kinds it
- * writes the way put_value does, nested not too deep, map keys strings
- * (other keys json_write turns into strings), no NaN unless lenient. */
-static int tagged(const value *v, int lenient, int depth) {
+/* The kinds most lets hold, written with one reservation; 0 when v is not
+ * one of them (the caller then uses cap_value). */
+static inline int cap_scalar(json_buf *c, const value *v) {
+  size_t n = v->kind == V_STRING ? v->n : 0;
+  if (room(c, 13 + n)) return 1;
+  char *o = c->data + c->len;
   switch (v->kind) {
-    case V_STRING:
     case V_BOOL:
+      o[0] = v->b ? CV_TRUE : CV_FALSE;
+      c->len += 1;
+      return 1;
     case V_NULL:
+      o[0] = CV_NULL;
+      c->len += 1;
+      return 1;
     case V_INT:
+      o[0] = CV_INT;
+      memcpy(o + 1, &v->i, 8);
+      c->len += 9;
       return 1;
-    case V_DOUBLE:
-      return lenient || (v->d - v->d == 0);
-    case V_LIST:
-      if (depth > 8) return 0;
-      for (uint32_t i = 0; i < v->n; i++)
-        if (!tagged(&v->items[i], lenient, depth + 1)) return 0;
+    case V_STRING: {
+      uint32_t l = (uint32_t)n;
+      o[0] = CV_STRING;
+      memcpy(o + 1, &l, 4);
+      if (n) memcpy(o + 5, v->s, n);
+      c->len += 5 + n;
       return 1;
-    case V_MAP:
-      if (depth > 8) return 0;
-      for (uint32_t i = 0; i < v->n; i++)
-        if (v->entries[i].key.kind != V_STRING || !tagged(&v->entries[i].val, lenient, depth + 1))
-          return 0;
+    }
+    case V_DOUBLE: /* raw: the formatter writes NaN and infinities per context */
+      o[0] = CV_DOUBLE;
+      memcpy(o + 1, &v->d, 8);
+      c->len += 9;
       return 1;
     default:
       return 0;
   }
 }
 
-static void cap_tagged(json_buf *c, const value *v) {
+/* A list or map as tags, in one pass: 1, or 0 when something in it is not
+ * a kind json_write writes the way the tags do (another kind, a map key
+ * that is not a string, NaN unless lenient, nesting past 9) — the caller
+ * then drops what was written and captures the JSON text instead. */
+static int cap_tagged(json_buf *c, const value *v, int lenient, int depth) {
   switch (v->kind) {
-    case V_STRING:
-      cap_u8(c, CV_STRING);
-      cap_strn(c, v->s, v->n);
-      return;
-    case V_BOOL:
-      cap_u8(c, v->b ? CV_TRUE : CV_FALSE);
-      return;
-    case V_INT:
-      cap_u8(c, CV_INT);
-      cap_u64(c, (uint64_t)v->i);
-      return;
     case V_DOUBLE:
+      if (!lenient && v->d - v->d != 0) return 0;
       cap_u8(c, CV_DOUBLE);
       put_raw(c, (const char *)&v->d, 8);
-      return;
+      return 1;
     case V_LIST:
+      if (depth > 8) return 0;
       cap_u8(c, CV_LIST);
       cap_u32(c, v->n);
-      for (uint32_t i = 0; i < v->n; i++) cap_tagged(c, &v->items[i]);
-      return;
+      for (uint32_t i = 0; i < v->n; i++)
+        if (!cap_tagged(c, &v->items[i], lenient, depth + 1)) return 0;
+      return 1;
     case V_MAP:
+      if (depth > 8) return 0;
       cap_u8(c, CV_MAP);
       cap_u32(c, v->n);
       for (uint32_t i = 0; i < v->n; i++) {
+        if (v->entries[i].key.kind != V_STRING) return 0;
         cap_strn(c, v->entries[i].key.s, v->entries[i].key.n);
-        cap_tagged(c, &v->entries[i].val);
+        if (!cap_tagged(c, &v->entries[i].val, lenient, depth + 1)) return 0;
       }
-      return;
+      return 1;
     default:
-      cap_u8(c, CV_NULL);
+      return cap_scalar(c, v);
   }
 }
 
@@ -826,11 +862,11 @@ static void cap_value(json_buf *c, const value *v, int lenient) {
       put_raw(c, (const char *)&v->d, 8);
       return;
     case V_LIST:
-    case V_MAP:
-      if (tagged(v, lenient, 0)) {
-        cap_tagged(c, v);
-        return;
-      }
+    case V_MAP: {
+      size_t at = c->len;
+      if (cap_tagged(c, v, lenient, 0)) return;
+      c->len = at;
+    }
       /* fall through */
     default: {
       cap_u8(c, CV_JSON);
@@ -841,12 +877,47 @@ static void cap_value(json_buf *c, const value *v, int lenient) {
   }
 }
 
-int record_capture(vd_decision *d, const record_input *in, const char **out, size_t *len) {
+/* The snapshot source of d->source ("rule", "model", "default", "error"). */
+static uint8_t source_code(const char *s) {
+  switch (s ? s[0] : 0) { /* the first letter tells them apart */
+    case 'r':
+      if (!strcmp(s, "rule")) return SNAPSHOT_SRC_RULE;
+      break;
+    case 'm':
+      if (!strcmp(s, "model")) return SNAPSHOT_SRC_MODEL;
+      break;
+    case 'd':
+      if (!strcmp(s, "default")) return SNAPSHOT_SRC_DEFAULT;
+      break;
+  }
+  return SNAPSHOT_SRC_ERROR;
+}
+
+/* A let value cap_scalar does not take: an error, or a list, map, double
+ * or another kind. */
+static void cap_let(json_buf *c, const value *v) {
+  if (v->kind == V_ERROR) {
+    cap_u8(c, CV_ERROR);
+    cap_strn(c, v->s, v->n);
+  } else {
+    cap_value(c, v, 1);
+  }
+}
+
+/* Room enough for the usual capture of d (a larger one still works: the
+ * capture grows, or moves out of the queue's slot into d's arena). */
+static size_t capture_guess(const vd_decision *d, const record_input *in) {
+  return 512 + in->json_len + (size_t)d->ntrace * 40 + (size_t)d->nlets * 40 +
+         (size_t)d->nfeatures * 24 + (size_t)in->req->candidates.n * 16 +
+         (size_t)d->nlimit_reads * 64;
+}
+
+/* The capture, appended to c: c may be a slot in the log's queue, with d's
+ * arena behind it: what does not fit moves the whole capture there (c.data
+ * then changes). 0, or VD_ENOMEM. */
+static int capture_into(vd_decision *d, const record_input *in, json_buf *cb, uint8_t source) {
   const decide_request *req = in->req;
-  json_buf c;
-  json_buf_init(&c, &d->mem);
-  room(&c, 1024 + in->json_len + (size_t)d->ntrace * 40 + (size_t)d->nlets * 64 +
-               (size_t)d->nfeatures * 40);
+  json_buf c = *cb;
   int model = d->model_run == MODEL_SCORED || d->model_run == MODEL_DEADLINE;
   uint32_t ncounters = 0;
   for (uint32_t i = 0; i < d->nlimit_reads && d->limits_of; i++)
@@ -880,7 +951,12 @@ int record_capture(vd_decision *d, const record_input *in, const char **out, siz
   h.review = d->review;
   h.model_run = d->model_run;
   h.request = in->json ? CAP_REQ_JSON : in->creq ? CAP_REQ_TEXT : CAP_REQ_NONE;
-  h.matched_rule = d->source && strcmp(d->source, "rule") == 0;
+  h.source = source; /* source_code(d->source): one of the four names, or the text */
+  if (h.source == SNAPSHOT_SRC_ERROR && (!d->source || strcmp(d->source, "error") != 0))
+    h.source = CAP_SOURCE_TEXT;
+  h.matched_rule = h.source == SNAPSHOT_SRC_RULE;
+  int borrowed = d->trace_borrow;
+  h.borrowed = (uint8_t)borrowed;
   /* in the payload's order, except that the outcome's strings come before
    * the model, the trace needing two of them */
   put_raw(&c, (const char *)&h, sizeof h);
@@ -892,13 +968,14 @@ int record_capture(vd_decision *d, const record_input *in, const char **out, siz
     put_c_request(&c, in->creq);
     cap_end(&c, at);
   }
-  for (uint32_t i = 0; i < req->candidates.n; i++) cap_value(&c, &req->candidates.items[i], 0);
+  for (uint32_t i = 0; i < req->candidates.n; i++)
+    if (!cap_scalar(&c, &req->candidates.items[i])) cap_value(&c, &req->candidates.items[i], 0);
   cap_strn(&c, req->key.s, req->key.n);
   cap_str(&c, d->strategy);
-  cap_str(&c, d->policy_version);
-  cap_str(&c, d->bundle_version);
+  put_raw(&c, d->policy_version, 64); /* 64 hex digits, or fewer and a NUL */
+  put_raw(&c, d->bundle_version, 64);
   cap_str(&c, d->action);
-  cap_str(&c, d->source);
+  if (h.source == CAP_SOURCE_TEXT) cap_str(&c, d->source);
   cap_str(&c, d->rule);
   cap_str(&c, d->reason);
   cap_str(&c, d->no_candidate);
@@ -907,13 +984,26 @@ int record_capture(vd_decision *d, const record_input *in, const char **out, siz
     cap_str(&c, d->features_version);
     cap_str(&c, d->model_name);
     cap_str(&c, d->feature_error);
-    for (uint32_t i = 0; i < d->nfeatures; i++) {
+    if (borrowed) { /* the three arrays as they are */
+      put_raw(&c, (const char *)d->feature_names, d->nfeatures * sizeof *d->feature_names);
+      put_raw(&c, (const char *)d->features, d->nfeatures * sizeof *d->features);
+      put_raw(&c, (const char *)d->feature_status, d->nfeatures);
+    }
+    for (uint32_t i = 0; i < d->nfeatures && !borrowed; i++) {
       cap_str(&c, d->feature_names[i]);
       put_raw(&c, (const char *)&d->features[i], 4);
       cap_u8(&c, d->feature_status[i]);
     }
   }
-  for (uint32_t i = 0; i < d->ntrace; i++) { /* the usual rule: one write */
+  if (borrowed) { /* the array as it is, then the (rare) error's text */
+    put_raw(&c, (const char *)d->trace, d->ntrace * sizeof *d->trace);
+    /* Only the last rule tried can have failed: a failing rule ends the
+     * rules (decide.c). Were that to change, the formatter, which reads a
+     * text for every entry with an error, would run short and refuse the
+     * record (counted in `rejected`) rather than write a wrong one. */
+    if (d->ntrace && d->trace[d->ntrace - 1].error) cap_error(&c, d->trace[d->ntrace - 1].error);
+  }
+  for (uint32_t i = 0; i < d->ntrace && !borrowed; i++) { /* the usual rule: one write */
     const trace_rule *t = &d->trace[i];
     size_t n = t->name ? strlen(t->name) : 0;
     if (room(&c, n + 5)) break;
@@ -925,9 +1015,16 @@ int record_capture(vd_decision *d, const record_input *in, const char **out, siz
     c.len += 5 + n;
     if (t->error) cap_str(&c, t->error);
   }
-  for (uint32_t i = 0; i < d->nlets; i++) {
-    cap_str(&c, d->lets[i]);
-    const value *v = d->let_values ? &d->let_values[i] : NULL;
+  if (borrowed) put_raw(&c, (const char *)d->lets, d->nlets * sizeof *d->lets);
+  const value *lv = d->let_values;
+  if (borrowed && lv) { /* the usual case: the names are already in */
+    for (const value *v = lv, *end = lv + d->nlets; v < end; v++)
+      if (!cap_scalar(&c, v)) cap_let(&c, v);
+  }
+  for (uint32_t i = 0; i < d->nlets && !(borrowed && lv); i++) {
+    if (!borrowed) cap_str(&c, d->lets[i]);
+    const value *v = lv ? &lv[i] : NULL;
+    if (lv && cap_scalar(&c, v)) continue;
     if (!v) {
       cap_u8(&c, CV_ABSENT);
     } else if (v->kind == V_ERROR) {
@@ -940,14 +1037,22 @@ int record_capture(vd_decision *d, const record_input *in, const char **out, siz
   for (uint32_t i = 0; i < d->nlimit_reads && d->limits_of; i++) {
     const limit_read *lr = &d->limit_reads[i];
     if (lr->state != LIMIT_READ) continue;
-    cap_str(&c, d->limits_of->limits[i].name);
+    cap_name(&c, d->limits_of->limits[i].name, borrowed);
     cap_strn(&c, lr->key, lr->key_len);
     cap_u64(&c, lr->r.count);
     cap_u8(&c, lr->r.penalized);
     cap_u8(&c, lr->r.charged);
     cap_u8(&c, lr->r.degraded);
   }
-  if (c.oom) return VD_ENOMEM;
+  *cb = c;
+  return c.oom ? VD_ENOMEM : 0;
+}
+
+int record_capture(vd_decision *d, const record_input *in, const char **out, size_t *len) {
+  json_buf c;
+  json_buf_init(&c, &d->mem);
+  room(&c, capture_guess(d, in));
+  if (capture_into(d, in, &c, source_code(d->source)) != 0) return VD_ENOMEM;
   *out = c.data;
   *len = c.len;
   return 0;
@@ -998,6 +1103,35 @@ static const char *get_str(cap_cur *c, size_t *n) {
   return s;
 }
 
+/* A name as cap_name wrote it. */
+static const char *get_name(cap_cur *c, int borrowed, size_t *n) {
+  if (!borrowed) return get_str(c, n);
+  const char *s;
+  cur_take(c, &s, sizeof s);
+  *n = s ? strlen(s) : 0;
+  return s;
+}
+
+/* A name as put_str writes it (NULL: null). */
+static void fmt_name(json_buf *b, cap_cur *c, int borrowed) {
+  size_t n;
+  const char *s = get_name(c, borrowed, &n);
+  if (s)
+    put_strn(b, s, n);
+  else
+    PUT(b, "null");
+}
+
+/* Let i's name: from the names' array when the capture borrows (checked
+ * by the caller), else the next string. */
+static const char *let_name(cap_cur *c, int borrowed, const char *names, uint32_t i, size_t *n) {
+  if (!borrowed) return get_str(c, n);
+  const char *s;
+  memcpy(&s, names + (size_t)i * sizeof s, sizeof s);
+  *n = s ? strlen(s) : 0;
+  return s;
+}
+
 /* A string as put_str writes it (NULL: null). */
 static void fmt_str(json_buf *b, cap_cur *c) {
   size_t n;
@@ -1008,11 +1142,15 @@ static void fmt_str(json_buf *b, cap_cur *c) {
     PUT(b, "null");
 }
 
-/* A string written between quotes as it is (versions: 64 hex digits). */
-static void fmt_hex(json_buf *b, cap_cur *c) {
-  size_t n;
-  const char *s = get_str(c, &n);
-  if (s) put_raw(b, s, n);
+/* A version, written between quotes as it is: 64 bytes, 64 hex digits or
+ * fewer and a NUL. */
+static void fmt_version(json_buf *b, cap_cur *c) {
+  if ((size_t)(c->end - c->p) < 64) {
+    c->bad = 1;
+    return;
+  }
+  put_raw(b, c->p, strnlen(c->p, 64));
+  c->p += 64;
 }
 
 static void fmt_value(json_buf *b, cap_cur *c, int lenient) {
@@ -1151,12 +1289,18 @@ int record_format(const char *capture, size_t clen, const char *id, const char *
   PUT(b, ",\"strategy\":");
   fmt_str(b, &c);
   PUT(b, ",\"policy_version\":\"");
-  fmt_hex(b, &c);
+  fmt_version(b, &c);
   PUT(b, "\",\"bundle_version\":\"");
-  fmt_hex(b, &c);
+  fmt_version(b, &c);
   put_char(b, '"');
   size_t action_n, source_n, rule_n, reason_n;
-  const char *action = get_str(&c, &action_n), *source = get_str(&c, &source_n);
+  const char *action = get_str(&c, &action_n), *source;
+  if (h.source == CAP_SOURCE_TEXT) {
+    source = get_str(&c, &source_n);
+  } else {
+    source = snapshot_source_name(h.source);
+    source_n = source ? strlen(source) : 0;
+  }
   const char *rule = get_str(&c, &rule_n), *reason = get_str(&c, &reason_n);
   size_t nc_n;
   const char *no_candidate = get_str(&c, &nc_n);
@@ -1169,16 +1313,31 @@ int record_format(const char *capture, size_t clen, const char *id, const char *
     PUT(b, "\",\"features\":{");
     size_t name_n, ferr_n;
     const char *name = get_str(&c, &name_n), *ferr = get_str(&c, &ferr_n);
-    const char *feat = c.p; /* the rows: written twice, values then statuses */
+    /* the rows, written twice (values, then statuses): by pointer, three
+     * arrays (names, values, statuses); copied, one row after another */
+    const char *feat = c.p;
+    size_t nf = h.nfeatures;
+    if (h.borrowed && (size_t)(c.end - c.p) / 13 < nf) c.bad = 1;
     for (uint32_t i = 0; i < h.nfeatures && !c.bad; i++) {
       if (i) put_char(b, ',');
-      fmt_str(b, &c);
-      put_char(b, ':');
       float f;
-      cur_take(&c, &f, 4);
+      if (h.borrowed) {
+        const char *fname;
+        memcpy(&fname, feat + 8 * i, 8);
+        if (fname)
+          put_strn(b, fname, strlen(fname));
+        else
+          PUT(b, "null");
+        memcpy(&f, feat + 8 * nf + 4 * i, 4);
+      } else {
+        fmt_str(b, &c);
+        cur_take(&c, &f, 4);
+        get_u8(&c);
+      }
+      put_char(b, ':');
       put_float(b, f);
-      get_u8(&c);
     }
+    if (h.borrowed && !c.bad) c.p += 13 * nf;
     PUT(b, "},\"model\":{\"name\":");
     if (name)
       put_strn(b, name, name_n);
@@ -1195,12 +1354,20 @@ int record_format(const char *capture, size_t clen, const char *id, const char *
     PUT(b, ",\"feature_status\":{");
     cap_cur r = {feat, c.end, 0};
     uint32_t k = 0;
-    for (uint32_t i = 0; i < h.nfeatures && !r.bad; i++) {
-      const char *fname = get_str(&r, &n);
-      size_t fname_n = n;
-      float f;
-      cur_take(&r, &f, 4);
-      uint8_t st = get_u8(&r);
+    for (uint32_t i = 0; i < h.nfeatures && !r.bad && !c.bad; i++) {
+      const char *fname;
+      size_t fname_n;
+      uint8_t st;
+      if (h.borrowed) {
+        memcpy(&fname, feat + 8 * i, 8);
+        fname_n = fname ? strlen(fname) : 0;
+        st = (uint8_t)feat[12 * nf + i];
+      } else {
+        fname = get_str(&r, &fname_n);
+        float f;
+        cur_take(&r, &f, 4);
+        st = get_u8(&r);
+      }
       if (!st || st > 3) continue;
       if (k++) put_char(b, ',');
       if (fname)
@@ -1226,11 +1393,29 @@ int record_format(const char *capture, size_t clen, const char *id, const char *
     PUT(b, ",\"model_version\":null,\"features\":null,\"model\":null");
   }
   PUT(b, ",\"trace\":{\"rules\":[");
+  const char *trace = c.p; /* by pointer: the array, then the errors' text */
+  if (h.borrowed) {
+    if ((size_t)(c.end - c.p) / sizeof(trace_rule) < h.ntrace)
+      c.bad = 1;
+    else
+      c.p += h.ntrace * sizeof(trace_rule);
+  }
   for (uint32_t i = 0; i < h.ntrace && !c.bad; i++) {
     if (i) put_char(b, ',');
     PUT(b, "{\"rule\":");
-    fmt_str(b, &c);
-    uint8_t r = get_u8(&c);
+    uint8_t r;
+    if (h.borrowed) {
+      trace_rule t;
+      memcpy(&t, trace + i * sizeof t, sizeof t);
+      if (t.name)
+        put_strn(b, t.name, strlen(t.name));
+      else
+        PUT(b, "null");
+      r = (uint8_t)(t.result | (t.error ? CAP_RULE_ERROR : 0));
+    } else {
+      fmt_str(b, &c);
+      r = get_u8(&c);
+    }
     put_result(b, r & ~CAP_RULE_ERROR);
     if (r & CAP_RULE_ERROR) {
       s = get_str(&c, &n);
@@ -1258,10 +1443,17 @@ int record_format(const char *capture, size_t clen, const char *id, const char *
   put_char(b, '}');
   /* lets, then (a second pass over the same captures) let_errors */
   PUT(b, ",\"lets\":{");
+  const char *let_names = c.p; /* by pointer: the names' array, then the values */
+  if (h.borrowed) {
+    if ((size_t)(c.end - c.p) / sizeof(char *) < h.nlets)
+      c.bad = 1;
+    else
+      c.p += h.nlets * sizeof(char *);
+  }
   const char *lets = c.p;
   int first = 1, errors = 0;
   for (uint32_t i = 0; i < h.nlets && !c.bad; i++) {
-    const char *name = get_str(&c, &n);
+    const char *name = let_name(&c, h.borrowed, let_names, i, &n);
     size_t name_n = n;
     if (c.p < c.end && (uint8_t)*c.p == CV_ERROR) {
       c.p++;
@@ -1282,7 +1474,7 @@ int record_format(const char *capture, size_t clen, const char *id, const char *
   cap_cur r = {lets, c.end, 0};
   first = 1;
   for (uint32_t i = 0; i < h.nlets && errors && !r.bad; i++) {
-    const char *name = get_str(&r, &n);
+    const char *name = let_name(&r, h.borrowed, let_names, i, &n);
     size_t name_n = n;
     if (r.p < r.end && (uint8_t)*r.p == CV_ERROR) {
       r.p++;
@@ -1363,7 +1555,7 @@ int record_format(const char *capture, size_t clen, const char *id, const char *
   PUT(b, ",\"counters\":{");
   for (uint32_t i = 0; i < h.ncounters && !c.bad; i++) {
     if (i) put_char(b, ',');
-    fmt_str(b, &c);
+    fmt_name(b, &c, h.borrowed);
     PUT(b, ":{\"key\":");
     s = get_str(&c, &n);
     put_strn(b, s ? s : "", n);
@@ -1384,11 +1576,6 @@ int record_format(const char *capture, size_t clen, const char *id, const char *
   return 0;
 }
 
-static uint8_t source_code(const char *s) {
-  int c = s ? snapshot_source_parse(s, strlen(s)) : -1;
-  return (uint8_t)(c < 0 ? SNAPSHOT_SRC_ERROR : c);
-}
-
 void record_build(recorder *r, vd_decision *d, record_input *in) {
   snapshot_id_new_at(&r->gen, (uint64_t)(d->clock_ns / 1000000), in->id);
   snapshot_id_format(in->id, d->snapshot_id_buf);
@@ -1404,12 +1591,27 @@ void record_build(recorder *r, vd_decision *d, record_input *in) {
     d->answer_len = alen;
   }
   d->ns_render = engine_now_ns() - t0;
-  /* the capture only: the writer thread writes the payload (record_format) */
-  if (record_capture(d, in, &in->payload, &in->payload_len) != 0) in->payload = NULL;
+  in->payload = NULL; /* the capture is made by record_commit */
 }
 
+void record_wait(recorder *r, vd_decision *d, record_input *in) {
+  if (!r->always || !d->snapshot_id) return;
+  if (snapshot_log_wait_durable(r->log, in->ticket) != 0) {
+    atomic_fetch_add_explicit(&r->failed, 1, memory_order_relaxed);
+    d->snapshot_id = NULL;
+    d->answer = NULL;
+  }
+}
+
+uint64_t recorder_mark(recorder *r) { return snapshot_log_mark(r->log); }
+int recorder_past(recorder *r, uint64_t mark) { return snapshot_log_taken(r->log, mark); }
+
+/* The capture goes straight into a slot of the log's queue (no copy); when
+ * it outgrows the slot, or the slot cannot be had because the record would
+ * be too big for the queue, it is built in d's arena and appended, which
+ * copies it (and refuses what is too big, counted). */
 void record_commit(recorder *r, vd_decision *d, record_input *in) {
-  if (!in->payload) goto failed;
+  in->ticket = 0;
   snapshot_rec rec;
   memset(&rec, 0, sizeof rec);
   memcpy(rec.id, in->id, sizeof rec.id);
@@ -1423,14 +1625,31 @@ void record_commit(recorder *r, vd_decision *d, record_input *in) {
   rec.action = d->action ? d->action : "";
   rec.action_len = strlen(rec.action);
   rec.policy_version = d->policy_version;
-  rec.policy_version_len = strlen(d->policy_version);
+  rec.policy_version_len = strnlen(d->policy_version, 64);
+  snapshot_slot slot;
+  int rc = snapshot_log_reserve(r->log, &rec, capture_guess(d, in), &slot);
+  if (rc == 0) {
+    json_buf c = {.data = slot.payload, .len = 0, .cap = slot.cap, .arena = &d->mem, .oom = 0};
+    int cr = capture_into(d, in, &c, rec.source);
+    if (cr == 0 && c.data == slot.payload) {
+      snapshot_log_commit(r->log, &slot, c.len, &in->ticket);
+      return;
+    }
+    snapshot_log_cancel(r->log, &slot);
+    if (cr != 0) goto failed;
+    in->payload = c.data; /* it grew out of the slot: append it from d's arena */
+    in->payload_len = c.len;
+  } else if (rc == SNAPSHOT_ETOOBIG) {
+    if (record_capture(d, in, &in->payload, &in->payload_len) != 0) goto failed;
+  } else {
+    goto refused;
+  }
   rec.payload = in->payload;
   rec.payload_len = in->payload_len;
-  uint64_t ticket;
-  int rc = snapshot_log_append(r->log, &rec, &ticket);
+  rc = snapshot_log_append(r->log, &rec, &in->ticket);
+refused:
   if (rc == SNAPSHOT_EFULL || rc == SNAPSHOT_ETOOBIG || rc == SNAPSHOT_EINVAL) goto not_recorded;
   if (rc != 0) goto failed;
-  if (r->always && snapshot_log_wait_durable(r->log, ticket) != 0) goto failed;
   return;
 failed:
   atomic_fetch_add_explicit(&r->failed, 1, memory_order_relaxed);

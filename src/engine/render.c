@@ -15,6 +15,10 @@
 #include "core/json.h"
 #include "engine/engine.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 static void put_lit(json_buf *b, const char *s) { json_buf_put(b, s, strlen(s)); }
 
 static void put_str_or_null(json_buf *b, const char *s) {
@@ -151,6 +155,23 @@ static uint64_t escape_marks(uint64_t w) {
  * non-ASCII (which json_write_string checks as UTF-8). */
 static int needs_escape(const char *s, size_t n) {
   uint64_t w;
+#if defined(__SSE2__)
+  if (n >= 16) { /* 16 bytes at a time, the last block overlapping */
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'),
+                  space = _mm_set1_epi8(0x20), flip = _mm_set1_epi8((char)0x80);
+    for (size_t i = 0;; i += 16) {
+      if (i + 16 > n) i = n - 16;
+      __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+      /* signed compare after flipping the top bit: v < 0x20 unsigned, and
+       * any byte >= 0x80 is negative as it is */
+      __m128i bad = _mm_or_si128(_mm_cmplt_epi8(_mm_xor_si128(v, flip), _mm_xor_si128(space, flip)),
+                                 _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)));
+      bad = _mm_or_si128(bad, _mm_cmplt_epi8(v, _mm_setzero_si128()));
+      if (_mm_movemask_epi8(bad)) return 1;
+      if (i + 16 >= n) return 0;
+    }
+  }
+#endif
   if (n >= 8) { /* words, the last one overlapping the one before */
     for (size_t i = 0; i + 8 < n; i += 8) {
       memcpy(&w, s + i, 8);

@@ -576,6 +576,15 @@ static void specialize_call(compiler *c, uint32_t node) {
   } preds[] = {{"startsWith", PLIT_STARTS}, {"endsWith", PLIT_ENDS}, {"contains", PLIT_CONTAINS}};
   pnode *n = &NODES(c)[node];
   const pcall *call = &((const pcall *)c->calls.v)[n->aux];
+  /* x.lowerAscii() of a variable: policies and feature specs lower the same
+   * header again and again within one decision */
+  if (n->nkids == 1 && call->ncand == 1 && call->cand[0]->receiver &&
+      call->cand[0]->kinds[0] == V_STRING && NODES(c)[KIDS(c)[n->kids]].op != OP_CONST &&
+      (name_is(call->name, call->name_len, "lowerAscii") ||
+       name_is(call->name, call->name_len, "upperAscii"))) {
+    n->flags |= PCALL_MEMO;
+    return;
+  }
   if (n->nkids != 2 || call->ncand != 1 || !call->cand[0]->receiver ||
       call->cand[0]->kinds[0] != V_STRING || call->cand[0]->kinds[1] != V_STRING)
     return;

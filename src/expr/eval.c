@@ -18,6 +18,11 @@
  * a macro's result, an error message). Comparisons, field selection, `in`
  * against a constant list and calls to built-ins that return a part of their
  * input allocate nothing, which the gate conditions of a policy rely on.
+ * The commonest errors (a missing key or field, an undeclared name) are
+ * lazy (value.h): most are absorbed by `has()`, `||` or a feature that is
+ * then missing, so their message is written only when expr_eval returns
+ * one. lowerAscii/upperAscii of a variable keep their last result in the
+ * context (eval_ctx.memo): policies lower the same header many times.
  *
  * Arithmetic follows CEL: int64/uint64 overflow is an error (never a
  * wrap-around), `/` truncates, `%` takes the sign of the dividend, division
@@ -94,13 +99,11 @@ static inline int lookup(est *s, const char *name, size_t len, value *out) {
 }
 
 COLD static value select_failed(est *s, const value *v, const value *key) {
-  if (v->kind == V_MAP)
-    return value_errorf(s->ctx->arena, "no such key: '%.*s'", (int)key->n, key->s);
+  if (v->kind == V_MAP) return value_error_lazy(VE_NO_SUCH_KEY, key->s, key->n);
   if (v->kind == V_ERROR) return *v;
   return value_errorf(s->ctx->arena, "type '%s' does not support field selection ('.%.*s')",
                       kname(v), (int)key->n, key->s);
 }
-
 
 static inline int str_eq(const value *a, const value *b) {
   return a->n == b->n && bytes_same(a->s, b->s, a->n);
@@ -126,7 +129,7 @@ static inline value select_field(est *s, const value *v, const value *key) {
 
 COLD static value qvar_unbound(est *s, const pqual *q) {
   if (q->type_kind) return value_type((value_kind)(q->type_kind - 1));
-  return value_errorf(s->ctx->arena, "undeclared reference to '%.*s'", (int)q->full_len, q->full);
+  return value_error_lazy(VE_UNDECLARED, q->full, q->full_len);
 }
 
 static inline value eval_qvar(est *s, const pqual *q) {
@@ -176,7 +179,7 @@ NOINLINE static value eval_index(est *s, const value *c, const value *k) {
     if (r) return *r;
     switch (k->kind) {
       case V_STRING:
-        return value_errorf(s->ctx->arena, "no such key: '%.*s'", (int)k->n, k->s);
+        return value_error_lazy(VE_NO_SUCH_KEY, k->s, k->n);
       case V_INT:
         return value_errorf(s->ctx->arena, "no such key: %lld", (long long)k->i);
       case V_UINT:
@@ -516,6 +519,30 @@ COLD static value err_no_overload_call(est *s, const pcall *c, const value *args
                       kinds);
 }
 
+/* A PCALL_MEMO call (one candidate, a string receiver): the context's last
+ * such result when the input is the same string, charging what the call
+ * charged; otherwise the call, remembered. */
+NOINLINE static value memo_call(est *s, const pcall *c, const value *args, uint32_t nargs) {
+  eval_ctx *ctx = s->ctx;
+  const builtin *b = c->cand[0];
+  if (ctx->memo.fn == (const void *)b && ctx->memo.in == args[0].s && ctx->memo.in_n == args[0].n &&
+      ctx->memo.in_flags == args[0].flags) {
+    if (!eval_charge(ctx, ctx->memo.cost)) return VALUE_ERR("cost limit exceeded");
+    return ctx->memo.out;
+  }
+  uint64_t before = ctx->cost;
+  value r = b->fn(ctx, args, nargs, c->aux[0]);
+  if (r.kind != V_ERROR) {
+    ctx->memo.fn = b;
+    ctx->memo.in = args[0].s;
+    ctx->memo.in_n = args[0].n;
+    ctx->memo.in_flags = args[0].flags;
+    ctx->memo.cost = ctx->cost - before;
+    ctx->memo.out = r;
+  }
+  return r;
+}
+
 NOINLINE static value eval_call(est *s, const pnode *n) {
   const pcall *c = &s->p->calls[n->aux];
   value local[8];
@@ -534,6 +561,7 @@ NOINLINE static value eval_call(est *s, const pnode *n) {
   for (uint32_t j = 0; j < c->ncand; j++) {
     const pcall_sig *sig = &c->sig[j];
     int ok = sig->exact ? (kinds & sig->mask) == sig->kinds : cand_accepts(c->cand[j], args, nargs);
+    if (ok && __builtin_expect(n->flags & PCALL_MEMO, 0)) return memo_call(s, c, args, nargs);
     if (ok) return c->cand[j]->fn(s->ctx, args, nargs, c->aux[j]);
   }
   return err_no_overload_call(s, c, args, nargs);
@@ -726,7 +754,7 @@ OPFN op_var(est *s, const pnode *n) {
   value v;
   if (lookup(s, n->k.s, n->k.n, &v)) return v;
   if (n->aux) return value_type((value_kind)(n->aux - 1));
-  return value_errorf(s->ctx->arena, "undeclared reference to '%.*s'", (int)n->k.n, n->k.s);
+  return value_error_lazy(VE_UNDECLARED, n->k.s, n->k.n);
 }
 
 OPFN op_qvar(est *s, const pnode *n) { return eval_qvar(s, &s->p->quals[n->aux]); }
@@ -961,19 +989,30 @@ value eval_program_node(const expr_program *p, uint32_t root, const expr_activat
                         eval_ctx *ctx, value *slots) {
   est s;
   est_init(&s, p, act, ctx, slots);
-  return ev(&s, root);
+  return value_error_text(ctx->arena, ev(&s, root));
+}
+
+/* The walk's entry, in two copies: expr_eval writes a lazy error's message,
+ * expr_eval_quiet (feature extraction) leaves it to the caller. */
+#define EVAL_ENTRY(p, act, ctx)                                             \
+  value local[16];                                                          \
+  value *slots = local;                                                     \
+  if ((p)->nslots > 16) {                                                   \
+    slots = arena_alloc((ctx)->arena, (size_t)(p)->nslots * sizeof(value)); \
+    if (!slots) return err_nomem();                                         \
+  }                                                                         \
+  est s;                                                                    \
+  est_init(&s, p, act, ctx, slots);                                         \
+  value r = ev(&s, (p)->root);                                              \
+  if (over_cost(ctx)) return VALUE_ERR("cost limit exceeded")
+
+value expr_eval_quiet(const expr_program *p, const expr_activation *act, eval_ctx *ctx) {
+  EVAL_ENTRY(p, act, ctx);
+  return r;
 }
 
 value expr_eval(const expr_program *p, const expr_activation *act, eval_ctx *ctx) {
-  value local[16];
-  value *slots = local;
-  if (p->nslots > 16) {
-    slots = arena_alloc(ctx->arena, (size_t)p->nslots * sizeof(value));
-    if (!slots) return err_nomem();
-  }
-  est s;
-  est_init(&s, p, act, ctx, slots);
-  value r = ev(&s, p->root);
-  if (over_cost(ctx)) return VALUE_ERR("cost limit exceeded");
+  EVAL_ENTRY(p, act, ctx);
+  if (r.kind == V_ERROR && (r.flags & VF_LAZY)) return value_error_format(ctx->arena, r);
   return r;
 }

@@ -45,11 +45,13 @@ typedef struct expr_opts {
    * longest bound dotted prefix first ("a.b.c", then "a.b", then "a"). */
   int simple_names;
   /* For a program evaluated by one thread only: work a built-in may leave
-   * for its first call (compiling a constant regex pattern with PCRE2 and
-   * its JIT) is left until then, so a program whose regex never runs never
-   * pays for it. Matches are the same (the same JIT code runs them); a
-   * pattern PCRE2 rejects then fails its matches instead of the compile.
-   * Such a program must not be evaluated from two threads at once. */
+   * for its first call (compiling a constant regex pattern with PCRE2) is
+   * left until then, so a program whose regex never runs never pays for it,
+   * and PCRE2's JIT waits until the pattern has run a few dozen times (a
+   * process that decides once runs the interpreter: see lib_core.c).
+   * Matches are the same; a pattern PCRE2 rejects then fails its matches
+   * instead of the compile. Such a program must not be evaluated from two
+   * threads at once. */
   int defer_jit;
 } expr_opts;
 
@@ -68,6 +70,10 @@ int expr_compile(const char *src, size_t len, const expr_opts *opts, expr_progra
 int expr_compile_ast(const ast *root, const char *src, size_t len, const expr_opts *opts,
                      expr_program **out, expr_error *err);
 value expr_eval(const expr_program *p, const expr_activation *act, eval_ctx *ctx);
+/* The same, for a caller that mostly drops errors: an error it returns may
+ * carry its message unformatted (value.h, value_error_lazy), and must go
+ * through value_error_text before its .s/.n are read as text. */
+value expr_eval_quiet(const expr_program *p, const expr_activation *act, eval_ctx *ctx);
 void expr_free(expr_program *p);
 
 /* Names of the functions p calls that no library defines (calling one is a

@@ -30,6 +30,20 @@ typedef struct eval_ctx {
   uint64_t cost_limit;        /* 0 = unlimited; exceeding it is an evaluation error */
   uint32_t regex_match_limit; /* PCRE2 match limit per call (0 = 1,000,000 steps) */
   void *user;                 /* the evaluator's own state */
+  /* The last result of a call compile.c marks PCALL_MEMO (lowerAscii and
+   * upperAscii of a variable): the same input string (the same bytes at the
+   * same address) lowered again in one context is answered from here, with
+   * the same cost charged. The evaluator's; a context starts zeroed and
+   * lives no longer than the arena's contents (it is not reused across an
+   * arena_reset). */
+  struct {
+    const void *fn; /* the builtin; NULL: empty */
+    const char *in;
+    uint32_t in_n;
+    uint8_t in_flags;
+    uint64_t cost;
+    value out;
+  } memo;
 } eval_ctx;
 
 #define K_ANY 0xff

@@ -15,12 +15,17 @@
  * RE2) and \C forbidden. PCRE2 is a backtracking engine, so every match runs
  * under a match limit (eval_ctx.regex_match_limit) and a depth limit: a
  * hostile pattern such as `(a+)+$` fails with an error instead of hanging.
- * A constant pattern is compiled (and JIT-compiled) once, by `prepare`
- * (with expr_opts.defer_jit, for a program one thread evaluates, both wait
- * for the first match that needs PCRE2: every match still runs the same JIT
- * code, and a pattern never matched costs nothing; one that does not
- * compile then fails its matches rather than the program's compilation); a
- * pattern computed at run time is compiled per call into the arena. A
+ * A constant pattern is compiled (and JIT-compiled) once, by `prepare`.
+ * With expr_opts.defer_jit (a program one thread evaluates: the hook and
+ * `verdict decide`) it is compiled at its first match that needs PCRE2, and
+ * JIT-compiled only at its REGEX_JIT_AFTER-th: the JIT costs as much as a few
+ * hundred interpreted matches of a short subject, so a process that matches
+ * a pattern a few times and exits runs PCRE2's interpreter, and one that
+ * keeps deciding soon runs the JIT. Both give the same answers (only the
+ * accounting of the match limit differs, for a pattern already near it); a
+ * pattern never matched costs nothing, and one that does not compile then
+ * fails its matches rather than the program's compilation. A pattern
+ * computed at run time is compiled per call into the arena. A
  * constant pattern that only lists literal strings (`sqlmap|nikto|nmap`,
  * `(?i)^/(\.env|\.git)|\.php$`: the usual policy regex) is also read into a
  * literal set (litset.h), which answers for ASCII subjects in one short
@@ -55,6 +60,10 @@
 #define REGEX_DEPTH_LIMIT 10000u
 /* Backtracking memory for the interpreter, in KiB. */
 #define REGEX_HEAP_LIMIT_KIB 8192u
+/* expr_opts.defer_jit: the match of a constant pattern that JIT-compiles it.
+ * The JIT of a policy pattern costs about 300,000 instructions; one
+ * interpreted match of a short subject a few thousand more than a JIT one. */
+#define REGEX_JIT_AFTER 64u
 
 #define NO_OVERLOAD VALUE_ERR("no such overload")
 #define COST_ERROR VALUE_ERR("cost limit exceeded")
@@ -149,11 +158,13 @@ typedef struct regex_aux {
   pcre2_code *re;
   const litset *lits; /* NULL: not a literal set */
   arena mem;          /* lits lives here */
-  /* expr_opts.defer_jit: re is compiled (and JIT-compiled) before the first
-   * match that needs it, from pat; NULL until then */
+  /* expr_opts.defer_jit: re is compiled before the first match that needs
+   * it, from pat (NULL until then), and JIT-compiled at the
+   * REGEX_JIT_AFTER-th; uses counts those matches until then */
   const char *pat;
   size_t pat_len;
   int pending;
+  uint32_t uses;
 } regex_aux;
 
 static void *prepare_regex(const value *args, const uint8_t *is_const, uint32_t nargs, char *err,
@@ -223,14 +234,20 @@ static value fn_matches(eval_ctx *ctx, const value *args, uint32_t nargs, void *
   pcre2_general_context *gc =
       pcre2_general_context_create(arena_pcre_alloc, arena_pcre_free, ctx->arena);
   if (!gc) return VALUE_ERR("out of memory");
-  if (ra && ra->pending) { /* one thread (defer_jit): compiled now as prepare would have */
+  if (ra && ra->pending) { /* one thread (defer_jit): see the top of the file */
     regex_aux *w = (regex_aux *)aux;
-    int code;
-    PCRE2_SIZE offset;
-    w->re =
-        pcre2_compile((PCRE2_SPTR)w->pat, w->pat_len, REGEX_COMPILE_OPTIONS, &code, &offset, NULL);
-    if (w->re) (void)pcre2_jit_compile(w->re, PCRE2_JIT_COMPLETE);
-    w->pending = 0; /* a pattern that does not compile is reported below, on every call */
+    if (!w->re) {
+      int code;
+      PCRE2_SIZE offset;
+      w->re = pcre2_compile((PCRE2_SPTR)w->pat, w->pat_len, REGEX_COMPILE_OPTIONS, &code, &offset,
+                            NULL);
+      /* one that does not compile is reported below, on every call */
+      if (!w->re) w->pending = 0;
+    }
+    if (w->re && ++w->uses >= REGEX_JIT_AFTER) {
+      (void)pcre2_jit_compile(w->re, PCRE2_JIT_COMPLETE);
+      w->pending = 0;
+    }
   }
   const pcre2_code *re = ra ? ra->re : NULL;
   if (!re) { /* not a constant pattern: compile it now, into the arena */

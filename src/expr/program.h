@@ -84,6 +84,10 @@ struct est;
  * directly so that visiting a node costs one indirect call. */
 typedef value (*pnode_fn)(struct est *s, const pnode *n);
 
+/* OP_CALL flags: the call's result may be kept for the next call of the
+ * same built-in on the same string (eval_ctx.memo). */
+#define PCALL_MEMO 0x01
+
 struct pnode {
   uint8_t op;
   uint8_t flags;

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "core/arena.h"
+#include "core/bytes.h"
 #include "core/utf8.h"
 #include "model/model.h"
 
@@ -272,6 +273,11 @@ typedef struct feature {
 struct feature_spec {
   feature *f;
   uint32_t n;
+  /* the names again, NUL-terminated one after the other, and where each
+   * starts: a decision copies them in one piece (features_names_packed) */
+  char *names;
+  size_t names_len;
+  uint32_t *name_at;
 };
 
 static const expr_opts EXPR_OPTS = {.simple_names = 1};
@@ -324,6 +330,8 @@ static void spec_free(feature_spec *fs) {
     free(f->vocab);
   }
   free(fs->f);
+  free(fs->names);
+  free(fs->name_at);
   free(fs);
 }
 
@@ -522,6 +530,20 @@ int features_load_yaml(const char *text, size_t len, const char *file, const gbd
       }
     }
   }
+  size_t total = 0;
+  for (uint32_t i = 0; i < fs->n; i++) total += strlen(fs->f[i].name) + 1;
+  fs->names = malloc(total);
+  fs->name_at = malloc(fs->n * sizeof *fs->name_at);
+  if (!fs->names || !fs->name_at) {
+    serr(&c, root, 0, "", "out of memory");
+    goto done;
+  }
+  for (uint32_t i = 0; i < fs->n; i++) {
+    size_t k = strlen(fs->f[i].name) + 1;
+    fs->name_at[i] = (uint32_t)fs->names_len;
+    memcpy(fs->names + fs->names_len, fs->f[i].name, k);
+    fs->names_len += k;
+  }
 done:
   arena_free(&c.a);
   if (c.failed) {
@@ -576,6 +598,12 @@ uint32_t features_count(const feature_spec *fs) { return fs->n; }
 const char *features_name(const feature_spec *fs, uint32_t i) { return fs->f[i].name; }
 feature_type features_type(const feature_spec *fs, uint32_t i) { return fs->f[i].type; }
 const char *features_expr(const feature_spec *fs, uint32_t i) { return fs->f[i].src; }
+const expr_program *features_program(const feature_spec *fs, uint32_t i) { return fs->f[i].prog; }
+const char *features_names_packed(const feature_spec *fs, size_t *len, const uint32_t **at) {
+  *len = fs->names_len;
+  *at = fs->name_at;
+  return fs->names;
+}
 const char *features_type_name(feature_type t) {
   switch (t) {
     case FEATURE_NUMBER:
@@ -595,7 +623,7 @@ uint32_t features_extract(const feature_spec *fs, const expr_activation *act, ev
   if (first_error) *first_error = NULL;
   for (uint32_t i = 0; i < fs->n; i++) {
     const feature *f = &fs->f[i];
-    value v = expr_eval(f->prog, act, ctx);
+    value v = expr_eval_quiet(f->prog, act, ctx); /* most errors only make a feature missing */
     int ok = 0;
     float x = NAN;
     uint8_t st = FX_VALUE;
@@ -619,7 +647,7 @@ uint32_t features_extract(const feature_spec *fs, const expr_activation *act, ev
           st = FX_UNKNOWN;
           x = f->unknown;
           for (uint32_t k = 0; k < f->nvocab; k++)
-            if (f->vocab[k].n == v.n && memcmp(f->vocab[k].s, v.s, v.n) == 0) {
+            if (f->vocab[k].n == v.n && bytes_same(f->vocab[k].s, v.s, v.n)) {
               x = f->vocab[k].code;
               st = FX_VALUE;
               break;
@@ -628,8 +656,11 @@ uint32_t features_extract(const feature_spec *fs, const expr_activation *act, ev
         break;
     }
     if (!ok) {
-      if (v.kind == V_ERROR && first_error && !*first_error)
-        *first_error = arena_strndup(ctx->arena, v.s, v.n);
+      if (v.kind == V_ERROR && first_error && !*first_error) {
+        /* a lazy message is written NUL-terminated into the arena: no copy */
+        *first_error = v.flags & VF_LAZY ? value_error_text(ctx->arena, v).s
+                                         : arena_strndup(ctx->arena, v.s, v.n);
+      }
       x = f->missing;
       st = isnan(x) ? FX_MISSING : FX_DEFAULT;
     }

@@ -134,6 +134,11 @@ const char *features_name(const feature_spec *fs, uint32_t i);
 feature_type features_type(const feature_spec *fs, uint32_t i);
 const char *features_type_name(feature_type t);                /* "number", "bool", "categorical" */
 const char *features_expr(const feature_spec *fs, uint32_t i); /* the source text */
+/* The compiled expression (the engine lists the names it reads, names.c). */
+const expr_program *features_program(const feature_spec *fs, uint32_t i);
+/* Every feature's name, NUL-terminated, one after the other (*len bytes in
+ * all); name i starts at (*at)[i]. */
+const char *features_names_packed(const feature_spec *fs, size_t *len, const uint32_t **at);
 
 /* What extraction made of one feature. */
 typedef enum feature_status {

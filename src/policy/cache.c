@@ -30,6 +30,7 @@
  *
  * Not here: when the cache is used (bundle.c: a store must be configured;
  * `verdict check` and `verdict test` keep none, so they always parse). */
+#define _GNU_SOURCE /* memmem */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -243,12 +244,124 @@ static int same_but_tests(const ynode *root, uint32_t tests_at, const char *cano
   return same;
 }
 
+static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+/* Past the closing quote of the JSON string whose body starts at s[i], or
+ * 0 when it has none: from quote to quote (memchr), an escaped one passed. */
+static size_t skip_string(const char *s, size_t len, size_t i) {
+  while (i < len) {
+    const char *q = memchr(s + i, '"', len - i);
+    if (!q) return 0;
+    size_t at = (size_t)(q - s), bs = 0;
+    while (at - bs > i && s[at - bs - 1] == '\\') bs++;
+    if (bs % 2 == 0) return at + 1;
+    i = at + 1;
+  }
+  return 0;
+}
+
+/* Past the JSON value at s[i] (any kind, whitespace before it skipped),
+ * or 0 when there is none. Only finds where the value ends: json_parse
+ * judges the rest. */
+static size_t skip_value(const char *s, size_t len, size_t i) {
+  while (i < len && is_ws(s[i])) i++;
+  if (i >= len) return 0;
+  size_t depth = 0;
+  do {
+    char c = s[i++];
+    if (c == '"') {
+      if (!(i = skip_string(s, len, i))) return 0;
+    } else if (c == '{' || c == '[') {
+      depth++;
+    } else if (c == '}' || c == ']') {
+      if (depth-- == 0) return 0;
+    } else if (depth == 0) { /* a number, true, false, null */
+      while (i < len && s[i] != ',' && s[i] != '}' && s[i] != ']' && !is_ws(s[i])) i++;
+    }
+  } while (depth > 0 && i < len);
+  return depth ? 0 : i;
+}
+
+/* Where the top-level member "tests" of the object canon[0..len) is:
+ * [*from, *to) covers it and one comma beside it, so that what is left is
+ * the object without it; *index is its place among the members. 0, or -1
+ * when there is none (or the text is not an object). */
+static int find_tests(const char *s, size_t len, size_t *from, size_t *to, uint32_t *index) {
+  /* Where a file keeps its tests, last: a `,"tests":` (outside any string,
+   * as a quote inside one is escaped) whose value ends at the closing brace
+   * of the whole text is the top-level member (the brace after a member's
+   * value closes that member's object), and only its value is scanned.
+   * *index is then the members' count, known once the rest is read:
+   * UINT32_MAX says so. There is at most one such; the first occurrence is
+   * almost always it. */
+  static const char key[] = ",\"tests\":";
+  const char *p = s;
+  while (len > 10 && s[len - 1] == '}' &&
+         (p = memmem(p, len - (size_t)(p - s), key, sizeof key - 1)) != NULL) {
+    size_t c = (size_t)(p - s);
+    if (skip_value(s, len, c + sizeof key - 1) == len - 1) {
+      *from = c;
+      *to = len - 1;
+      *index = UINT32_MAX;
+      return 0;
+    }
+    p++;
+  }
+  size_t i = 0;
+  if (len < 2 || s[0] != '{') return -1;
+  i = 1;
+  size_t comma = 0; /* the comma before this member (k > 0) */
+  for (uint32_t k = 0;; k++) {
+    while (i < len && is_ws(s[i])) i++;
+    size_t at = i, key_end = skip_value(s, len, i);
+    if (!key_end || s[at] != '"') return -1;
+    i = key_end;
+    while (i < len && is_ws(s[i])) i++;
+    if (i >= len || s[i] != ':') return -1;
+    size_t end = skip_value(s, len, i + 1);
+    if (!end) return -1;
+    while (end < len && is_ws(s[end])) end++;
+    if (end >= len || (s[end] != ',' && s[end] != '}')) return -1;
+    if (key_end - at == 7 && memcmp(s + at, "\"tests\"", 7) == 0) {
+      if (s[end] == ',') { /* its comma after it, else the one before it */
+        end++;
+      } else if (k > 0) {
+        at = comma;
+      }
+      *from = at;
+      *to = end;
+      *index = k;
+      return 0;
+    }
+    if (s[end] == '}') return -1;
+    comma = end;
+    i = end + 1;
+  }
+}
+
 ynode *parse_cache_tree(arena *a, const char *canon, size_t len, int without_tests) {
   json_opts jo = {0};
   jo.lenient = 1;
   value v;
-  if (json_parse(a, canon, len, &jo, &v, NULL) != 0 || v.kind != V_MAP) return NULL;
+  /* Without the tests (most of the bytes), the rest is read alone: the
+   * member is cut out of a copy before json_parse builds anything. */
   uint32_t tests_at = UINT32_MAX;
+  size_t cut_from = 0, cut_to = 0;
+  char *rest = NULL;
+  if (without_tests && find_tests(canon, len, &cut_from, &cut_to, &tests_at) == 0 &&
+      (rest = arena_alloc(a, len - (cut_to - cut_from) + 1)) != NULL) {
+    memcpy(rest, canon, cut_from);
+    memcpy(rest + cut_from, canon + cut_to, len - cut_to);
+    rest[len - (cut_to - cut_from)] = '\0';
+    if (json_parse(a, rest, len - (cut_to - cut_from), &jo, &v, NULL) != 0 || v.kind != V_MAP)
+      return NULL;
+    if (tests_at == UINT32_MAX) tests_at = v.n; /* the last member */
+    if (tests_at > v.n) return NULL;
+    ynode *root = from_value(a, &v, 0);
+    return root && same_but_tests(root, tests_at, canon, len) ? root : NULL;
+  }
+  tests_at = UINT32_MAX;
+  if (json_parse(a, canon, len, &jo, &v, NULL) != 0 || v.kind != V_MAP) return NULL;
   for (uint32_t i = 0; without_tests && i < v.n && tests_at == UINT32_MAX; i++) {
     const value *k = &v.entries[i].key;
     if (k->kind == V_STRING && k->n == 5 && memcmp(k->s, "tests", 5) == 0) tests_at = i;

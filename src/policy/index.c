@@ -465,19 +465,25 @@ int rule_index_build(arena *mem, arena *scratch, const strategy_build *b, policy
   x.mem = mem;
   x.scratch = scratch;
   rule_index *ix = arena_zalloc(mem, sizeof *ix);
-  conj_info *found = malloc(((size_t)n * MAX_CONJ + 1) * sizeof *found);
+  /* the parts found, rule after rule (rule r's from first[r], nfound[r] of
+   * them): most rules have one or two, and a table of MAX_CONJ a rule would
+   * touch a fresh page every few rules */
+  size_t nall = 0, cap = (size_t)n * 2 + 16;
+  conj_info *found = malloc(cap * sizeof *found);
   uint32_t *nfound = calloc(n + 1, sizeof *nfound);
+  size_t *first = malloc((n + 1) * sizeof *first);
   conj_info *chosen = malloc((n + 1) * sizeof *chosen);
   uint32_t *has = calloc(n + 1, sizeof *has);
   uint64_t *bits = arena_zalloc(mem, ((n + 63) / 64 + 1) * sizeof *bits);
   uint32_t *unindexed = arena_alloc(mem, (n + 1) * sizeof *unindexed);
   int rc = -1;
-  if (!ix || !found || !nfound || !chosen || !has || !bits || !unindexed) goto out;
+  if (!ix || !found || !nfound || !first || !chosen || !has || !bits || !unindexed) goto out;
   ix->nrules = n;
 
   /* 1. every indexable part of every rule; a path counts once per rule */
   for (uint32_t r = 0; r < n; r++) {
     const ast *cond = b->rules ? b->rules[r].cond : NULL;
+    first[r] = nall;
     if (!cond || s->rules[r].reads_model) continue;
     const ast *parts[MAX_CONJ];
     uint32_t np = ast_conjuncts(cond, parts, MAX_CONJ);
@@ -486,7 +492,14 @@ int rule_index_build(arena *mem, arena *scratch, const strategy_build *b, policy
       conj_info ci;
       if (!classify(&x, parts[i], &ci)) continue;
       if (x.oom) goto out;
-      found[(size_t)r * MAX_CONJ + nfound[r]++] = ci;
+      if (nall == cap) {
+        conj_info *more = realloc(found, 2 * cap * sizeof *more);
+        if (!more) goto out;
+        found = more;
+        cap *= 2;
+      }
+      found[nall++] = ci;
+      nfound[r]++;
       path_info *p = &x.paths[ci.path];
       if (p->last_rule_plus1 != r + 1) {
         p->uses++;
@@ -499,7 +512,7 @@ int rule_index_build(arena *mem, arena *scratch, const strategy_build *b, policy
   for (uint32_t r = 0; r < n; r++) {
     const conj_info *best = NULL;
     for (uint32_t i = 0; i < nfound[r]; i++) {
-      const conj_info *c = &found[(size_t)r * MAX_CONJ + i];
+      const conj_info *c = &found[first[r] + i];
       if (!best) {
         best = c;
         continue;
@@ -566,6 +579,7 @@ out:
   free(x.paths);
   free(found);
   free(nfound);
+  free(first);
   free(chosen);
   free(has);
   return rc;

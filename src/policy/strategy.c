@@ -20,7 +20,8 @@
  * that decides once: policy_load_opts.lazy), lets and rules are only parsed
  * here — the trees are what the let graph, the rule index and the limit
  * checks read — and each is compiled when a decision first reaches it
- * (strategy_rule_program), its regexes JIT-compiled on their first match.
+ * (strategy_rule_program), its regexes compiled on their first match (and
+ * JIT-compiled only once they have run a few dozen times: lib_core.c).
  * The cached file compiled cleanly when it was stored, so nothing is
  * reported later that would have been reported now; should a program fail
  * to compile anyway, the decision that reaches it fails as an erroring rule.
@@ -34,6 +35,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/utf8.h"
 #include "expr/expr.h"
 #include "policy/internal.h"
 
@@ -385,9 +387,10 @@ static void bare_message(const char *m, char *out, size_t cap) {
  * top-level names), so names resolve at compile time. The rule index
  * (index.c) resolves paths the same way. */
 static const expr_opts EXPR_OPTS = {.simple_names = 1};
-/* The same for compiling on first use: one thread, so a regex is
- * JIT-compiled on its first match (a program reached only for a rule that
- * never gets to its `matches` never pays for it). */
+/* The same for compiling on first use: one thread, so a regex is compiled
+ * on its first match (a program reached only for a rule that never gets to
+ * its `matches` never pays for it) and JIT-compiled only once it has run a
+ * few dozen times (expr_opts.defer_jit). */
 static const expr_opts EXPR_OPTS_LATER = {.simple_names = 1, .defer_jit = 1};
 
 /* ---- constants, inlined ----
@@ -496,6 +499,121 @@ static void on_const_ident(void *user, const ast *id) {
   x->ids[x->n++] = id;
 }
 
+/* ---- the same inlining without parsing the text again (STRATEGY_LAZY) ----
+ *
+ * Compiling on first use, the inlined text's parse (its literals lexed one
+ * by one) was a third of compiling an expression that reads a constant. The
+ * tree the parser would build from `(<literal>)` is the value's own shape —
+ * a list or map node over literal nodes, parentheses leaving no node — so
+ * the tree already parsed is copied with each constant's node put in place
+ * of its identifier, and compiled with the inlined text as its source. The
+ * program is the one the text gives (only the node positions, which only
+ * compile errors show, differ). Values whose literal the parser might read
+ * otherwise, or reject, take the text: doubles (a printed double is read
+ * back by another routine), strings with control bytes or invalid UTF-8,
+ * and nesting deep enough to near the parser's limit. tests/engine/
+ * test_lazy.c checks that lazy and eager decisions are the same. */
+
+#define SPLICE_MAX_DEPTH 100 /* tree height plus constant nesting; the parser allows 250 */
+
+/* The parser's tree for the literal of v at pos, or NULL (the text then). */
+static ast *const_tree(arena *a, const value *v, uint32_t pos, int depth) {
+  if (depth > SPLICE_MAX_DEPTH) return NULL;
+  ast *n = arena_zalloc(a, sizeof *n);
+  if (!n) return NULL;
+  n->pos = pos;
+  n->kind = A_LIT;
+  switch (v->kind) {
+    case V_NULL:
+      n->lit = value_null();
+      return n;
+    case V_BOOL:
+      n->lit = value_bool(v->b);
+      return n;
+    case V_INT:
+      n->lit = value_int(v->i);
+      return n;
+    case V_UINT:
+      n->lit = value_uint(v->u);
+      return n;
+    case V_STRING: {
+      int ascii = 0;
+      if (utf8_validate(v->s, v->n, &ascii) != v->n) return NULL;
+      for (uint32_t i = 0; i < v->n; i++)
+        if ((unsigned char)v->s[i] < 0x20 || v->s[i] == 0x7f) return NULL;
+      n->lit = value_str(v->s, v->n);
+      if (ascii) n->lit.flags |= VF_ASCII;
+      return n;
+    }
+    case V_LIST:
+    case V_MAP: {
+      uint32_t k = v->kind == V_LIST ? v->n : 2 * v->n;
+      n->kind = v->kind == V_LIST ? A_LIST : A_MAP;
+      n->nargs = k;
+      n->args = k ? arena_alloc(a, k * sizeof *n->args) : NULL;
+      if (k && !n->args) return NULL;
+      for (uint32_t i = 0; i < v->n; i++) {
+        if (v->kind == V_LIST) {
+          if (!(n->args[i] = const_tree(a, &v->items[i], pos, depth + 1))) return NULL;
+        } else if (!(n->args[2 * i] = const_tree(a, &v->entries[i].key, pos, depth + 1)) ||
+                   !(n->args[2 * i + 1] = const_tree(a, &v->entries[i].val, pos, depth + 1))) {
+          return NULL;
+        }
+      }
+      return n;
+    }
+    default:
+      return NULL;
+  }
+}
+
+static int tree_height(const ast *e) {
+  if (!e) return 0;
+  int h = tree_height(e->target);
+  for (uint32_t i = 0; i < e->nargs; i++) {
+    int k = tree_height(e->args[i]);
+    if (k > h) h = k;
+  }
+  return h + 1;
+}
+
+/* A copy of e with ids[i] replaced by with[i]; NULL when out of memory. */
+static ast *splice(arena *a, const ast *e, const ast *const *ids, ast *const *with, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++)
+    if (ids[i] == e) return with[i];
+  ast *c = arena_alloc(a, sizeof *c);
+  if (!c) return NULL;
+  *c = *e;
+  if (e->target && !(c->target = splice(a, e->target, ids, with, n))) return NULL;
+  if (e->nargs) {
+    if (!(c->args = arena_alloc(a, e->nargs * sizeof *c->args))) return NULL;
+    for (uint32_t i = 0; i < e->nargs; i++)
+      if (!(c->args[i] = splice(a, e->args[i], ids, with, n))) return NULL;
+  }
+  return c;
+}
+
+/* The program of tree with x's constants put in (text: the inlined source);
+ * 1 when the text is to be compiled instead. */
+static int compile_spliced(const inl *x, const ast *tree, const char *text, size_t len,
+                           const expr_opts *opts, expr_program **out) {
+  arena a;
+  arena_init(&a, NULL, 0, 0);
+  ast *with[256];
+  int height = tree_height(tree), rc = 1;
+  uint32_t i = 0;
+  for (; i < x->n; i++) {
+    const ast *id = x->ids[i];
+    const value *v = value_map_get(&x->s->constants, id->name, id->name_len);
+    if (!v || !(with[i] = const_tree(&a, v, id->pos, height))) break;
+  }
+  ast *root = i == x->n ? splice(&a, tree, x->ids, with, x->n) : NULL;
+  expr_error e;
+  if (root && expr_compile_ast(root, text, len, opts, out, &e) == 0) rc = 0;
+  arena_free(&a);
+  return rc;
+}
+
 /* The program of text (whose tree is `tree`) with the constants of s it
  * reads inlined, or NULL (then the program reads them as variables). */
 static expr_program *inline_constants(const strategy *s, const char *text, size_t len,
@@ -548,6 +666,14 @@ static expr_program *inline_constants(const strategy *s, const char *text, size_
   json_buf_put(&b, text + at, len - at);
   expr_program *p = NULL;
   expr_error e;
+  /* lazily (see above): the tree with the constants put in, unless the
+   * parser would refuse the text for its length (its default limit) */
+  if (opts->defer_jit && !b.oom && b.len <= (opts->max_length ? opts->max_length : 100 * 1024) &&
+      compile_spliced(&x, tree, b.data, b.len, opts, &p) == 0) {
+    json_buf_free(&b);
+    return p;
+  }
+  p = NULL;
   if (b.oom || expr_compile(b.data, b.len, opts, &p, &e)) p = NULL;
   json_buf_free(&b);
   return p;

@@ -44,28 +44,28 @@ static uint64_t idgen_random(snapshot_idgen *g) {
 }
 
 void snapshot_id_new_at(snapshot_idgen *g, uint64_t unix_ms, uint8_t out[16]) {
-  uint64_t r = idgen_random(g);
+  uint64_t r = 0; /* drawn only when the millisecond moves on */
   unix_ms &= (1ull << 48) - 1;
   uint64_t old = atomic_load_explicit(&g->state, memory_order_relaxed), next;
   do {
-    if (unix_ms > (old >> 12))
+    if (unix_ms > (old >> 12)) {
+      if (!r) r = idgen_random(g) | 1;
       next = (unix_ms << 12) | (r >> 53); /* counter restarts below 2048 */
-    else
+    } else {
       next = old + 1; /* same ms (or the clock went back): count on */
+    }
   } while (!atomic_compare_exchange_weak_explicit(&g->state, &old, next, memory_order_relaxed,
                                                   memory_order_relaxed));
   uint64_t ms = next >> 12, counter = next & 0xfff;
   uint64_t tail = idgen_random(g);
-  out[0] = (uint8_t)(ms >> 40);
-  out[1] = (uint8_t)(ms >> 32);
-  out[2] = (uint8_t)(ms >> 24);
-  out[3] = (uint8_t)(ms >> 16);
-  out[4] = (uint8_t)(ms >> 8);
-  out[5] = (uint8_t)ms;
-  out[6] = (uint8_t)(0x70 | (counter >> 8));
-  out[7] = (uint8_t)counter;
-  out[8] = (uint8_t)(0x80 | (tail >> 58)); /* variant 0b10 + 6 random bits */
-  for (int i = 9; i < 16; i++) out[i] = (uint8_t)(tail >> (8 * (15 - i)));
+  /* big-endian: ms (48 bits), version 7 and the counter (16); the variant
+   * 0b10 and 62 random bits */
+  uint64_t hi = ms << 16 | 0x7000 | counter;
+  uint64_t lo = (tail >> 2) | (1ull << 63);
+  for (int i = 0; i < 8; i++) {
+    out[i] = (uint8_t)(hi >> (56 - 8 * i));
+    out[8 + i] = (uint8_t)(lo >> (56 - 8 * i));
+  }
 }
 
 void snapshot_id_new(snapshot_idgen *g, uint8_t out[16]) {
@@ -81,15 +81,25 @@ uint64_t snapshot_id_time_ms(const uint8_t id[16]) {
   return ms;
 }
 
+/* Once per decision: two hex digits a byte through a table, the dashes at
+ * their fixed places. */
 char *snapshot_id_format(const uint8_t id[16], char out[SNAPSHOT_ID_TEXT]) {
-  static const char hex[] = "0123456789abcdef";
-  char *p = out;
-  for (int i = 0; i < 16; i++) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) *p++ = '-';
-    *p++ = hex[id[i] >> 4];
-    *p++ = hex[id[i] & 15];
-  }
-  *p = '\0';
+  static const char hex[513] =
+      "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+      "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+      "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+      "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
+      "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+      "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+      "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+      "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+#define HEX2(i, at) memcpy(out + (at), hex + 2 * id[i], 2)
+  HEX2(0, 0), HEX2(1, 2), HEX2(2, 4), HEX2(3, 6), HEX2(4, 9), HEX2(5, 11), HEX2(6, 14);
+  HEX2(7, 16), HEX2(8, 19), HEX2(9, 21), HEX2(10, 24), HEX2(11, 26), HEX2(12, 28);
+  HEX2(13, 30), HEX2(14, 32), HEX2(15, 34);
+#undef HEX2
+  out[8] = out[13] = out[18] = out[23] = '-';
+  out[36] = '\0';
   return out;
 }
 

@@ -73,12 +73,13 @@ int seg_index_add(seg_index *x, uint64_t off, const uint8_t id[16], int64_t time
   return 0;
 }
 
-int seg_index_write(const char *path, const seg_index *x) {
+/* The index file's bytes (malloc'd), its size in *size. */
+static uint8_t *index_encode(const seg_index *x, size_t *size_out) {
   size_t size = IDX_HEADER + x->n * IDX_ENTRY + 4;
   uint8_t *b = calloc(1, size);
   if (!b) {
     errno = ENOMEM;
-    return -1;
+    return NULL;
   }
   memcpy(b, IDX_MAGIC, 6);
   put_le16(b + 6, IDX_VERSION);
@@ -102,6 +103,33 @@ int seg_index_write(const char *path, const seg_index *x) {
     put_le64(e + 56, (uint64_t)k->max_time);
   }
   put_le32(b + size - 4, snapshot_crc32c(0, b, size - 4));
+  *size_out = size;
+  return b;
+}
+
+int seg_index_write_over(const char *path, const seg_index *x) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return seg_index_write(path, x);
+  size_t size;
+  uint8_t *b = index_encode(x, &size);
+  struct stat st;
+  int rc = b ? write_full(fd, b, size, 0) : -1;
+  if (rc == 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size > size)
+    rc = ftruncate(fd, (off_t)size);
+  int saved = errno;
+  close(fd);
+  free(b);
+  if (rc < 0) {
+    unlink(path); /* whatever is left there fails its checks anyway */
+    errno = saved;
+  }
+  return rc < 0 ? -1 : 0;
+}
+
+int seg_index_write(const char *path, const seg_index *x) {
+  size_t size;
+  uint8_t *b = index_encode(x, &size);
+  if (!b) return -1;
 
   /* A unique temporary name: a reader, gc and the writer may all rebuild
    * the same index at once. */

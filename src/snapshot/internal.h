@@ -46,6 +46,9 @@ static inline uint64_t get_le64(const uint8_t *p) {
 /* Body bytes for rec, or 0 when a field is too long. */
 size_t rec_body_size(const snapshot_rec *rec);
 void rec_body_encode(const snapshot_rec *rec, uint8_t *out);
+/* The header fields only; returns where the payload's u32 length goes (the
+ * payload follows it). */
+uint8_t *rec_body_encode_head(const snapshot_rec *rec, uint8_t *out);
 /* Fills *rec with pointers into b. 0, or -1 when the lengths do not add up
  * to len or the flags hold unknown bits. */
 int rec_body_decode(const uint8_t *b, size_t len, snapshot_rec *rec);
@@ -171,6 +174,13 @@ void seg_index_free(seg_index *x);
 int seg_index_add(seg_index *x, uint64_t off, const uint8_t id[16], int64_t time_ns);
 /* Atomically (temp + rename) writes path. 0, or -1 with errno. */
 int seg_index_write(const char *path, const seg_index *x);
+/* The same, writing over an existing index in place (falls back to
+ * seg_index_write when there is none): for the writer sealing a segment it
+ * holds, whose old index is stale anyway. Not atomic — a reader catching it
+ * half-written fails its CRC and rebuilds, as for any bad index — but it
+ * spares the unlink or the rename over an existing file (a journal commit,
+ * or a forced flush on ext4) that every short-lived writer would pay. */
+int seg_index_write_over(const char *path, const seg_index *x);
 /* 0, or -1 when missing, damaged, or not for (seg_size, seg_crc). */
 int seg_index_read(const char *path, uint64_t seg_size, uint32_t seg_crc, seg_index *x);
 /* Opens dir/name, reads its header, and loads its index — from the .idx
@@ -206,6 +216,12 @@ void ring_free(ring *r);
  * ring_commit) and *ticket (end position of the entry), or -1 when full. */
 int ring_reserve(ring *r, size_t len, uint8_t **body, uint64_t *ticket);
 void ring_commit(ring *r, uint8_t *body, size_t len);
+/* Commits a body of len bytes in an entry reserved for reserved >= len: the
+ * room left over becomes a pad entry. Returns how many bytes that pad took
+ * (the record's ticket is that much below the reservation's). */
+uint64_t ring_commit_short(ring *r, uint8_t *body, size_t len, size_t reserved);
+/* Gives up a reservation: the whole entry becomes a pad. */
+void ring_cancel(ring *r, uint8_t *body, size_t reserved);
 /* Consumer: the entry at position pos. 1 a record (body, len, *next), 2 a pad
  * (*next), 0 nothing committed there yet (or pos is at head). */
 int ring_peek(ring *r, uint64_t pos, const uint8_t **body, uint32_t *len, uint64_t *next);

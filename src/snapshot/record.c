@@ -62,6 +62,12 @@ static uint8_t *put_str16(uint8_t *p, const char *s, size_t len) {
 }
 
 void rec_body_encode(const snapshot_rec *rec, uint8_t *out) {
+  uint8_t *p = rec_body_encode_head(rec, out);
+  put_le32(p, (uint32_t)rec->payload_len);
+  if (rec->payload_len) memcpy(p + 4, rec->payload, rec->payload_len);
+}
+
+uint8_t *rec_body_encode_head(const snapshot_rec *rec, uint8_t *out) {
   uint8_t *p = out;
   memcpy(p, rec->id, 16);
   int64_t t = rec->time_ns;
@@ -77,8 +83,7 @@ void rec_body_encode(const snapshot_rec *rec, uint8_t *out) {
   p = put_str16(p, rec->point, rec->point_len);
   p = put_str16(p, rec->action, rec->action_len);
   p = put_str16(p, rec->policy_version, rec->policy_version_len);
-  put_le32(p, (uint32_t)rec->payload_len);
-  if (rec->payload_len) memcpy(p + 4, rec->payload, rec->payload_len);
+  return p;
 }
 
 /* Reads a u16-prefixed string at *pos; -1 when it runs past len. */

@@ -85,6 +85,25 @@ void ring_commit(ring *r, uint8_t *body, size_t len) {
   (void)r;
 }
 
+uint64_t ring_commit_short(ring *r, uint8_t *body, size_t len, size_t reserved) {
+  uint64_t need = (8 + (uint64_t)len + 7) & ~(uint64_t)7;
+  uint64_t had = (8 + (uint64_t)reserved + 7) & ~(uint64_t)7;
+  /* The pad first: the consumer, once it sees the record, goes straight on
+   * to the word after it. */
+  if (had > need)
+    atomic_store_explicit((_Atomic uint64_t *)(void *)(body - 8 + need),
+                          RING_COMMITTED | RING_PAD | (had - need), memory_order_release);
+  ring_commit(r, body, len);
+  return had - need;
+}
+
+void ring_cancel(ring *r, uint8_t *body, size_t reserved) {
+  uint64_t had = (8 + (uint64_t)reserved + 7) & ~(uint64_t)7;
+  atomic_store_explicit((_Atomic uint64_t *)(void *)(body - 8), RING_COMMITTED | RING_PAD | had,
+                        memory_order_seq_cst);
+  atomic_fetch_sub_explicit(&r->count, 1, memory_order_relaxed); /* not a record after all */
+}
+
 int ring_peek(ring *r, uint64_t pos, const uint8_t **body, uint32_t *len, uint64_t *next) {
   /* At head, a full ring's word is the oldest unreleased entry, not a new
    * one: only [tail, head) may be read. */

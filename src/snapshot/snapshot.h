@@ -179,12 +179,48 @@ int snapshot_log_open(const char *dir, const snapshot_log_opts *opts, snapshot_l
  * wait (spin, then yield, then short sleeps) until the writer makes room. */
 int snapshot_log_append(snapshot_log *log, const snapshot_rec *rec, uint64_t *ticket);
 
+/* Appending in two steps, for a producer that writes its payload straight
+ * into the queue instead of building it elsewhere and having append copy
+ * it: snapshot_log_reserve takes room for a record whose payload is at most
+ * max_payload bytes (rec's header fields are encoded now; rec->payload is
+ * not read) and points slot->payload at it; the producer writes the payload
+ * there and calls snapshot_log_commit with its real length (<= max_payload),
+ * or snapshot_log_cancel. Until then the writer waits at this record: keep
+ * it short, and finish every slot. Errors as for append (EFULL counted in
+ * `dropped`, ECLOSED), except that a record too big for the queue returns
+ * SNAPSHOT_ETOOBIG uncounted: the producer then appends it the usual way
+ * (which counts what it refuses). The room left over is given back when
+ * the writer passes it. */
+typedef struct snapshot_slot {
+  char *payload; /* write the payload here */
+  size_t cap;    /* max_payload */
+  uint8_t *body, *len_at;
+  size_t reserved; /* body bytes reserved */
+  size_t head_len; /* body bytes before the payload */
+  uint64_t end;    /* ticket of the whole reservation */
+} snapshot_slot;
+
+int snapshot_log_reserve(snapshot_log *log, const snapshot_rec *rec, size_t max_payload,
+                         snapshot_slot *slot);
+void snapshot_log_commit(snapshot_log *log, snapshot_slot *slot, size_t payload_len,
+                         uint64_t *ticket);
+void snapshot_log_cancel(snapshot_log *log, snapshot_slot *slot);
+
 /* Waits until the record with this ticket is durable: fsynced under INTERVAL
  * and ALWAYS (ALWAYS syncs at once, one fsync for every record in the batch;
  * INTERVAL waits for the next periodic sync), written to the OS under NONE.
  * Returns 0, or SNAPSHOT_ECLOSED when the log closed without making it
  * durable (a disk that kept failing until the close timeout). */
 int snapshot_log_wait_durable(snapshot_log *log, uint64_t ticket);
+
+/* A mark after every record appended (or being appended) so far, and
+ * whether the writer thread has taken every record before a mark off the
+ * queue: formatted by opts.format and copied into its own buffer, so that
+ * nothing of what was appended is read again. A producer whose payloads
+ * point at memory of its own (the engine's captures name rules in a policy
+ * bundle) frees that memory once this says so. */
+uint64_t snapshot_log_mark(snapshot_log *log);
+int snapshot_log_taken(snapshot_log *log, uint64_t mark);
 
 /* The largest record (body bytes: header fields + payload) append accepts. */
 size_t snapshot_log_max_record(const snapshot_log *log);

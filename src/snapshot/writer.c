@@ -280,7 +280,12 @@ static int recover_segment(snapshot_log *L, const seg_entry *e, int keep, char *
     x.seg_crc = h.crc;
   }
   if (keep && !damaged && size < L->opts.segment_bytes) {
-    unlink(ipath); /* it grows again: the index comes back at seal */
+    /* It grows again; the index comes back whole at seal. A consistent one
+     * stays meanwhile: it names the size it describes, so readers (and the
+     * next recovery, after a crash) pass it over once the segment has grown
+     * past that, and removing it would cost a short-lived writer (a hook)
+     * a metadata update for nothing. A stale one goes. */
+    if (!indexed) unlink(ipath);
     L->fd = fd;
     snprintf(L->seg_name, sizeof L->seg_name, "%s", e->name);
     L->seg_day = h.day;
@@ -429,7 +434,7 @@ static void segment_seal(snapshot_log *L) {
   L->idx.seg_size = L->seg_base + L->pend_len;
   L->idx.seg_crc = L->hdr.crc;
   if (seg_path(ipath, sizeof ipath, L->dir, L->seg_name, 1) == 0 && L->idx.records > 0)
-    seg_index_write(ipath, &L->idx); /* best effort: readers rebuild a missing index */
+    seg_index_write_over(ipath, &L->idx); /* best effort: readers rebuild a bad index */
   close(L->fd);
   L->fd = -1;
   seg_index_reset(&L->idx);
@@ -796,6 +801,17 @@ int snapshot_log_open(const char *dir, const snapshot_log_opts *opts, snapshot_l
 
 size_t snapshot_log_max_record(const snapshot_log *log) { return log->max_record; }
 
+uint64_t snapshot_log_mark(snapshot_log *L) {
+  return atomic_load_explicit(&L->q.head, memory_order_seq_cst);
+}
+
+/* The ring's tail moves past a record only after gather has formatted it
+ * and framed the result into `pend` (a record a rotation interrupts is
+ * formatted again, and released, later). */
+int snapshot_log_taken(snapshot_log *L, uint64_t mark) {
+  return atomic_load_explicit(&L->q.tail, memory_order_acquire) >= mark;
+}
+
 static void wake_writer(snapshot_log *L) {
   pthread_mutex_lock(&L->mu);
   pthread_cond_signal(&L->wake_cv);
@@ -808,20 +824,10 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-int snapshot_log_append(snapshot_log *L, const snapshot_rec *rec, uint64_t *ticket) {
-  if (atomic_load_explicit(&L->closing, memory_order_relaxed)) return SNAPSHOT_ECLOSED;
-  size_t len = rec_body_size(rec);
-  if (len == 0 || rec->source > SNAPSHOT_SRC_ERROR) {
-    atomic_fetch_add_explicit(&L->rejected, 1, memory_order_relaxed);
-    return rec->payload_len > SNAPSHOT_MAX_PAYLOAD ? SNAPSHOT_ETOOBIG : SNAPSHOT_EINVAL;
-  }
-  if (len > L->max_record) {
-    atomic_fetch_add_explicit(&L->rejected, 1, memory_order_relaxed);
-    return SNAPSHOT_ETOOBIG;
-  }
-  uint8_t *body;
-  uint64_t t;
-  for (unsigned spins = 0; ring_reserve(&L->q, len, &body, &t) < 0; spins++) {
+/* Room in the ring for a body of len bytes, waiting (BLOCK) or refusing
+ * (DROP, counted) when it is full. */
+static int take_room(snapshot_log *L, size_t len, uint8_t **body, uint64_t *t) {
+  for (unsigned spins = 0; ring_reserve(&L->q, len, body, t) < 0; spins++) {
     /* Full. A writer pausing between polls would leave the queue full for
      * the rest of its pause: wake it (the slow path may make a syscall). */
     if (atomic_load_explicit(&L->idle, memory_order_relaxed)) wake_writer(L);
@@ -841,12 +847,66 @@ int snapshot_log_append(snapshot_log *L, const snapshot_rec *rec, uint64_t *tick
       nanosleep(&ts, NULL);
     }
   }
+  return 0;
+}
+
+int snapshot_log_append(snapshot_log *L, const snapshot_rec *rec, uint64_t *ticket) {
+  if (atomic_load_explicit(&L->closing, memory_order_relaxed)) return SNAPSHOT_ECLOSED;
+  size_t len = rec_body_size(rec);
+  if (len == 0 || rec->source > SNAPSHOT_SRC_ERROR) {
+    atomic_fetch_add_explicit(&L->rejected, 1, memory_order_relaxed);
+    return rec->payload_len > SNAPSHOT_MAX_PAYLOAD ? SNAPSHOT_ETOOBIG : SNAPSHOT_EINVAL;
+  }
+  if (len > L->max_record) {
+    atomic_fetch_add_explicit(&L->rejected, 1, memory_order_relaxed);
+    return SNAPSHOT_ETOOBIG;
+  }
+  uint8_t *body;
+  uint64_t t;
+  int rc = take_room(L, len, &body, &t);
+  if (rc) return rc;
   rec_body_encode(rec, body);
   ring_commit(&L->q, body, len);
   atomic_fetch_add_explicit(&L->appended, 1, memory_order_relaxed);
   if (atomic_load_explicit(&L->sleeping, memory_order_seq_cst)) wake_writer(L);
   if (ticket) *ticket = t;
   return 0;
+}
+
+int snapshot_log_reserve(snapshot_log *L, const snapshot_rec *rec, size_t max_payload,
+                         snapshot_slot *s) {
+  if (atomic_load_explicit(&L->closing, memory_order_relaxed)) return SNAPSHOT_ECLOSED;
+  snapshot_rec h = *rec;
+  h.payload = NULL;
+  h.payload_len = max_payload;
+  size_t len = rec_body_size(&h);
+  if (len == 0 || rec->source > SNAPSHOT_SRC_ERROR || len > L->max_record)
+    return SNAPSHOT_ETOOBIG; /* not counted: the caller appends it instead */
+  uint8_t *body;
+  uint64_t t;
+  int rc = take_room(L, len, &body, &t);
+  if (rc) return rc;
+  s->body = body;
+  s->len_at = rec_body_encode_head(&h, body);
+  s->head_len = (size_t)(s->len_at - body) + 4;
+  s->payload = (char *)s->len_at + 4;
+  s->cap = max_payload;
+  s->reserved = len;
+  s->end = t;
+  return 0;
+}
+
+void snapshot_log_commit(snapshot_log *L, snapshot_slot *s, size_t payload_len, uint64_t *ticket) {
+  put_le32(s->len_at, (uint32_t)payload_len);
+  uint64_t pad = ring_commit_short(&L->q, s->body, s->head_len + payload_len, s->reserved);
+  atomic_fetch_add_explicit(&L->appended, 1, memory_order_relaxed);
+  if (atomic_load_explicit(&L->sleeping, memory_order_seq_cst)) wake_writer(L);
+  if (ticket) *ticket = s->end - pad;
+}
+
+void snapshot_log_cancel(snapshot_log *L, snapshot_slot *s) {
+  ring_cancel(&L->q, s->body, s->reserved);
+  if (atomic_load_explicit(&L->sleeping, memory_order_seq_cst)) wake_writer(L);
 }
 
 int snapshot_log_wait_durable(snapshot_log *L, uint64_t ticket) {

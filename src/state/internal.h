@@ -11,14 +11,15 @@
 /* GCRA in whole microseconds (state.h): the spacing T of a limit, and a
  * key's count at now given its TAT. The Redis script computes the same. */
 static inline int64_t gcra_spacing_us(const limit_spec *sp) {
-  int64_t w = sp->window_ns / 1000;
-  int64_t t = (w + sp->budget - 1) / sp->budget;
-  return t > 0 ? t : 1;
+  return sp->spacing_us > 0 ? sp->spacing_us : state_spacing_us(sp->window_ns, sp->budget);
 }
 
 static inline uint32_t gcra_count(int64_t tat, int64_t now, int64_t t) {
   if (tat <= now) return 0;
-  int64_t n = (tat - now - 1) / t + 1; /* ceil, without overflowing */
+  uint64_t ahead = (uint64_t)(tat - now - 1); /* ceil((tat - now) / t), without overflowing */
+  if (ahead < UINT32_MAX && (uint64_t)t <= UINT32_MAX) /* the usual case: a 32-bit division, */
+    return (uint32_t)ahead / (uint32_t)t + 1;          /* several times faster than 64 */
+  uint64_t n = ahead / (uint64_t)t + 1;
   return n < UINT32_MAX ? (uint32_t)n : UINT32_MAX;
 }
 

@@ -1,26 +1,41 @@
 /* local.c — the in-process counter store: one GCRA time per key.
  *
- * 64 shards, each a chained hash table under its own mutex: a decision
- * locks one shard for the few dozen nanoseconds one counter update takes,
- * so threads charging different keys almost never meet, and threads
+ * 64 shards, each an open-addressing hash table under its own lock: a
+ * decision locks one shard for the few dozen nanoseconds one counter update
+ * takes, so threads charging different keys almost never meet, and threads
  * charging one key are serialised on it — which is what makes the count
  * exact (tests/state/test_local.c charges one key from several threads).
+ * The lock is a spinlock (one atomic exchange to take, one store to give
+ * back) rather than a pthread mutex, whose two calls cost more than the
+ * update they guard; a thread that finds it taken spins a little, then
+ * yields the CPU, so a holder that was descheduled gets it back.
  *
- * An entry holds its key, its TAT and the end of its penalty, both in
- * microseconds (state.h): 56 bytes and the key (rounded up to 16 bytes),
- * whatever the budget — a
- * key's memory does not grow with its charges, so an update touches one
- * cache line or two, and the memory bound counts keys, not charges. An
- * entry is live until the later of its TAT and its penalty's end; after
- * that it reads as a key never seen, so it may be dropped.
+ * A counter is one 64-byte slot, aligned to a cache line, in the table
+ * itself: its hash, its TAT and the end of its penalty (microseconds,
+ * state.h), and its key when the key fits in 40 bytes (a strategy, a limit
+ * and an API key or an address do), else a pointer to the key. So a charge
+ * usually reads and writes one cache line: no bucket array to go through,
+ * no chain, no entry allocated apart — in a store bigger than the CPU's
+ * caches, each of those was a miss. Linear probing; a removal shifts the
+ * slots after it back (no tombstones). Whatever the budget, a key's memory
+ * does not grow with its charges, and the memory bound counts keys.
  *
- * Expiry is lazy: an expired entry met by a lookup starts over, and each
- * insert removes expired entries from the tail of its shard's LRU list.
- * The memory bound: each shard may use max_bytes / 64 (entries and keys,
- * counted by what was allocated, and the hash table); an insert past it
- * removes least recently used entries — expired ones count as `expired`,
- * live ones as `evictions` (a live key evicted forgets its charges: the
- * bound is kept by letting such a caller through early, never by refusing).
+ * An entry is live until the later of its TAT and its penalty's end; after
+ * that it reads as a key never seen, so it may be dropped. Expiry is lazy:
+ * an expired entry met by a lookup starts over, and each insert looks at the
+ * next few slots of its table, in turn, and removes the expired ones.
+ *
+ * The memory bound: each shard may use max_bytes / 64 (its table and the
+ * keys that did not fit a slot). A table grows (doubling) while the bound
+ * allows, leaving KEY_RESERVE bytes for such keys, and is kept at most 3/4
+ * full; when it may not grow, an insert
+ * first removes an entry. Which one: least recently used, approximately —
+ * "second chance" (CLOCK): a hand goes round the table; a charge only marks
+ * its entry used; the hand unmarks a used entry and passes it by, and
+ * removes the first unmarked one (or an expired one) — expired ones count as
+ * `expired`, live ones as `evictions` (a live key evicted forgets its
+ * charges: the bound is kept by letting such a caller through early, never
+ * by refusing). A charge thus writes its own slot and nothing else.
  *
  * Persistence (local_save / local_load, for --state-file): the live entries
  * written to a file when the store closes and read back when it opens, so a
@@ -35,7 +50,8 @@
  * Not here: Redis (redis.c). */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,34 +59,50 @@
 
 #include <unistd.h>
 
+#include "core/bytes.h"
 #include "state/internal.h"
 
 #define NSHARDS 64
-#define MIN_BUCKETS 16
+#define MIN_SLOTS 16
+#define INLINE_KEY 40
+/* Room a table leaves in its shard's bound for the keys kept apart: with it,
+ * removing entries can always make room for a new key of up to this many
+ * bytes (decide.c's keys are at most about 600). */
+#define KEY_RESERVE 1024
 
-typedef struct entry entry;
-struct entry {
-  entry *next;                /* hash chain */
-  entry *lru_prev, *lru_next; /* prev: more recent */
-  uint64_t hash;
+/* One counter, one cache line. */
+typedef struct slot {
+  uint32_t hash; /* the key hash's low half, never 0; 0: an empty slot */
+  uint16_t klen; /* keys are at most a few hundred bytes (decide.c) */
+  uint8_t used;  /* charged since the clock hand last passed */
+  uint8_t pad;
   int64_t tat;           /* µs: when every charge is paid back */
   int64_t penalty_until; /* µs */
-  uint32_t klen, kcap;   /* kcap: room for a key, so that an expired entry can be reused */
-  char key[];
-};
+  union {
+    char key[INLINE_KEY]; /* klen <= INLINE_KEY */
+    char *long_key;       /* else, malloc'd */
+  } k;
+} slot;
+
+_Static_assert(sizeof(slot) == 64, "a slot is one cache line");
+
+static inline const char *slot_key(const slot *e) {
+  return e->klen <= INLINE_KEY ? e->k.key : e->k.long_key;
+}
 
 /* Live until its charges are paid back and its penalty is over. */
-static inline int64_t entry_expires(const entry *e) {
+static inline int64_t slot_expires(const slot *e) {
   return e->tat > e->penalty_until ? e->tat : e->penalty_until;
 }
 
 typedef struct shard {
-  pthread_mutex_t lock;
-  entry **buckets;
-  uint32_t nbuckets; /* power of two */
+  atomic_int lock; /* 0 free, 1 taken (shard_lock) */
+  uint32_t mask;   /* slots - 1; 0 with no table yet */
   uint32_t nkeys;
-  size_t bytes;
-  entry *lru_head, *lru_tail;
+  uint32_t hand;  /* the clock hand: a slot index */
+  uint32_t sweep; /* where inserts look for expired entries next */
+  slot *slots;
+  size_t key_bytes;                               /* keys kept apart from their slots */
   uint64_t charges, refusals, evictions, expired; /* under the lock: no atomics */
   char pad[64];
 } shard;
@@ -81,7 +113,21 @@ struct local_store {
   uint64_t seed;
 };
 
-static uint64_t mix(uint64_t h) {
+static inline void shard_lock(shard *s) {
+  while (atomic_exchange_explicit(&s->lock, 1, memory_order_acquire)) {
+    for (int spins = 0; atomic_load_explicit(&s->lock, memory_order_relaxed); spins++)
+      if (spins >= 64) {
+        sched_yield();
+        spins = 0;
+      }
+  }
+}
+
+static inline void shard_unlock(shard *s) {
+  atomic_store_explicit(&s->lock, 0, memory_order_release);
+}
+
+static inline uint64_t mix(uint64_t h) {
   h ^= h >> 33;
   h *= 0xff51afd7ed558ccdull;
   h ^= h >> 33;
@@ -92,8 +138,8 @@ static uint64_t mix(uint64_t h) {
 /* Seeded, so that keys chosen by callers cannot be made to collide. One
  * multiply a word (keys are short: a strategy, a limit and a caller), the
  * full mix once at the end: the shard is taken from the top bits and the
- * bucket from the bottom ones. */
-static uint64_t key_hash(uint64_t seed, const char *k, size_t n) {
+ * slot from the bottom ones. */
+static inline uint64_t key_hash(uint64_t seed, const char *k, size_t n) {
   uint64_t h = seed ^ (n * 0x9e3779b97f4a7c15ull);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -114,105 +160,167 @@ static uint64_t key_hash(uint64_t seed, const char *k, size_t n) {
   return mix(h ^ w ^ ((uint64_t)(n - i) << 56));
 }
 
+static inline uint32_t slot_hash(uint64_t h) {
+  uint32_t x = (uint32_t)h;
+  return x ? x : 1;
+}
+
 local_store *local_open(size_t max_bytes) {
   local_store *l = calloc(1, sizeof *l);
   if (!l) return NULL;
   if (!max_bytes) max_bytes = (size_t)64 << 20;
   l->shard_limit = max_bytes / NSHARDS;
-  if (l->shard_limit < 1024) l->shard_limit = 1024;
+  if (l->shard_limit < MIN_SLOTS * sizeof(slot) + KEY_RESERVE)
+    l->shard_limit = MIN_SLOTS * sizeof(slot) + KEY_RESERVE;
   uint64_t seed = (uint64_t)(uintptr_t)l;
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   l->seed = mix(seed ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30));
-  for (int i = 0; i < NSHARDS; i++) pthread_mutex_init(&l->shards[i].lock, NULL);
   return l;
 }
 
-static size_t entry_bytes(const entry *e) { return sizeof *e + e->kcap; }
+static size_t key_room(size_t klen) { return (klen + 15) & ~(size_t)15; }
 
-static uint32_t key_room(size_t klen) { return (uint32_t)((klen + 15) & ~(size_t)15); }
+static size_t shard_bytes(const shard *s) {
+  return (s->slots ? (size_t)(s->mask + 1) * sizeof(slot) : 0) + s->key_bytes;
+}
 
-static void entry_free(entry *e) { free(e); }
+static void slot_free_key(shard *s, slot *e) {
+  if (e->klen > INLINE_KEY) {
+    free(e->k.long_key);
+    s->key_bytes -= key_room(e->klen);
+  }
+}
 
 void local_close(local_store *l) {
   if (!l) return;
   for (int i = 0; i < NSHARDS; i++) {
     shard *s = &l->shards[i];
-    for (uint32_t b = 0; b < s->nbuckets; b++)
-      for (entry *e = s->buckets[b], *nx; e; e = nx) {
-        nx = e->next;
-        entry_free(e);
-      }
-    free(s->buckets);
-    pthread_mutex_destroy(&s->lock);
+    for (uint32_t j = 0; s->slots && j <= s->mask; j++)
+      if (s->slots[j].hash) slot_free_key(s, &s->slots[j]);
+    free(s->slots);
   }
   free(l);
 }
 
-static void lru_unlink(shard *s, entry *e) {
-  if (e->lru_prev)
-    e->lru_prev->lru_next = e->lru_next;
-  else
-    s->lru_head = e->lru_next;
-  if (e->lru_next)
-    e->lru_next->lru_prev = e->lru_prev;
-  else
-    s->lru_tail = e->lru_prev;
-  e->lru_prev = e->lru_next = NULL;
-}
-
-static void lru_push(shard *s, entry *e) {
-  e->lru_prev = NULL;
-  e->lru_next = s->lru_head;
-  if (s->lru_head) s->lru_head->lru_prev = e;
-  s->lru_head = e;
-  if (!s->lru_tail) s->lru_tail = e;
-}
-
-/* Takes e out of its shard (not freed). */
-static void entry_detach(shard *s, entry *e) {
-  entry **p = &s->buckets[e->hash & (s->nbuckets - 1)];
-  while (*p != e) p = &(*p)->next;
-  *p = e->next;
-  lru_unlink(s, e);
-  s->nkeys--;
-  s->bytes -= entry_bytes(e);
-}
-
-static void entry_remove(shard *s, entry *e) {
-  entry_detach(s, e);
-  entry_free(e);
-}
-
-static void grow_table(shard *s) {
-  uint32_t nb = s->nbuckets ? s->nbuckets * 2 : MIN_BUCKETS;
-  entry **b = calloc(nb, sizeof *b);
-  if (!b) return; /* chains just get longer */
-  for (uint32_t i = 0; i < s->nbuckets; i++)
-    for (entry *e = s->buckets[i], *nx; e; e = nx) {
-      nx = e->next;
-      e->next = b[e->hash & (nb - 1)];
-      b[e->hash & (nb - 1)] = e;
+/* Empties slot i, shifting back the slots after it that probed past it. */
+static void slot_remove(shard *s, uint32_t i) {
+  slot_free_key(s, &s->slots[i]);
+  uint32_t m = s->mask;
+  for (uint32_t j = (i + 1) & m;; j = (j + 1) & m) {
+    slot *sj = &s->slots[j];
+    if (!sj->hash) break;
+    /* sj moves to i when i lies on its probe path: between its home and j */
+    if (((j - (sj->hash & m)) & m) >= ((j - i) & m)) {
+      s->slots[i] = *sj;
+      i = j;
     }
-  s->bytes += (size_t)(nb - s->nbuckets) * sizeof *b;
-  free(s->buckets);
-  s->buckets = b;
-  s->nbuckets = nb;
+  }
+  s->slots[i].hash = 0;
+  s->nkeys--;
 }
 
-/* Removes least recently used entries until the shard is within its bound,
- * sparing `keep` (the entry being updated). */
-static void enforce_bound(local_store *l, shard *s, entry *keep, int64_t now) {
-  while (s->bytes > l->shard_limit) {
-    entry *v = s->lru_tail;
-    if (v == keep) v = v ? v->lru_prev : NULL;
-    if (!v) break;
-    if (entry_expires(v) <= now)
-      s->expired++;
-    else
-      s->evictions++;
-    entry_remove(s, v);
+/* The slot of key (hash h32), or the empty slot where it would go. */
+static inline slot *slot_find(shard *s, uint32_t h32, const char *key, size_t klen) {
+  uint32_t m = s->mask;
+  for (uint32_t i = h32 & m;; i = (i + 1) & m) {
+    slot *e = &s->slots[i];
+    if (!e->hash || (e->hash == h32 && e->klen == klen && bytes_same(slot_key(e), key, klen)))
+      return e;
   }
+}
+
+/* A table twice as big (or the first one), if the bound allows. */
+static int grow_table(local_store *l, shard *s) {
+  uint32_t n = s->slots ? (s->mask + 1) * 2 : MIN_SLOTS;
+  if (s->slots && (size_t)n * sizeof(slot) + s->key_bytes + KEY_RESERVE > l->shard_limit) return -1;
+  slot *t = aligned_alloc(64, (size_t)n * sizeof(slot));
+  if (!t) return -1;
+  memset(t, 0, (size_t)n * sizeof(slot));
+  slot *old = s->slots;
+  uint32_t oldn = old ? s->mask + 1 : 0;
+  s->slots = t;
+  s->mask = n - 1;
+  s->hand = s->sweep = 0;
+  for (uint32_t j = 0; j < oldn; j++) {
+    if (!old[j].hash) continue;
+    uint32_t i = old[j].hash & s->mask;
+    while (t[i].hash) i = (i + 1) & s->mask;
+    t[i] = old[j];
+  }
+  free(old);
+  return 0;
+}
+
+/* Removes one entry: an expired one among the next 64 slots from the clock
+ * hand, else the hand moves on until it removes an expired one or the
+ * first live one it finds unmarked (marks are cleared on the way). */
+static void evict_one(shard *s, int64_t now) {
+  /* an expired entry a little ahead of the hand goes before any live one */
+  for (uint32_t k = 0, i = s->hand; k < 64 && k <= s->mask; k++, i = (i + 1) & s->mask)
+    if (s->slots[i].hash && slot_expires(&s->slots[i]) <= now) {
+      s->expired++;
+      slot_remove(s, i);
+      return;
+    }
+  for (uint32_t steps = 0; s->nkeys && steps <= 2 * (s->mask + 1) + 1; steps++) {
+    uint32_t i = s->hand;
+    slot *e = &s->slots[i];
+    if (e->hash && slot_expires(e) <= now) {
+      s->expired++;
+    } else if (e->hash && !e->used) {
+      s->evictions++;
+    } else {
+      e->used = 0;
+      s->hand = (i + 1) & s->mask;
+      continue;
+    }
+    slot_remove(s, i); /* the hand stays: a slot may have moved into i */
+    return;
+  }
+}
+
+/* Makes room for one more key in shard s (locked) and returns the empty
+ * slot for key; NULL out of memory. Kept out of local_hit, whose usual
+ * charge finds its entry. */
+__attribute__((noinline)) static slot *slot_insert(local_store *l, shard *s, const char *key,
+                                                   size_t klen, uint32_t h32, int64_t now) {
+  if (!s->slots && grow_table(l, s)) return NULL;
+  /* new keys pay for old ones: a few slots looked at, the expired removed
+   * (a cursor of its own: the clock hand moves only to evict) */
+  for (int k = 0; k < 4; k++) {
+    uint32_t i = s->sweep & s->mask;
+    slot *e = &s->slots[i];
+    if (e->hash && slot_expires(e) <= now) {
+      s->expired++;
+      slot_remove(s, i);
+    } else {
+      s->sweep = (i + 1) & s->mask;
+    }
+  }
+  size_t extra = klen > INLINE_KEY ? key_room(klen) : 0;
+  while ((s->nkeys + 1) * 4 > (s->mask + 1) * 3 || shard_bytes(s) + extra > l->shard_limit) {
+    if ((s->nkeys + 1) * 4 > (s->mask + 1) * 3 && grow_table(l, s) == 0) continue;
+    uint32_t before = s->nkeys;
+    if (before) evict_one(s, now);
+    if (!before || s->nkeys == before) return NULL;
+  }
+  char *kp = NULL;
+  if (extra && !(kp = malloc(klen))) return NULL;
+  slot *e = slot_find(s, h32, key, klen);
+  e->hash = h32;
+  e->klen = (uint16_t)klen;
+  e->used = 0;
+  e->tat = e->penalty_until = 0;
+  if (kp) {
+    memcpy(kp, key, klen);
+    e->k.long_key = kp;
+    s->key_bytes += extra;
+  } else {
+    memcpy(e->k.key, key, klen);
+  }
+  s->nkeys++;
+  return e;
 }
 
 void local_hit(local_store *l, const char *key, size_t klen, const limit_spec *sp, int64_t now_ns,
@@ -220,77 +328,42 @@ void local_hit(local_store *l, const char *key, size_t klen, const limit_spec *s
   memset(r, 0, sizeof *r);
   int64_t now = now_ns / 1000, t = gcra_spacing_us(sp);
   uint64_t h = key_hash(l->seed, key, klen);
+  uint32_t h32 = slot_hash(h);
   shard *s = &l->shards[(h >> 58) & (NSHARDS - 1)];
-  pthread_mutex_lock(&s->lock);
-  entry *e = NULL;
-  if (s->nbuckets)
-    for (e = s->buckets[h & (s->nbuckets - 1)]; e; e = e->next)
-      if (e->hash == h && e->klen == klen && memcmp(e->key, key, klen) == 0) break;
+  shard_lock(s);
+  slot *e = s->slots ? slot_find(s, h32, key, klen) : NULL;
+  if (e && !e->hash) e = NULL;
   if (e) { /* an expired entry reads as empty: its TAT and penalty are past */
     r->count = gcra_count(e->tat, now, t);
     r->penalized = now < e->penalty_until;
   }
   int starts_penalty = state_apply(sp, charge, r);
   if (r->exceeded) s->refusals++;
-  if (!r->charged) {
-    pthread_mutex_unlock(&s->lock);
-    return;
-  }
-  if (!e) {
-    /* drop expired entries from the LRU tail first: new keys pay for old
-     * ones, and the first one with room enough becomes the new entry (a
-     * store whose keys come and go does not call malloc and free for each) */
-    entry *reuse = NULL;
-    for (int i = 0; i < 2 && s->lru_tail && entry_expires(s->lru_tail) <= now; i++) {
-      entry *v = s->lru_tail;
-      s->expired++;
-      if (!reuse && v->kcap >= klen) {
-        entry_detach(s, v);
-        reuse = v;
-      } else {
-        entry_remove(s, v);
-      }
-    }
-    if (s->nkeys >= s->nbuckets) grow_table(s);
-    e = reuse;
-    if (!e && (e = malloc(sizeof *e + key_room(klen)))) e->kcap = key_room(klen);
-    if (!e || !s->nbuckets) {
-      free(e);
+  if (r->charged) {
+    if (e)
+      e->used = 1;
+    else if (klen > UINT16_MAX || !(e = slot_insert(l, s, key, klen, h32, now)))
       r->charged = false; /* out of memory: counted as not charged */
-      pthread_mutex_unlock(&s->lock);
-      return;
-    }
-    e->hash = h;
-    e->tat = e->penalty_until = 0;
-    e->klen = (uint32_t)klen;
-    memcpy(e->key, key, klen);
-    e->next = s->buckets[h & (s->nbuckets - 1)];
-    s->buckets[h & (s->nbuckets - 1)] = e;
-    s->nkeys++;
-    s->bytes += entry_bytes(e);
-    lru_push(s, e);
-    enforce_bound(l, s, e, now);
-  } else if (s->lru_head != e) {
-    lru_unlink(s, e);
-    lru_push(s, e);
   }
-  e->tat = (e->tat > now ? e->tat : now) + t;
-  s->charges++;
-  if (starts_penalty) e->penalty_until = now + sp->penalty_ns / 1000;
-  pthread_mutex_unlock(&s->lock);
+  if (r->charged) {
+    e->tat = (e->tat > now ? e->tat : now) + t;
+    s->charges++;
+    if (starts_penalty) e->penalty_until = now + sp->penalty_ns / 1000;
+  }
+  shard_unlock(s);
 }
 
 void local_stats(local_store *l, state_stats *out) {
   for (int i = 0; i < NSHARDS; i++) {
     shard *s = &l->shards[i];
-    pthread_mutex_lock(&s->lock);
+    shard_lock(s);
     out->keys += s->nkeys;
-    out->bytes += s->bytes;
+    out->bytes += shard_bytes(s);
     out->charges += s->charges;
     out->refusals += s->refusals;
     out->evictions += s->evictions;
     out->expired += s->expired;
-    pthread_mutex_unlock(&s->lock);
+    shard_unlock(s);
   }
 }
 
@@ -317,15 +390,16 @@ int local_save(local_store *l, const char *path, int64_t now_ns, char *err, size
   int ok = fwrite(MAGIC, 1, 8, f) == 8;
   for (int i = 0; i < NSHARDS && ok; i++) {
     shard *s = &l->shards[i];
-    pthread_mutex_lock(&s->lock);
-    for (uint32_t b = 0; b < s->nbuckets && ok; b++)
-      for (entry *e = s->buckets[b]; e && ok; e = e->next) {
-        if (entry_expires(e) <= now) continue;
-        ok = fwrite(&e->klen, 4, 1, f) == 1 && fwrite(e->key, 1, e->klen, f) == e->klen &&
-             fwrite(&e->tat, 8, 1, f) == 1 && fwrite(&e->penalty_until, 8, 1, f) == 1;
-        n++;
-      }
-    pthread_mutex_unlock(&s->lock);
+    shard_lock(s);
+    for (uint32_t j = 0; s->slots && j <= s->mask && ok; j++) {
+      const slot *e = &s->slots[j];
+      if (!e->hash || slot_expires(e) <= now) continue;
+      uint32_t klen = e->klen;
+      ok = fwrite(&klen, 4, 1, f) == 1 && fwrite(slot_key(e), 1, klen, f) == klen &&
+           fwrite(&e->tat, 8, 1, f) == 1 && fwrite(&e->penalty_until, 8, 1, f) == 1;
+      n++;
+    }
+    shard_unlock(s);
   }
   uint32_t end = UINT32_MAX; /* no key is this long: marks the end */
   ok = ok && fwrite(&end, 4, 1, f) == 1 && fwrite(&n, 8, 1, f) == 1;
@@ -344,24 +418,12 @@ int local_save(local_store *l, const char *path, int64_t now_ns, char *err, size
 static int load_entry(local_store *l, const char *key, uint32_t klen, int64_t tat, int64_t pen) {
   uint64_t h = key_hash(l->seed, key, klen);
   shard *s = &l->shards[(h >> 58) & (NSHARDS - 1)];
-  if (s->nkeys >= s->nbuckets) grow_table(s);
-  entry *e = malloc(sizeof *e + key_room(klen));
-  if (!e || !s->nbuckets) {
-    free(e);
+  slot *e = s->slots ? slot_find(s, slot_hash(h), key, klen) : NULL;
+  if ((!e || !e->hash) &&
+      (klen > UINT16_MAX || !(e = slot_insert(l, s, key, klen, slot_hash(h), 0))))
     return -1;
-  }
-  e->hash = h;
-  e->klen = klen;
-  e->kcap = key_room(klen);
-  memcpy(e->key, key, klen);
   e->tat = tat;
   e->penalty_until = pen;
-  e->next = s->buckets[h & (s->nbuckets - 1)];
-  s->buckets[h & (s->nbuckets - 1)] = e;
-  s->nkeys++;
-  s->bytes += entry_bytes(e);
-  lru_push(s, e);
-  enforce_bound(l, s, e, 0);
   return 0;
 }
 
@@ -409,7 +471,10 @@ int local_load(local_store *l, const char *path, int64_t now_ns, char *err, size
     /* a partial file is worse than none: start empty */
     for (int i = 0; i < NSHARDS; i++) {
       shard *s = &l->shards[i];
-      while (s->lru_tail) entry_remove(s, s->lru_tail);
+      for (uint32_t j = 0; s->slots && j <= s->mask; j++)
+        if (s->slots[j].hash) slot_free_key(s, &s->slots[j]);
+      if (s->slots) memset(s->slots, 0, (size_t)(s->mask + 1) * sizeof(slot));
+      s->nkeys = 0;
     }
     snprintf(err, errlen, "%s: not a whole counter file; starting with empty counters", path);
     return -1;

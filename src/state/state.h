@@ -21,8 +21,9 @@
  * local store, the Redis script (redis.c) and replay all follow it.
  *
  * Stores:
- *   local.c  in this process: sharded hash tables under per-shard mutexes,
- *            expiry, a memory bound with LRU eviction (counted)
+ *   local.c  in this process: sharded hash tables (a 64-byte slot a
+ *            counter) under per-shard spinlocks, expiry, a memory bound with
+ *            approximately-LRU ("second chance") eviction (counted)
  *            (optionally kept in a file across restarts)
  *   redis.c  in a Redis server shared by several nodes (hiredis): one Lua
  *            script updates a key atomically; when Redis is slow or down a
@@ -45,7 +46,17 @@ typedef struct limit_spec {
   int64_t window_ns;  /* > 0 */
   uint32_t budget;    /* >= 1 */
   int64_t penalty_ns; /* 0: none */
+  int64_t spacing_us; /* T (state_spacing_us), or 0: the store computes it on each call */
 } limit_spec;
+
+/* GCRA's spacing T in whole microseconds: window / budget, rounded up, at
+ * least 1. A spec made once (the engine makes one per limit when a bundle
+ * loads) carries it in spacing_us, which saves two divisions a charge. */
+static inline int64_t state_spacing_us(int64_t window_ns, uint32_t budget) {
+  int64_t w = window_ns / 1000;
+  int64_t t = (w + budget - 1) / budget;
+  return t > 0 ? t : 1;
+}
 
 /* What one decision read from a counter: the state before this decision
  * (what the snapshot records and replay feeds back) and what the decision

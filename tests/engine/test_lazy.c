@@ -9,11 +9,15 @@
  * the snapshot payloads must be the same too (ids, times and latencies
  * aside). Also: a lazy bundle really is lazy (no program before the first
  * decision, and one kept after it), and a condition that fails to compile
- * on first use decides as a rule that errors (on_error), with the message. */
+ * on first use decides as a rule that errors (on_error), with the message.
+ * A strategy with constants of every kind checks that a lazy compile, which
+ * puts a constant's value into the parsed tree instead of parsing its
+ * literal, gives the programs the inlined text gives (costs included). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/json.h"
@@ -154,6 +158,88 @@ static const char BROKEN[] =
     "  - {name: later, if: 'ua.startsWith(\"y\")', action: block}\n"
     "default: allow\n"
     "on_error: {action: block, reason: cannot check}\n";
+
+/* Constants of every kind a YAML file gives, read in the ways rules read
+ * them; strings with a quote, a backslash, a tab (that one takes the text
+ * path), a double (the same), extreme integers, nesting, empty maps. */
+static const char CONSTKINDS[] =
+    "strategy: constkinds\n"
+    "constants:\n"
+    "  names: [alice, \"bob\", \"\xc3\xa9mile\", \"a\\\"q\\\\b\", \"tab\\there\"]\n"
+    "  nums: [1, -2, 9223372036854775807, -9223372036854775808]\n"
+    "  ratio: 0.25\n"
+    "  flags: {yes_k: true, no_k: false, none_k: null}\n"
+    "  nested: [[1, 2], {k: [a, b]}, []]\n"
+    "  empty: {}\n"
+    "  pattern: '^(git|hg) push|\xc3\xbc$'\n"
+    "rules:\n"
+    "  - {name: by-name, if: 'ua in names', action: block}\n"
+    "  - {name: by-num, if: 'n in nums || n == size(nested)', action: block}\n"
+    "  - {name: ratio, if: 'double(n) * ratio > 10.0', action: block}\n"
+    "  - {name: flags, if: 'ua in flags && (flags[ua] == true || flags[ua] == null)', action: "
+    "block}\n"
+    "  - {name: nested, if: 'nested[1].k.exists(x, x == ua) || [n, 2] in nested', action: "
+    "block}\n"
+    "  - {name: empty, if: 'ua in empty || size(empty) > 0', action: block}\n"
+    "  - {name: regex, if: 'ua.matches(pattern)', action: block}\n"
+    "default: allow\n"
+    "tests:\n"
+    "  - {name: name, context: {ua: \"\xc3\xa9mile\", n: 0}, expect: block}\n"
+    "  - {name: name-quote, context: {ua: \"a\\\"q\\\\b\", n: 0}, expect: block}\n"
+    "  - {name: name-tab, context: {ua: \"tab\\there\", n: 0}, expect: block}\n"
+    "  - {name: num-max, context: {ua: x, n: 9223372036854775807}, expect: block}\n"
+    "  - {name: num-min, context: {ua: x, n: -9223372036854775808}, expect: block}\n"
+    "  - {name: num-size, context: {ua: x, n: 3}, expect: block}\n"
+    "  - {name: ratio, context: {ua: x, n: 50}, expect: block}\n"
+    "  - {name: flag-true, context: {ua: yes_k, n: 0}, expect: block}\n"
+    "  - {name: flag-null, context: {ua: none_k, n: 0}, expect: block}\n"
+    "  - {name: flag-false, context: {ua: no_k, n: 0}, expect: allow}\n"
+    "  - {name: nested-map, context: {ua: b, n: 0}, expect: block}\n"
+    "  - {name: nested-list, context: {ua: x, n: 1}, expect: block}\n"
+    "  - {name: regex, context: {ua: \"git push\", n: 0}, expect: block}\n"
+    "  - {name: regex-utf8, context: {ua: \"\xc3\xbc"
+    "ber \xc3\xbc\", n: 0}, expect: block}\n"
+    "  - {name: nothing, context: {ua: zed, n: 7}, expect: allow}\n";
+
+static void test_constants_of_every_kind(const char *dir, const char *store) {
+  char cdir[160], cfile[200];
+  snprintf(cdir, sizeof cdir, "%s/constkinds", dir);
+  snprintf(cfile, sizeof cfile, "%s/constkinds.yaml", cdir);
+  CHECK(mkdir(cdir, 0700) == 0);
+  FILE *f = fopen(cfile, "w");
+  CHECK(f != NULL);
+  if (!f) return;
+  fputs(CONSTKINDS, f);
+  fclose(f);
+  sleep(3);
+  policy_bundle *tests = load(cdir, "", 0);
+  policy_bundle_free(load(cdir, store, 0));
+  policy_bundle *eager = load(cdir, store, 0), *lazy = load(cdir, store, 1);
+  arena na;
+  arena_init(&na, NULL, 0, 0);
+  name_table *ne = eager ? name_tables_build(&na, eager) : NULL;
+  name_table *nl = lazy ? name_tables_build(&na, lazy) : NULL;
+  uint32_t compared = 0, blocked = 0;
+  for (uint32_t t = 0; tests && ne && nl && t < tests->strategies[0].ntests; t++) {
+    const strategy *s = &tests->strategies[0];
+    char *req = request_of(s, &s->tests[t]);
+    char *a = decide_at(eager, ne, req, NULL), *b = decide_at(lazy, nl, req, NULL);
+    CHECK(a && b);
+    if (a && b)
+      CHECK_MSG(strcmp(a, b) == 0, "constkinds: test '%s':\n eager %s\n lazy  %s", s->tests[t].name,
+                a, b);
+    compared += a && b;
+    blocked += a && strstr(a, "\"action\":\"block\"") != NULL;
+    free(a);
+    free(b);
+    free(req);
+  }
+  CHECK_MSG(compared == 15 && blocked == 13, "%u compared, %u blocked", compared, blocked);
+  arena_free(&na);
+  policy_bundle_free(tests);
+  policy_bundle_free(eager);
+  policy_bundle_free(lazy);
+}
 
 int main(void) {
   char dir[] = "/tmp/verdict-lazy-XXXXXX";
@@ -332,6 +418,7 @@ int main(void) {
     policy_bundle_free(b);
   }
 
+  test_constants_of_every_kind(dir, store);
 out:
   policy_bundle_free(tests);
   policy_bundle_free(eager);

@@ -143,20 +143,38 @@ static int compare(vd_decision *d, const record_input *in, const char *req) {
     CHECK_MSG(0, "no payload for %.200s", req);
     return 0;
   }
-  char *copy = malloc(cn); /* out of the decision, as the ring holds it */
-  memcpy(copy, cap, cn);
-  arena a;
-  arena_init(&a, NULL, 0, 0);
-  json_buf b;
-  json_buf_init(&b, &a);
-  int rc = record_format(copy, cn, id, NODE, &b);
-  int same = rc == 0 && b.len == rn && memcmp(b.data, ref, rn) == 0 && b.data[b.len] == '\0';
-  if (!same) report("the formatted payload", req, ref, rn, rc == 0 ? b.data : "", rc ? 0 : b.len);
-  /* a capture cut short is refused, never read past its end */
-  json_buf_init(&b, &a);
-  CHECK(record_format(copy, cn - 1, id, NODE, &b) == VD_EINVAL);
-  arena_free(&a);
-  free(copy);
+  int same = 1;
+  /* Both ways the capture holds names: copied (a caller asked for the trace,
+   * so the names are the decision's own) and by pointer (the engine's usual
+   * case; here they point into the decision, which outlives the check). */
+  for (int borrowed = 0; borrowed < 2; borrowed++) {
+    if (borrowed) {
+      d->trace_borrow = 1;
+      int rc = record_capture(d, in, &cap, &cn);
+      d->trace_borrow = 0;
+      if (rc != 0) {
+        CHECK_MSG(0, "no capture borrowing names for %.200s", req);
+        return 0;
+      }
+    }
+    char *copy = malloc(cn); /* out of the decision, as the ring holds it */
+    memcpy(copy, cap, cn);
+    arena a;
+    arena_init(&a, NULL, 0, 0);
+    json_buf b;
+    json_buf_init(&b, &a);
+    int rc = record_format(copy, cn, id, NODE, &b);
+    int ok = rc == 0 && b.len == rn && memcmp(b.data, ref, rn) == 0 && b.data[b.len] == '\0';
+    if (!ok)
+      report(borrowed ? "the formatted payload (names by pointer)" : "the formatted payload", req,
+             ref, rn, rc == 0 ? b.data : "", rc ? 0 : b.len);
+    same &= ok;
+    /* a capture cut short is refused, never read past its end */
+    json_buf_init(&b, &a);
+    CHECK(record_format(copy, cn - 1, id, NODE, &b) == VD_EINVAL);
+    arena_free(&a);
+    free(copy);
+  }
   return same;
 }
 

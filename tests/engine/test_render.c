@@ -36,6 +36,14 @@ static void test_strings_render_as_json_write_string_does(void) {
       ("a rather longer reason, well past the eight-byte words the scan reads at a time, "
        "with a \"quote\" near the end"),
       "/ and \x7f and \xe2\x80\xa8",
+      /* 16-byte blocks, the last one overlapping: what needs escaping in
+       * the first block, in the overlap, and in the last byte */
+      "\"quote first, then sixteen plain bytes",
+      "seventeen bytes!\"",
+      "twenty-four plain bytes\x01",
+      "thirty-one plain bytes, then \xc3\xa9",
+      "a backslash \\ inside 32 bytes..",
+      "thirty-two bytes, all of them ok",
   };
   arena a;
   arena_init(&a, NULL, 0, 0);

@@ -117,7 +117,66 @@ static void expect_name(const char *dir, const char *store, const char *name) {
   }
 }
 
+/* A lazy load cuts the `tests` member out of the stored form before
+ * reading it, wherever the file put it: first, between other keys, or
+ * last, with `tests` keys inside other values before and in it. Each is
+ * read from the cache (proof: an edit of its stored form, vouched for, is
+ * what loads) with everything around the tests intact. */
+static void test_lazy_load_cuts_tests_wherever_they_are(void) {
+  static const char *const files[] = {
+      "tests:\n  - {context: {ua: sqlmap}, expect: block}\n"
+      "strategy: first\nrules:\n  - {name: scanners, if: 'ua == \"sqlmap\"', action: block}\n"
+      "default: allow\n",
+      "strategy: middle\nrules:\n  - {name: scanners, if: 'ua == \"sqlmap\"', action: block}\n"
+      "tests:\n  - {context: {ua: \"a,\\\"tests\\\":[}\"}, expect: allow}\n"
+      "default: allow\n",
+      "strategy: last\ndefault: allow\nconstants: {m: {a: 1, tests: 2}}\n"
+      "rules:\n  - {name: scanners, if: 'ua == \"sqlmap\" && m.tests == 2', action: block}\n"
+      "tests:\n  - {context: {ua: sqlmap, tests: [1, {tests: 2}]}, expect: block}\n",
+  };
+  for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+    char dir[] = "/tmp/verdict-cache-XXXXXX";
+    if (!mkdtemp(dir)) return;
+    char file[128], store[128], canon[256];
+    snprintf(file, sizeof file, "%s/s.yaml", dir);
+    snprintf(store, sizeof store, "%s/store", dir);
+    write_file(file, files[k]);
+    sleep(3);
+    policy_bundle *b = load(dir, store); /* parsed, remembered */
+    char v[65] = "";
+    if (b) snprintf(v, sizeof v, "%s", b->strategies[0].version);
+    policy_bundle_free(b);
+    snprintf(canon, sizeof canon, "%s/%s.json", store, v);
+    size_t n = 0;
+    char *text = slurp(canon, &n);
+    char *at = text ? strstr(text, "\"scanners\"") : NULL;
+    CHECK_MSG(at != NULL, "file %zu", k);
+    if (at) {
+      memcpy(at, "\"scannerz\"", 10);
+      spill(canon, text, n);
+      vouch(store, text, n);
+      b = load_as(dir, store, 1);
+      CHECK(b != NULL);
+      if (b) {
+        const strategy *st = &b->strategies[0];
+        CHECK_MSG(st->nrules == 1 && !strcmp(st->rules[0].name, "scannerz"), "file %zu", k);
+        CHECK_MSG(st->ntests == 0, "file %zu: a lazy load keeps no tests", k);
+        CHECK_STR(st->name, k == 0 ? "first" : k == 1 ? "middle" : "last");
+        CHECK_MSG(st->default_outcome.action >= 0 &&
+                      !strcmp(st->actions[st->default_outcome.action].name, "allow"),
+                  "file %zu: default", k);
+      }
+      policy_bundle_free(b);
+    }
+    free(text);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+  }
+}
+
 int main(void) {
+  test_lazy_load_cuts_tests_wherever_they_are();
   char dir[] = "/tmp/verdict-cache-XXXXXX";
   if (!mkdtemp(dir)) return 1;
   char file[128], store[128], parsed[160], canon[256];

@@ -247,8 +247,9 @@ static void test_memory_bound(void) {
   CHECK(hit(s, "caller-0", &sp, T0 + KEYS, false).count == 0);
   state_close(s);
 
-  /* expired keys make room without counting as evictions */
-  s = open_store(bound);
+  /* expired keys make room without counting as evictions (a bound with
+   * room for the 1,000 live keys: 64 slots a shard) */
+  s = open_store(2 * bound);
   limit_spec brief = {.window_ns = MS, .budget = 10};
   for (int i = 0; i < 1000; i++) {
     snprintf(key, sizeof key, "old-%d", i);
@@ -356,6 +357,81 @@ static void test_bad_urls(void) {
   state_close(s);
 }
 
+/* Eviction is least recently used, approximately (second chance): a key
+ * charged all along keeps its counter while thousands of one-off keys pass
+ * through a store too small for them; one charged once, long ago, is gone. */
+static void test_eviction_spares_used_keys(void) {
+  state_store *s = open_store(64 * 1024);
+  limit_spec sp = {.window_ns = 3600 * SEC, .budget = 100000};
+  char key[32];
+  hit(s, "once", &sp, T0, true);
+  int hot = 0;
+  for (int i = 0; i < 20000; i++) {
+    snprintf(key, sizeof key, "one-off-%d", i);
+    hit(s, key, &sp, T0 + i, true);
+    if (i % 16 == 0) {
+      hit(s, "hot", &sp, T0 + i, true);
+      hot++;
+    }
+  }
+  state_stats st;
+  state_get_stats(s, &st);
+  CHECK(st.evictions > 10000);
+  CHECK_MSG(hit(s, "hot", &sp, T0 + 20000, false).count == (uint32_t)hot, "hot: %u of %d",
+            hit(s, "hot", &sp, T0 + 20000, false).count, hot);
+  CHECK(hit(s, "once", &sp, T0 + 20000, false).count == 0);
+  state_close(s);
+}
+
+/* Keys longer than a slot holds (40 bytes) are kept apart: counted exactly,
+ * moved with their slots when others are removed, counted in the bound,
+ * freed when evicted, and kept across a restart like short ones. */
+static void test_long_keys(void) {
+  char dir[] = "/tmp/vdstate-XXXXXX";
+  if (!mkdtemp(dir)) return;
+  char path[64], key[128];
+  snprintf(path, sizeof path, "%s/counters", dir);
+  int64_t now = wall();
+  limit_spec sp = {.window_ns = 3600 * SEC, .budget = 1000};
+  const char *pad = "-a-key-long-enough-not-to-fit-in-a-slot-of-forty-bytes";
+  /* long and short keys together in a store small enough to evict */
+  state_store *s = open_store(128 * 1024);
+  enum { KEYS = 6000 };
+  for (int i = 0; i < KEYS; i++) {
+    snprintf(key, sizeof key, i % 2 ? "s%d" : "long-%d%s", i, pad);
+    CHECK(hit(s, key, &sp, now, true).charged);
+  }
+  state_stats st;
+  state_get_stats(s, &st);
+  CHECK_MSG(st.bytes <= 128 * 1024 && st.evictions > 0 && st.keys + st.evictions == KEYS,
+            "bytes %llu keys %llu evictions %llu", (unsigned long long)st.bytes,
+            (unsigned long long)st.keys, (unsigned long long)st.evictions);
+  state_close(s);
+  /* no eviction: every long key counted exactly, and kept across a restart */
+  state_opts o = {.persist_path = path};
+  char err[256];
+  s = NULL;
+  if (state_open_local(&o, &s, err, sizeof err)) return;
+  for (int round = 0; round < 3; round++)
+    for (int i = 0; i < 500; i++) {
+      snprintf(key, sizeof key, "long-%d%s", i, pad);
+      hit(s, key, &sp, now + round, true);
+    }
+  state_close(s);
+  if (state_open_local(&o, &s, err, sizeof err)) return;
+  state_get_stats(s, &st);
+  CHECK_MSG(st.keys == 500, "keys %llu", (unsigned long long)st.keys);
+  int exact = 0;
+  for (int i = 0; i < 500; i++) {
+    snprintf(key, sizeof key, "long-%d%s", i, pad);
+    exact += hit(s, key, &sp, now + 3, false).count == 3;
+  }
+  CHECK_MSG(exact == 500, "%d of 500 long keys at 3", exact);
+  state_close(s);
+  unlink(path);
+  rmdir(dir);
+}
+
 int main(void) {
   test_window_edges();
   test_read_only();
@@ -363,7 +439,9 @@ int main(void) {
   test_against_model();
   test_threads_one_key();
   test_memory_bound();
+  test_eviction_spares_used_keys();
   test_persistence();
+  test_long_keys();
   test_bad_urls();
   TEST_END();
 }
