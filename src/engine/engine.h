@@ -264,18 +264,18 @@ typedef struct record_input {
   size_t json_len;
   const vd_request *creq; /* or the request built in C */
   const decide_limits *lim;
-  /* filled by record_build */
+  /* filled by record_build and record_commit */
   uint8_t id[16];
-  const char *payload; /* the capture, in d's arena; NULL: could not be built */
+  const char *payload; /* a capture in d's arena, when it did not fit the queue slot */
   size_t payload_len;
   uint64_t ticket; /* filled by record_commit: 0 when nothing was appended */
 } record_input;
 
 /* Records decision d in three steps. record_build and record_commit run
- * while the bundle that decided is still held: record_build takes an id,
- * renders the answer (timed: the render stage) and captures what the payload
- * needs into d's arena (record_capture; the writer thread formats it);
- * record_commit appends the capture to the log — which may wait for room.
+ * while the bundle that decided is still held: record_build takes an id and
+ * renders the answer (timed: the render stage); record_commit captures what
+ * the payload needs straight into a slot of the log's queue (the writer
+ * thread formats it) — which may wait for room.
  * The capture borrows names from the bundle when d->trace_borrow is set, so
  * the engine keeps a replaced bundle until recorder_past says the writer is
  * done with it. record_wait runs after the bundle is let go: with durability

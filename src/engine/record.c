@@ -11,13 +11,15 @@
  * and appear as empty objects, so a reader never has to guess where they
  * will go.
  *
- * Where the work happens: the deciding thread only captures (record_capture:
- * the fields raw, names and values copied into a compact binary record in
- * the decision's own arena, no malloc once it is warm) and appends that; the
- * log's writer thread turns each capture into the JSON (record_format, the
- * log's format hook) before framing it. record_payload writes the same JSON
- * directly from a decision; it is the reference the formatter is held to,
- * byte for byte (tests/engine/test_record_equiv.c).
+ * Where the work happens: the deciding thread only captures — the fields
+ * raw, values and the decision's own strings copied, rule/let/feature/limit
+ * names as pointers into the bundle (which the engine keeps until the writer
+ * is past the record) — into a compact binary record written straight into
+ * a slot of the log's queue (record_commit; record_capture builds the same
+ * in the decision's arena); the log's writer thread turns each capture into
+ * the JSON (record_format, the log's format hook) before framing it. record_payload writes the same
+ * JSON directly from a decision; it is the reference the formatter is held to, byte for byte
+ * (tests/engine/test_record_equiv.c).
  *
  * Why by hand: the fields are written in one pass. Building the payload as
  * a value tree and serialising that would allocate the tree too and walk
@@ -823,8 +825,10 @@ static int cap_tagged(json_buf *c, const value *v, int lenient, int depth) {
       if (depth > 8) return 0;
       cap_u8(c, CV_LIST);
       cap_u32(c, v->n);
-      for (uint32_t i = 0; i < v->n; i++)
-        if (!cap_tagged(c, &v->items[i], lenient, depth + 1)) return 0;
+      for (const value *it = v->items, *end = it + v->n; it < end; it++) {
+        if (it->kind != V_DOUBLE && cap_scalar(c, it)) continue; /* the usual item */
+        if (!cap_tagged(c, it, lenient, depth + 1)) return 0;
+      }
       return 1;
     case V_MAP:
       if (depth > 8) return 0;
@@ -1625,7 +1629,8 @@ void record_commit(recorder *r, vd_decision *d, record_input *in) {
   rec.action = d->action ? d->action : "";
   rec.action_len = strlen(rec.action);
   rec.policy_version = d->policy_version;
-  rec.policy_version_len = strnlen(d->policy_version, 64);
+  /* 64 hex digits (or "", or shorter: then NUL-terminated before 64) */
+  rec.policy_version_len = d->policy_version[63] ? 64 : strlen(d->policy_version);
   snapshot_slot slot;
   int rc = snapshot_log_reserve(r->log, &rec, capture_guess(d, in), &slot);
   if (rc == 0) {

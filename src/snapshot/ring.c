@@ -16,6 +16,9 @@
  * outside [tail, head) is kept zero: the consumer zeroes what it consumed
  * before handing it back through `tail`. An entry never wraps around the end;
  * a producer that would straddle it first fills the rest with a PAD entry.
+ * A producer that reserved more than it used (snapshot_log_reserve) commits
+ * the shorter record and turns the rest into a PAD entry, written before
+ * the record's own header word so the consumer never finds it missing.
  * Tickets are ring positions (the end of an entry): they grow with
  * reservation order, so "everything before position P is durable" is one
  * number the writer publishes. */

@@ -1,9 +1,10 @@
 /* writer.c — the snapshot log writer: open with recovery, the lock-free
  * append, and the writer thread that turns the queue into segment files.
  *
- * The hot path (snapshot_log_append) encodes the record straight into the
- * ring (ring.c) and returns: no lock, no syscall, no malloc. Everything slow
- * happens on one writer thread per log:
+ * The hot path (snapshot_log_append, or snapshot_log_reserve + _commit for a
+ * producer that writes its payload in place) encodes the record straight
+ * into the ring (ring.c) and returns: no lock, no syscall, no malloc.
+ * Everything slow happens on one writer thread per log:
  *
  *   gather  committed ring entries -> frames (length, CRC32C, body) appended
  *           to `pend`, a buffer that mirrors the end of the current segment
