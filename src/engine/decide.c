@@ -556,9 +556,9 @@ static value let_value(dctx *x, uint32_t i) {
   x->let_vals[i] = v;
   x->let_state[i] = LET_DONE;
   if (x->d->trace_on && x->d->lets) {
-    const char *nm = x->d->trace_borrow ? s->lets[i].name
-                                        : arena_strndup(x->ectx.arena, s->lets[i].name,
-                                                        s->lets[i].name_len);
+    const char *nm = x->d->trace_borrow
+                         ? s->lets[i].name
+                         : arena_strndup(x->ectx.arena, s->lets[i].name, s->lets[i].name_len);
     x->d->let_values[x->d->nlets] = v;
     x->d->lets[x->d->nlets++] = nm ? nm : "?";
   }
@@ -580,7 +580,6 @@ static uint32_t name_hash(const char *s, size_t n) {
          (uint32_t)(unsigned char)s[n - 1] * 0xc2b2ae35u ^ (uint32_t)(unsigned char)s[n / 2];
   return h ^ (h >> 16);
 }
-
 
 /* A context field by name (the context is a map with string keys). */
 static const value *context_field(const value *ctx, const char *name, size_t len) {
@@ -826,6 +825,27 @@ static int no_candidate(dctx *x, const uint8_t *mask, int32_t chosen, vd_error *
   return d->no_candidate ? 0 : nomem(err);
 }
 
+/* A threshold's shortest digits. Thresholds are few and fixed for a
+ * bundle's life, so each thread keeps the text of the ones it met, by
+ * value, in a small direct-mapped table, instead of printing them on every
+ * model decision. */
+static const char *threshold_text(double v) {
+  static _Thread_local struct {
+    uint64_t bits;
+    bool set;
+    char text[32];
+  } seen[8];
+  uint64_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  unsigned h = (unsigned)((bits * 0x9E3779B97F4A7C15ull) >> 61);
+  if (!seen[h].set || seen[h].bits != bits) {
+    dtoa_shortest(v, seen[h].text);
+    seen[h].bits = bits;
+    seen[h].set = true;
+  }
+  return seen[h].text;
+}
+
 /* a..g concatenated into buf (cut to fit). */
 static void join(char *buf, size_t cap, const char *a, const char *b, const char *c, const char *dd,
                  const char *e, const char *f) {
@@ -980,19 +1000,18 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
     } else {
       uint32_t t = 0;
       /* the first threshold reached whose action the request allows */
-      while (t < s->nthresholds &&
-             (!(d->model_score >= s->thresholds[t].min_score) ||
-              (mask && (s->thresholds[t].outcome.action < 0 ||
-                        !mask[s->thresholds[t].outcome.action]))))
+      while (t < s->nthresholds && (!(d->model_score >= s->thresholds[t].min_score) ||
+                                    (mask && (s->thresholds[t].outcome.action < 0 ||
+                                              !mask[s->thresholds[t].outcome.action]))))
         t++;
       if (t < s->nthresholds) {
         o = &s->thresholds[t].outcome;
         /* (no printf on the decision path: shortest digits of a decimal
-       * double take a few multiplications, %g a few thousand instructions) */
-      char sc[32], th[32];
-      dtoa_shortest(d->model_score, sc);
-      dtoa_shortest(s->thresholds[t].min_score, th);
-      join(buf, sizeof buf, "model '", s->fallback_model, "' scored ", sc, ", at least ", th);
+         * double take a few multiplications, %g a few thousand instructions) */
+        char sc[32];
+        dtoa_shortest(d->model_score, sc);
+        join(buf, sizeof buf, "model '", s->fallback_model, "' scored ", sc, ", at least ",
+             threshold_text(s->thresholds[t].min_score));
       } else {
         o = &s->below;
         char sc[32];

@@ -95,8 +95,13 @@ value decision_time(vd_decision *d) {
   return value_timestamp(sec, (int32_t)ns);
 }
 
+/* Every decision starts here, so only what a reader looks at is cleared:
+ * the numbers and the two strings' first bytes (not 1.3 KB of text). */
 void engine_error_clear(vd_error *err) {
-  if (err) memset(err, 0, sizeof *err);
+  if (!err) return;
+  err->code = err->line = err->column = 0;
+  err->path[0] = '\0';
+  err->message[0] = '\0';
 }
 
 int engine_error(vd_error *err, int code, int line, int column, const char *path, const char *fmt,

@@ -31,13 +31,17 @@
  * literal set (litset.h), which answers for ASCII subjects in one short
  * pass, without PCRE2's per-call setup; other subjects go to PCRE2.
  *
- * Everything a call allocates comes from ctx->arena, PCRE2's match data
- * included (through a general context whose malloc is the arena). */
+ * PCRE2's match context and match data are made once per thread and reused
+ * by every match that thread runs (the server decides on several threads,
+ * so they are never shared); the thread's exit frees them. A run-time
+ * pattern is compiled into ctx->arena (through a general context whose
+ * malloc is the arena). */
 #define _GNU_SOURCE /* memmem, strtod_l */
 #include <errno.h>
 #include <inttypes.h>
 #include <locale.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,15 +229,63 @@ static int all_ascii(const char *s, size_t n) {
   return 1;
 }
 
+/* The match context and match data of this thread, made at its first
+ * match; `limit` is the match limit last set in mc. A match that failed on
+ * a limit drops md, so that the interpreter's frames it grew up to
+ * REGEX_HEAP_LIMIT_KIB are not kept. */
+typedef struct regex_tls {
+  pcre2_match_context *mc;
+  pcre2_match_data *md;
+  uint32_t limit;
+} regex_tls;
+
+static pthread_key_t regex_key;
+static pthread_once_t regex_key_once = PTHREAD_ONCE_INIT;
+static int regex_key_ok;
+static _Thread_local regex_tls *regex_mine;
+
+static void regex_tls_free(void *p) {
+  regex_tls *t = p;
+  pcre2_match_data_free(t->md);
+  pcre2_match_context_free(t->mc);
+  free(t);
+}
+
+static void regex_key_init(void) {
+  regex_key_ok = pthread_key_create(&regex_key, regex_tls_free) == 0;
+}
+
+static regex_tls *regex_tls_get(uint32_t limit) {
+  regex_tls *t = regex_mine;
+  if (!t) {
+    if (pthread_once(&regex_key_once, regex_key_init) != 0 || !regex_key_ok) return NULL;
+    t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->mc = pcre2_match_context_create(NULL);
+    if (!t->mc || pthread_setspecific(regex_key, t) != 0) {
+      regex_tls_free(t);
+      return NULL;
+    }
+    pcre2_set_depth_limit(t->mc, REGEX_DEPTH_LIMIT);
+    pcre2_set_heap_limit(t->mc, REGEX_HEAP_LIMIT_KIB);
+    pcre2_set_match_limit(t->mc, limit);
+    t->limit = limit;
+    regex_mine = t;
+  }
+  if (!t->md && !(t->md = pcre2_match_data_create(1, NULL))) return NULL;
+  if (t->limit != limit) {
+    pcre2_set_match_limit(t->mc, limit);
+    t->limit = limit;
+  }
+  return t;
+}
+
 static value fn_matches(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
   const value *subject = &args[0], *pattern = &args[1];
   if (!eval_charge(ctx, subject->n / 8 + 1)) return COST_ERROR;
   const regex_aux *ra = aux;
   if (ra && ra->lits && ((subject->flags & VF_ASCII) || all_ascii(subject->s, subject->n)))
     return value_bool(litset_match(ra->lits, subject->s, subject->n));
-  pcre2_general_context *gc =
-      pcre2_general_context_create(arena_pcre_alloc, arena_pcre_free, ctx->arena);
-  if (!gc) return VALUE_ERR("out of memory");
   if (ra && ra->pending) { /* one thread (defer_jit): see the top of the file */
     regex_aux *w = (regex_aux *)aux;
     if (!w->re) {
@@ -252,7 +304,9 @@ static value fn_matches(eval_ctx *ctx, const value *args, uint32_t nargs, void *
   const pcre2_code *re = ra ? ra->re : NULL;
   if (!re) { /* not a constant pattern: compile it now, into the arena */
     if (!eval_charge(ctx, (uint64_t)pattern->n * 4 + 16)) return COST_ERROR;
-    pcre2_compile_context *cc = pcre2_compile_context_create(gc);
+    pcre2_general_context *gc =
+        pcre2_general_context_create(arena_pcre_alloc, arena_pcre_free, ctx->arena);
+    pcre2_compile_context *cc = gc ? pcre2_compile_context_create(gc) : NULL;
     if (!cc) return VALUE_ERR("out of memory");
     int code;
     PCRE2_SIZE offset;
@@ -265,21 +319,18 @@ static value fn_matches(eval_ctx *ctx, const value *args, uint32_t nargs, void *
       return value_errorf(ctx->arena, "%s", msg);
     }
   }
-  pcre2_match_context *mc = pcre2_match_context_create(gc);
-  pcre2_match_data *md = pcre2_match_data_create(1, gc);
-  if (!mc || !md) return VALUE_ERR("out of memory");
-  pcre2_set_match_limit(
-      mc, ctx->regex_match_limit ? ctx->regex_match_limit : REGEX_DEFAULT_MATCH_LIMIT);
-  pcre2_set_depth_limit(mc, REGEX_DEPTH_LIMIT);
-  pcre2_set_heap_limit(mc, REGEX_HEAP_LIMIT_KIB);
+  regex_tls *t =
+      regex_tls_get(ctx->regex_match_limit ? ctx->regex_match_limit : REGEX_DEFAULT_MATCH_LIMIT);
+  if (!t) return VALUE_ERR("out of memory");
   /* Strings are valid UTF-8 when they enter verdict; re-check only what is
    * not already known to be ASCII. */
   uint32_t opts = (subject->flags & VF_ASCII) ? PCRE2_NO_UTF_CHECK : 0;
-  int rc = pcre2_match(re, (PCRE2_SPTR)subject->s, subject->n, 0, opts, md, mc);
+  int rc = pcre2_match(re, (PCRE2_SPTR)subject->s, subject->n, 0, opts, t->md, t->mc);
   if (rc >= 0) return value_bool(true);
+  if (rc == PCRE2_ERROR_NOMATCH) return value_bool(false);
+  pcre2_match_data_free(t->md);
+  t->md = NULL;
   switch (rc) {
-    case PCRE2_ERROR_NOMATCH:
-      return value_bool(false);
     case PCRE2_ERROR_MATCHLIMIT:
     case PCRE2_ERROR_DEPTHLIMIT:
     case PCRE2_ERROR_HEAPLIMIT:
