@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -39,8 +40,10 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* One run of argv with stdin from in_path, stdout to /dev/null. */
-static double run_once(char *const argv[], const char *in_path) {
+/* One run of argv with stdin from in_path, stdout to /dev/null: wall time
+ * (us), and from the child's rusage its CPU time (us, user + system) and
+ * page faults (minor + major; every page a fresh process touches costs one). */
+static double run_once(char *const argv[], const char *in_path, double *cpu, double *faults) {
   double t0 = now_us();
   pid_t pid = fork();
   if (pid == 0) {
@@ -54,9 +57,15 @@ static double run_once(char *const argv[], const char *in_path) {
     _exit(127);
   }
   int st;
-  if (pid < 0 || waitpid(pid, &st, 0) < 0) return -1;
+  struct rusage ru;
+  if (pid < 0 || wait4(pid, &st, 0, &ru) < 0) return -1;
+  double wall = now_us() - t0;
   if (!WIFEXITED(st) || WEXITSTATUS(st) == 127) return -1;
-  return now_us() - t0;
+  if (cpu)
+    *cpu = ru.ru_utime.tv_sec * 1e6 + ru.ru_utime.tv_usec + ru.ru_stime.tv_sec * 1e6 +
+           ru.ru_stime.tv_usec;
+  if (faults) *faults = (double)(ru.ru_minflt + ru.ru_majflt);
+  return wall;
 }
 
 typedef struct row {
@@ -203,10 +212,13 @@ int main(int argc, char **argv) {
        7},
   };
   size_t nrows = sizeof rows / sizeof rows[0] - (compare ? 0 : 3);
+  double *cpu[sizeof rows / sizeof rows[0]], *faults[sizeof rows / sizeof rows[0]];
   for (size_t r = 0; r < nrows; r++) {
     rows[r].t = calloc((size_t)runs, sizeof(double));
-    if (!rows[r].t) return 1;
-    if (run_once(rows[r].argv, rows[r].input) < 0) {
+    cpu[r] = calloc((size_t)runs, sizeof(double));
+    faults[r] = calloc((size_t)runs, sizeof(double));
+    if (!rows[r].t || !cpu[r] || !faults[r]) return 1;
+    if (run_once(rows[r].argv, rows[r].input, NULL, NULL) < 0) {
       fprintf(stderr, "bench-hook: %s failed to run (is %s built?)\n", rows[r].name,
               rows[r].argv[0]);
       return 1;
@@ -214,7 +226,8 @@ int main(int argc, char **argv) {
   }
   /* Interleaved, so that load changes hit every row alike. */
   for (int i = 0; i < runs; i++)
-    for (size_t r = 0; r < nrows; r++) rows[r].t[i] = run_once(rows[r].argv, rows[r].input);
+    for (size_t r = 0; r < nrows; r++)
+      rows[r].t[i] = run_once(rows[r].argv, rows[r].input, &cpu[r][i], &faults[r][i]);
   /* Two baselines, because linking changes the second: /bin/true is the
    * price of any process, --version that of this binary's start. */
   double p50s[sizeof rows / sizeof rows[0]];
@@ -228,10 +241,12 @@ int main(int argc, char **argv) {
       "bench-hook: %d runs each, interleaved; policy %s; load average (at the end) %.2f %.2f "
       "%.2f\n\n",
       runs, policy, loadavg[0], loadavg[1], loadavg[2]);
-  printf("%-50s %9s %9s %9s %9s %9s\n", "run", "p50 us", "p90 us", "p99 us", "p50/true",
-         "p50/vers");
+  printf("%-50s %9s %9s %9s %9s %9s %9s %7s\n", "run", "p50 us", "p90 us", "p99 us", "p50/true",
+         "p50/vers", "cpu us", "faults");
   for (size_t r = 0; r < nrows; r++) {
     qsort(rows[r].t, (size_t)runs, sizeof(double), cmp_double);
+    qsort(cpu[r], (size_t)runs, sizeof(double), cmp_double);
+    qsort(faults[r], (size_t)runs, sizeof(double), cmp_double);
     double p50 = rows[r].t[runs / 2], p90 = rows[r].t[runs * 9 / 10],
            p99 = rows[r].t[runs * 99 / 100];
     p50s[r] = p50;
@@ -241,12 +256,17 @@ int main(int argc, char **argv) {
     else
       printf(" %9s", "-");
     if ((int)r != rows[r].base && r > 0)
-      printf(" %8.2fx\n", p50 / p50s[rows[r].base]);
+      printf(" %8.2fx", p50 / p50s[rows[r].base]);
     else
-      printf(" %9s\n", "-");
+      printf(" %9s", "-");
+    printf(" %9.0f %7.0f\n", cpu[r][runs / 2], faults[r][runs / 2]);
     free(rows[r].t);
+    free(cpu[r]);
+    free(faults[r]);
   }
-  printf("\nverdict's own work per call = hook p50 - version p50.\n");
+  printf(
+      "\nverdict's own work per call = hook p50 - version p50. cpu us and faults: medians of\n"
+      "the child's CPU time (user + system) and page faults, from its rusage.\n");
   kill(serve, SIGTERM);
   waitpid(serve, NULL, 0);
   snprintf(path, sizeof path, "rm -rf '%s'", tmp);

@@ -34,7 +34,10 @@ static char *align_ptr(char *p, size_t al) {
   return (char *)((u + (al - 1)) & ~(uintptr_t)(al - 1));
 }
 
-static void *arena_slow(arena *a, size_t size, size_t al) {
+/* Not inlined: arena_alloc is called for nearly every node and string the
+ * parser and compiler make, and with this folded in it saves and restores
+ * registers on every call for the sake of the rare one that mallocs. */
+__attribute__((noinline)) static void *arena_slow(arena *a, size_t size, size_t al) {
   size_t want = size + al + sizeof(arena_chunk);
   size_t csize = a->next_chunk;
   while (csize < want) csize *= 2;

@@ -110,6 +110,11 @@ int recorder_open(const char *dir, const vd_engine_opts *opts, recorder **out, v
   o.node = r->node;
   o.format = recorder_format;
   o.format_ud = r;
+  /* An engine for one decision on one thread (an agent's hook: see
+   * lazy_compile in verdict.h) writes its snapshot itself: a writer thread
+   * costs such a process more than the record does. Same bytes, same
+   * durability (docs/snapshots.md). */
+  o.inline_writer = opts->lazy_compile != 0;
   arena_init(&r->fmt_mem, NULL, 0, 0);
   snapshot_idgen_init(&r->gen);
   char msg[SNAPSHOT_ERRLEN];

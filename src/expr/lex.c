@@ -432,18 +432,32 @@ static int lex_quoted_ident(lexer *lx, token *t) {
 
 /* ---- identifiers and words ---- */
 
-/* With their lengths: every identifier is checked against them. */
-#define RW(w) \
-  { w, sizeof w - 1 }
-static const struct {
-  const char *w;
-  size_t n;
-} reserved_words[] = {
-    RW("as"),        RW("break"),  RW("const"),  RW("continue"), RW("else"),  RW("for"),
-    RW("function"),  RW("if"),     RW("import"), RW("let"),      RW("loop"),  RW("package"),
-    RW("namespace"), RW("return"), RW("var"),    RW("void"),     RW("while"),
-};
-#undef RW
+/* The keywords and the reserved words, found by length first: every
+ * identifier is looked up, and most are not 2 to 9 bytes of one of these. */
+#define IS(lit) (memcmp(w, lit, sizeof lit - 1) == 0)
+
+static int is_reserved(const char *w, size_t n) {
+  switch (n) {
+    case 2:
+      return IS("as") || IS("if");
+    case 3:
+      return IS("for") || IS("let") || IS("var");
+    case 4:
+      return IS("else") || IS("loop") || IS("void");
+    case 5:
+      return IS("break") || IS("const") || IS("while");
+    case 6:
+      return IS("import") || IS("return");
+    case 7:
+      return IS("package");
+    case 8:
+      return IS("continue") || IS("function");
+    case 9:
+      return IS("namespace");
+    default:
+      return 0;
+  }
+}
 
 static int lex_word(lexer *lx, token *t) {
   size_t start = lx->pos, i = start;
@@ -451,23 +465,17 @@ static int lex_word(lexer *lx, token *t) {
   size_t n = i - start;
   const char *w = lx->src + start;
   t->kind = T_IDENT;
-  if (n == 4 && memcmp(w, "true", 4) == 0)
+  if (n == 4 && IS("true"))
     t->kind = T_TRUE;
-  else if (n == 5 && memcmp(w, "false", 5) == 0)
+  else if (n == 5 && IS("false"))
     t->kind = T_FALSE;
-  else if (n == 4 && memcmp(w, "null", 4) == 0)
+  else if (n == 4 && IS("null"))
     t->kind = T_NULL;
-  else if (n == 2 && memcmp(w, "in", 2) == 0)
+  else if (n == 2 && IS("in"))
     t->kind = T_IN;
-  else {
-    for (size_t k = 0; n >= 2 && n <= 9 && k < sizeof reserved_words / sizeof *reserved_words;
-         k++) {
-      if (reserved_words[k].n == n && memcmp(reserved_words[k].w, w, n) == 0) {
-        t->reserved = 1;
-        break;
-      }
-    }
-  }
+  else
+    t->reserved = (uint8_t)is_reserved(w, n);
+#undef IS
   /* Names are copied so that the tree never points into the caller's
    * source buffer and every name is NUL-terminated. */
   t->s = arena_strndup(lx->a, w, n);

@@ -32,7 +32,8 @@
  * into a preallocated ring. Off that path an append may wake the writer (a
  * mutex and a condition signal): when the ring is full, and for the first
  * record after the writer has been idle for a second. One writer thread per
- * log drains the ring into the current segment. A reader may run
+ * log drains the ring into the current segment (or none: with
+ * opts.inline_writer the appending thread writes, see there). A reader may run
  * in any process while a writer appends; gc may run while a writer appends.
  * One writer per directory: a second snapshot_log_open on the same directory
  * fails with SNAPSHOT_EBUSY.
@@ -157,6 +158,18 @@ typedef struct snapshot_log_opts {
    * concurrently. NULL: payloads are written as appended. */
   int (*format)(void *ud, snapshot_rec *rec);
   void *format_ud;
+  /* For a process that records a handful of decisions and exits (an agent's
+   * hook): no writer thread. Each append (or commit) frames and writes its
+   * record on the calling thread before it returns, formatting it there too;
+   * fsyncs follow the durability setting as the thread would make them
+   * (ALWAYS: in the append; INTERVAL: when interval_ms has passed, and at
+   * close; NONE: never), so what reaches the disk, and when it is durable,
+   * is the same, byte for byte. wait_durable syncs on the calling thread and
+   * gives up (SNAPSHOT_ECLOSED) after close_timeout_ms of a failing disk.
+   * Appends from several threads are still safe (they take turns at the
+   * writing), but every one of them pays for the disk: a server wants the
+   * thread. 0: the writer thread (default). */
+  int inline_writer;
 } snapshot_log_opts;
 
 typedef struct snapshot_log snapshot_log;

@@ -42,7 +42,16 @@
  * valid index is scanned; a torn or corrupt tail is cut back to the last valid
  * frame, damaged spans in the middle are counted and left for readers to
  * skip. The newest segment, if sound and not full, is reopened for appending
- * (so short-lived processes do not leave a trail of tiny segments). */
+ * (so short-lived processes do not leave a trail of tiny segments).
+ *
+ * Without the thread (opts.inline_writer, for a process that records a
+ * decision or two and exits): the same rounds run on the appending thread,
+ * one after each append under `run_mu`, and close runs the thread's loop to
+ * its end on the closing thread. Records still pass through the ring (the
+ * engine reserves room and writes its capture in place), so the bytes and
+ * the sync points are the writer thread's; what goes is starting a thread,
+ * its stack, its polling, and the wake-ups and the join that cost a
+ * one-shot process more than writing its record. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -71,6 +80,8 @@ struct snapshot_log {
   size_t max_record;
   int lock_fd; /* writer.lock */
   pthread_t thread;
+  int inline_writer;      /* no thread: rounds run in append (run_mu) and close */
+  pthread_mutex_t run_mu; /* inline: one round at a time */
 
   /* shared with producers and waiters */
   _Atomic int closing;
@@ -614,35 +625,42 @@ static void wait_ms(snapshot_log *L, uint64_t ms, int deep) {
   pthread_mutex_unlock(&L->mu);
 }
 
+/* One round of the writer's work: take what the ring holds into pend, write
+ * it, sync when due (force: now), seal on rotation; on failure, set the
+ * backoff. Sets *rotate; returns the records taken. */
+static uint64_t writer_round(snapshot_log *L, uint64_t now, int force, int *rotate) {
+  int failed = 0;
+  *rotate = 0;
+  uint64_t got = gather(L, rotate);
+  if (pend_write(L) < 0) failed = 1;
+  if (!failed && L->pend_len > 0) {
+    int due = L->opts.durability == SNAPSHOT_DURABLE_ALWAYS || *rotate || force ||
+              L->pend_len >= PEND_CAP || now - L->last_sync_ms >= L->opts.interval_ms;
+    if (due && pend_sync(L) < 0) failed = 1;
+  }
+  if (!failed && *rotate) segment_seal(L);
+  if (L->fd < 0 && L->pend_len == 0 && ring_has_work(L) && !*rotate) failed = 1; /* create failed */
+  if (failed) {
+    L->backoff_ms = L->backoff_ms ? L->backoff_ms * 2 : BACKOFF_MIN_MS;
+    if (L->backoff_ms > BACKOFF_MAX_MS) L->backoff_ms = BACKOFF_MAX_MS;
+    L->retry_at_ms = now + L->backoff_ms;
+  } else {
+    L->backoff_ms = 0;
+  }
+  return got;
+}
+
 static void *writer_main(void *arg) {
   snapshot_log *L = arg;
   uint64_t last_work = mono_ms(), close_deadline = 0;
-  L->last_sync_ms = last_work;
+  if (!L->inline_writer) L->last_sync_ms = last_work; /* inline: since open */
   for (;;) {
     uint64_t now = mono_ms();
     int closing = atomic_load(&L->closing);
     if (closing && !close_deadline) close_deadline = now + L->opts.close_timeout_ms;
-    int rotate = 0, failed = 0;
+    int rotate = 0;
     uint64_t got = 0;
-    if (now >= L->retry_at_ms) {
-      got = gather(L, &rotate);
-      if (pend_write(L) < 0) failed = 1;
-      if (!failed && L->pend_len > 0) {
-        int due = L->opts.durability == SNAPSHOT_DURABLE_ALWAYS || rotate || closing ||
-                  L->pend_len >= PEND_CAP || now - L->last_sync_ms >= L->opts.interval_ms;
-        if (due && pend_sync(L) < 0) failed = 1;
-      }
-      if (!failed && rotate) segment_seal(L);
-      if (L->fd < 0 && L->pend_len == 0 && ring_has_work(L) && !rotate)
-        failed = 1; /* create failed */
-      if (failed) {
-        L->backoff_ms = L->backoff_ms ? L->backoff_ms * 2 : BACKOFF_MIN_MS;
-        if (L->backoff_ms > BACKOFF_MAX_MS) L->backoff_ms = BACKOFF_MAX_MS;
-        L->retry_at_ms = now + L->backoff_ms;
-      } else {
-        L->backoff_ms = 0;
-      }
-    }
+    if (now >= L->retry_at_ms) got = writer_round(L, now, closing, &rotate);
     if (got || rotate) last_work = now;
     if (closing) {
       int drained = !ring_has_work(L) && L->rpos == atomic_load(&L->q.head) && L->pend_len == 0;
@@ -691,6 +709,7 @@ static void log_free(snapshot_log *L) {
   seg_index_free(&L->idx);
   free(L->pend);
   free(L->dir);
+  pthread_mutex_destroy(&L->run_mu);
   pthread_mutex_destroy(&L->mu);
   pthread_cond_destroy(&L->wake_cv);
   pthread_cond_destroy(&L->durable_cv);
@@ -732,6 +751,7 @@ int snapshot_log_open(const char *dir, const snapshot_log_opts *opts, snapshot_l
   L->fd = -1;
   L->lock_fd = -1;
   pthread_mutex_init(&L->mu, NULL);
+  pthread_mutex_init(&L->run_mu, NULL);
   pthread_cond_init(&L->wake_cv, NULL);
   pthread_cond_init(&L->durable_cv, NULL);
   seg_index_init(&L->idx);
@@ -791,7 +811,9 @@ int snapshot_log_open(const char *dir, const snapshot_log_opts *opts, snapshot_l
     log_free(L);
     return rc;
   }
-  if (pthread_create(&L->thread, NULL, writer_main, L) != 0) {
+  L->inline_writer = o.inline_writer != 0;
+  L->last_sync_ms = mono_ms();
+  if (!L->inline_writer && pthread_create(&L->thread, NULL, writer_main, L) != 0) {
     snprintf(err, errlen, "snapshot log %s: cannot start the writer thread", dir);
     log_free(L);
     return SNAPSHOT_ENOMEM;
@@ -825,6 +847,33 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* Inline: the writer's rounds, here, until the ring holds nothing it can
+ * take (more than one round after a rotation or a full round). Skipped
+ * while a failure's backoff lasts; the next append, or close, retries. */
+static void drain_here(snapshot_log *L, int force) {
+  pthread_mutex_lock(&L->run_mu);
+  for (int i = 0; i < 64; i++) {
+    uint64_t now = mono_ms();
+    if (now < L->retry_at_ms) break;
+    int rotate;
+    uint64_t got = writer_round(L, now, force, &rotate);
+    if ((!got && !rotate) || L->retry_at_ms > now) break;
+  }
+  pthread_mutex_unlock(&L->run_mu);
+}
+
+/* Inline and waiting (a full ring, a durable ticket): the backoff's rest,
+ * then a round. */
+static void drain_wait(snapshot_log *L, int force) {
+  uint64_t now = mono_ms(), at = L->retry_at_ms;
+  if (at > now) {
+    uint64_t ms = at - now;
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  drain_here(L, force);
+}
+
 /* Room in the ring for a body of len bytes, waiting (BLOCK) or refusing
  * (DROP, counted) when it is full. */
 static int take_room(snapshot_log *L, size_t len, uint8_t **body, uint64_t *t) {
@@ -838,6 +887,10 @@ static int take_room(snapshot_log *L, size_t len, uint8_t **body, uint64_t *t) {
     }
     if (atomic_load_explicit(&L->closing, memory_order_relaxed) || atomic_load(&L->dead))
       return SNAPSHOT_ECLOSED;
+    if (L->inline_writer) { /* the writer is us */
+      drain_wait(L, 0);
+      continue;
+    }
     /* Wait for the writer: spin briefly, then yield, then sleep. */
     if (spins < 64)
       cpu_relax();
@@ -869,8 +922,11 @@ int snapshot_log_append(snapshot_log *L, const snapshot_rec *rec, uint64_t *tick
   rec_body_encode(rec, body);
   ring_commit(&L->q, body, len);
   atomic_fetch_add_explicit(&L->appended, 1, memory_order_relaxed);
-  if (atomic_load_explicit(&L->sleeping, memory_order_seq_cst)) wake_writer(L);
   if (ticket) *ticket = t;
+  if (L->inline_writer)
+    drain_here(L, 0);
+  else if (atomic_load_explicit(&L->sleeping, memory_order_seq_cst))
+    wake_writer(L);
   return 0;
 }
 
@@ -901,17 +957,31 @@ void snapshot_log_commit(snapshot_log *L, snapshot_slot *s, size_t payload_len, 
   put_le32(s->len_at, (uint32_t)payload_len);
   uint64_t pad = ring_commit_short(&L->q, s->body, s->head_len + payload_len, s->reserved);
   atomic_fetch_add_explicit(&L->appended, 1, memory_order_relaxed);
-  if (atomic_load_explicit(&L->sleeping, memory_order_seq_cst)) wake_writer(L);
   if (ticket) *ticket = s->end - pad;
+  if (L->inline_writer)
+    drain_here(L, 0);
+  else if (atomic_load_explicit(&L->sleeping, memory_order_seq_cst))
+    wake_writer(L);
 }
 
 void snapshot_log_cancel(snapshot_log *L, snapshot_slot *s) {
   ring_cancel(&L->q, s->body, s->reserved);
-  if (atomic_load_explicit(&L->sleeping, memory_order_seq_cst)) wake_writer(L);
+  if (L->inline_writer)
+    drain_here(L, 0); /* records committed behind it were waiting for it */
+  else if (atomic_load_explicit(&L->sleeping, memory_order_seq_cst))
+    wake_writer(L);
 }
 
 int snapshot_log_wait_durable(snapshot_log *L, uint64_t ticket) {
   if (atomic_load_explicit(&L->durable_pos, memory_order_acquire) >= ticket) return 0;
+  if (L->inline_writer) { /* sync here; a disk that keeps failing: give up */
+    uint64_t deadline = mono_ms() + L->opts.close_timeout_ms;
+    for (;;) {
+      drain_wait(L, 1);
+      if (atomic_load_explicit(&L->durable_pos, memory_order_acquire) >= ticket) return 0;
+      if (mono_ms() >= deadline) return SNAPSHOT_ECLOSED;
+    }
+  }
   int rc = 0;
   pthread_mutex_lock(&L->mu);
   atomic_fetch_add_explicit(&L->waiters, 1, memory_order_seq_cst);
@@ -960,8 +1030,14 @@ void snapshot_log_status_get(snapshot_log *L, snapshot_log_status *st) {
 int snapshot_log_close(snapshot_log *L, snapshot_log_status *st) {
   if (!L) return 0;
   atomic_store(&L->closing, 1);
-  wake_writer(L);
-  pthread_join(L->thread, NULL);
+  if (L->inline_writer) {
+    pthread_mutex_lock(&L->run_mu); /* an append still in its round finishes it */
+    writer_main(L);                 /* the thread's last rounds, here: drain, sync, seal */
+    pthread_mutex_unlock(&L->run_mu);
+  } else {
+    wake_writer(L);
+    pthread_join(L->thread, NULL);
+  }
   uint64_t lost = L->lost;
   if (st) snapshot_log_status_get(L, st);
   log_free(L);
