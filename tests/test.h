@@ -4,10 +4,27 @@
 #ifndef VD_TEST_H
 #define VD_TEST_H
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int test_checks, test_failures;
+
+/* A fresh scratch folder, <base>/verdict-<tag>-XXXXXX with base $TMPDIR
+ * (else /tmp), made in buf (cap bytes); returns buf. A test that cannot
+ * make one has nothing to test: it says why and exits 2. */
+static inline char *test_tmpdir(char *buf, size_t cap, const char *tag) {
+  const char *base = getenv("TMPDIR");
+  if (!base || !*base) base = "/tmp";
+  int n = snprintf(buf, cap, "%s/verdict-%s-XXXXXX", base, tag);
+  if (n < 0 || (size_t)n >= cap || !mkdtemp(buf)) {
+    fprintf(stderr, "cannot make a scratch folder under %s: %s\n", base,
+            n < 0 || (size_t)n >= cap ? "the path is too long" : strerror(errno));
+    exit(2);
+  }
+  return buf;
+}
 
 #define CHECK(cond)                                                            \
   do {                                                                         \

@@ -68,9 +68,9 @@ static void roundtrip(mcp_session *s, const char *msg, size_t len, int expect_an
 }
 
 int main(void) {
-  char dir[] = "/tmp/test-mcp-XXXXXX";
-  CHECK(mkdtemp(dir) != NULL);
-  char path[256];
+  char dir[256];
+  test_tmpdir(dir, sizeof dir, "mcp");
+  char path[320];
   snprintf(path, sizeof path, "%s/guard.yaml", dir);
   FILE *f = fopen(path, "w");
   CHECK(f != NULL);

@@ -202,7 +202,7 @@ static const char CONSTKINDS[] =
     "  - {name: nothing, context: {ua: zed, n: 7}, expect: allow}\n";
 
 static void test_constants_of_every_kind(const char *dir, const char *store) {
-  char cdir[160], cfile[200];
+  char cdir[320], cfile[360];
   snprintf(cdir, sizeof cdir, "%s/constkinds", dir);
   snprintf(cfile, sizeof cfile, "%s/constkinds.yaml", cdir);
   CHECK(mkdir(cdir, 0700) == 0);
@@ -242,13 +242,13 @@ static void test_constants_of_every_kind(const char *dir, const char *store) {
 }
 
 int main(void) {
-  char dir[] = "/tmp/verdict-lazy-XXXXXX";
-  if (!mkdtemp(dir)) return 1;
-  char pol[128], store[128], cmd[512];
+  char dir[256];
+  test_tmpdir(dir, sizeof dir, "lazy");
+  char pol[320], store[320], cmd[2048];
   snprintf(pol, sizeof pol, "%s/pol", dir);
   snprintf(store, sizeof store, "%s/store", dir);
   snprintf(cmd, sizeof cmd,
-           "mkdir -p %s && cp examples/policies/*.yaml %s/ && cp -r examples/policies/models %s/",
+           "mkdir -p '%s' && cp examples/policies/*.yaml '%s'/ && cp -r examples/policies/models '%s'/",
            pol, pol, pol);
   CHECK(system(cmd) == 0);
   sleep(3); /* files changed in the last 2 s are not cached */
@@ -296,7 +296,7 @@ int main(void) {
   /* Snapshots, through two engines. Strategies with a model or limits are
    * left out: a model's deadline and a limit's window depend on timing. */
   {
-    char sne[160], snl[160];
+    char sne[320], snl[320];
     snprintf(sne, sizeof sne, "%s/snap-eager", dir);
     snprintf(snl, sizeof snl, "%s/snap-lazy", dir);
     vd_engine_opts o;
@@ -358,10 +358,10 @@ int main(void) {
   {
     policy_rule *r = NULL;
     policy_bundle *b = NULL;
-    char bdir[160], bfile[200];
+    char bdir[320], bfile[360];
     snprintf(bdir, sizeof bdir, "%s/broken", dir);
     snprintf(bfile, sizeof bfile, "%s/broken.yaml", bdir);
-    snprintf(cmd, sizeof cmd, "mkdir -p %s", bdir);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", bdir);
     CHECK(system(cmd) == 0);
     FILE *f = fopen(bfile, "w");
     CHECK(f != NULL);
@@ -423,7 +423,7 @@ out:
   policy_bundle_free(tests);
   policy_bundle_free(eager);
   policy_bundle_free(lazy);
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   CHECK(system(cmd) == 0);
   TEST_END();
 }

@@ -166,12 +166,9 @@ static const char CORNERS[] =
     "on_error: deny\n";
 
 static void test_corner_names_decide_alike(void) {
-  char dir[] = "/tmp/vd-test-names-XXXXXX";
-  if (!mkdtemp(dir)) {
-    CHECK(0);
-    return;
-  }
-  char path[128];
+  char dir[256];
+  test_tmpdir(dir, sizeof dir, "names");
+  char path[320];
   snprintf(path, sizeof path, "%s/corners.yaml", dir);
   FILE *f = fopen(path, "w");
   CHECK(f != NULL);

@@ -267,10 +267,8 @@ typedef struct expect {
 } expect;
 
 static void end_to_end(const char *policy, const reqs *r) {
-  char tmpl[] = "/tmp/vd-record-equiv-XXXXXX";
-  char *dir = mkdtemp(tmpl);
-  CHECK(dir != NULL);
-  if (!dir) return;
+  char dir[256];
+  test_tmpdir(dir, sizeof dir, "record-equiv");
   vd_engine *e = open_engine(policy, dir);
   if (!e) return;
   vd_decision *d = vd_decision_new();
@@ -376,10 +374,8 @@ static void test_in_process(void) { in_process(POLICY, &requests); }
 static void test_end_to_end(void) { end_to_end(POLICY, &requests); }
 
 static void test_kinds(void) {
-  char tmpl[] = "/tmp/vd-record-kinds-XXXXXX";
-  char *dir = mkdtemp(tmpl);
-  CHECK(dir != NULL);
-  if (!dir) return;
+  char dir[256];
+  test_tmpdir(dir, sizeof dir, "record-kinds");
   char path[4096];
   snprintf(path, sizeof path, "%s/kinds.yaml", dir);
   FILE *f = fopen(path, "w");

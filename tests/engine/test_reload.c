@@ -196,11 +196,7 @@ static void open_refuses_broken(void) {
 }
 
 int main(void) {
-  snprintf(dir, sizeof dir, "%s/vd-reload-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-  if (!mkdtemp(dir)) {
-    perror("mkdtemp");
-    return 1;
-  }
+  test_tmpdir(dir, sizeof dir, "reload");
   snprintf(file, sizeof file, "%s/swap.yaml", dir);
   write_policy(V1);
   vd_engine_opts o;

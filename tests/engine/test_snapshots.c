@@ -34,14 +34,9 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 static void rm_rf(const char *dir) { nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
 
 static char *scratch(const char *tag) {
-  char t[256];
-  snprintf(t, sizeof t, "/tmp/vdrec-%s-XXXXXX", tag);
-  char *d = mkdtemp(t);
-  if (!d) {
-    perror("mkdtemp");
-    exit(2);
-  }
-  return strdup(d);
+  char name[128], t[512];
+  snprintf(name, sizeof name, "rec-%s", tag);
+  return strdup(test_tmpdir(t, sizeof t, name));
 }
 
 static vd_engine *open_engine(const char *bundle, const char *snapdir, int durability) {

@@ -135,9 +135,9 @@ static void test_lazy_load_cuts_tests_wherever_they_are(void) {
       "tests:\n  - {context: {ua: sqlmap, tests: [1, {tests: 2}]}, expect: block}\n",
   };
   for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
-    char dir[] = "/tmp/verdict-cache-XXXXXX";
-    if (!mkdtemp(dir)) return;
-    char file[128], store[128], canon[256];
+    char dir[256];
+    test_tmpdir(dir, sizeof dir, "cache");
+    char file[320], store[320], canon[512];
     snprintf(file, sizeof file, "%s/s.yaml", dir);
     snprintf(store, sizeof store, "%s/store", dir);
     write_file(file, files[k]);
@@ -169,17 +169,17 @@ static void test_lazy_load_cuts_tests_wherever_they_are(void) {
       policy_bundle_free(b);
     }
     free(text);
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);
   }
 }
 
 int main(void) {
   test_lazy_load_cuts_tests_wherever_they_are();
-  char dir[] = "/tmp/verdict-cache-XXXXXX";
-  if (!mkdtemp(dir)) return 1;
-  char file[128], store[128], parsed[160], canon[256];
+  char dir[256];
+  test_tmpdir(dir, sizeof dir, "cache");
+  char file[320], store[320], parsed[352], canon[512];
   snprintf(file, sizeof file, "%s/gate.yaml", dir);
   snprintf(store, sizeof store, "%s/store", dir);
   snprintf(parsed, sizeof parsed, "%s/parsed", store);
@@ -318,8 +318,8 @@ int main(void) {
   }
   policy_bundle_free(b);
 
-  char cmd[200];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   CHECK(system(cmd) == 0);
   TEST_END();
 }

@@ -280,8 +280,8 @@ static void test_bundle_level(void) {
   policy_diags_free(&d);
   /* warnings as errors */
   opts.warnings_as_errors = 1;
-  char dir[] = "/tmp/verdict-test-XXXXXX", file[64];
-  if (mkdtemp(dir)) {
+  char dir[256], file[320];
+  if (test_tmpdir(dir, sizeof dir, "errors")) {
     snprintf(file, sizeof file, "%s/w.yaml", dir);
     FILE *f = fopen(file, "w");
     if (f) {

@@ -179,8 +179,8 @@ static const char *PAY =
     "constants: {limit: 100, inf: .inf, none: null, on: true}\n";
 
 static void test_store(void) {
-  char dir[] = "/tmp/verdict-policy-test-XXXXXX";
-  CHECK(mkdtemp(dir) != NULL);
+  char dir[256];
+  test_tmpdir(dir, sizeof dir, "policy-test");
   write_file(dir, "gate.yaml", GATE);
   write_file(dir, "pay.yaml", PAY);
 
@@ -261,8 +261,8 @@ static void test_store(void) {
   policy_diags_free(&d);
 
   /* no store */
-  char dir2[] = "/tmp/verdict-policy-test-XXXXXX";
-  CHECK(mkdtemp(dir2) != NULL);
+  char dir2[256];
+  test_tmpdir(dir2, sizeof dir2, "policy-test");
   write_file(dir2, "pay.yaml", PAY);
   opts.store_dir = "";
   CHECK(policy_bundle_load(dir2, &opts, &b, &d) == 0);

@@ -46,14 +46,9 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 static void rm_rf(const char *dir) { nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
 
 static char *scratch(const char *tag) {
-  char t[256];
-  snprintf(t, sizeof t, "/tmp/vdreplay-%s-XXXXXX", tag);
-  char *d = mkdtemp(t);
-  if (!d) {
-    perror("mkdtemp");
-    exit(2);
-  }
-  return strdup(d);
+  char name[128], t[512];
+  snprintf(name, sizeof name, "replay-%s", tag);
+  return strdup(test_tmpdir(t, sizeof t, name));
 }
 
 static char *path_join(const char *a, const char *b) {

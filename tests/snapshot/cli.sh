@@ -13,7 +13,7 @@ ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 
 unset VERDICT_SNAPSHOTS
-TMP=$(mktemp -d /tmp/vdsnap-cli-XXXXXX)
+TMP=$(mktemp -d -t verdict-snap-cli-XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 D="$TMP/snaps"
 "$FIX" --make "$D" || { echo "cannot make the fixture" >&2; exit 1; }

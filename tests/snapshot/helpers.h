@@ -28,16 +28,11 @@ static inline int rm_one(const char *path, const struct stat *st, int flag, stru
 
 static inline void rm_rf(const char *dir) { nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
 
-/* A fresh directory under /tmp (malloc'd path). */
+/* A fresh directory under $TMPDIR or /tmp (malloc'd path). */
 static inline char *scratch_dir(const char *tag) {
-  char tmpl[256];
-  snprintf(tmpl, sizeof tmpl, "/tmp/vdsnap-%s-XXXXXX", tag);
-  char *d = mkdtemp(tmpl);
-  if (!d) {
-    perror("mkdtemp");
-    exit(2);
-  }
-  return strdup(d);
+  char name[128], tmpl[512];
+  snprintf(name, sizeof name, "snap-%s", tag);
+  return strdup(test_tmpdir(tmpl, sizeof tmpl, name));
 }
 
 static inline int64_t wall_ns(void) {

@@ -5,7 +5,7 @@
 # comparing; this feeds it realistic traffic of every example strategy).
 set -u
 BUILD=${1:-build}
-TMP=$(mktemp -d /tmp/vd-record-equiv-sh-XXXXXX)
+TMP=$(mktemp -d -t verdict-record-equiv-XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 unset VERDICT_SNAPSHOTS
 if ! "$BUILD/verdict" gen --count 2000 --seed 1 --out "$TMP/requests.jsonl"; then

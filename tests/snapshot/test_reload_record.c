@@ -137,12 +137,7 @@ static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ft
 }
 
 int main(void) {
-  snprintf(dir, sizeof dir, "%s/vd-reload-record-XXXXXX",
-           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-  if (!mkdtemp(dir)) {
-    perror("mkdtemp");
-    return 1;
-  }
+  test_tmpdir(dir, sizeof dir, "reload-record");
   snprintf(policy_dir, sizeof policy_dir, "%s/policy", dir);
   snprintf(snaps, sizeof snaps, "%s/snapshots", dir);
   snprintf(file, sizeof file, "%s/swap.yaml", policy_dir);

@@ -151,8 +151,8 @@ static char *counters_of(const char *dir) {
 }
 
 int main(void) {
-  char root[] = "/tmp/vdlimitkeys-XXXXXX";
-  if (!mkdtemp(root)) return 2;
+  char root[256];
+  test_tmpdir(root, sizeof root, "limit-keys");
   char sa[300], sb[300];
   vd_engine *a = open_bundle(root, "a", 1, sa, sizeof sa);
   vd_engine *b = open_bundle(root, "b", 2, sb, sizeof sb);

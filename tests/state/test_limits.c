@@ -62,7 +62,7 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 
 static vd_engine *engine;
 static vd_decision *d;
-static char dir[64], snaps[96], store[96];
+static char dir[256], snaps[300], store[300];
 
 static const char *decide(const char *point, const char *ctx, const char *cands) {
   char req[512];
@@ -269,9 +269,8 @@ static void test_presets(void) {
 }
 
 int main(void) {
-  snprintf(dir, sizeof dir, "/tmp/vdlimits-XXXXXX");
-  if (!mkdtemp(dir)) return 2;
-  char path[160];
+  test_tmpdir(dir, sizeof dir, "limits");
+  char path[320];
   snprintf(path, sizeof path, "%s/gate.yaml", dir);
   FILE *f = fopen(path, "w");
   fputs(STRATEGY, f);

@@ -285,9 +285,9 @@ static state_store *open_file(const char *path, state_stats *st) {
 /* --state-file: counts and penalties survive a restart; expired ones do
  * not; a damaged file leaves the counters empty and says so. */
 static void test_persistence(void) {
-  char dir[] = "/tmp/vdstate-XXXXXX";
-  if (!mkdtemp(dir)) return;
-  char path[64];
+  char dir[256];
+  test_tmpdir(dir, sizeof dir, "state");
+  char path[320];
   snprintf(path, sizeof path, "%s/counters", dir);
   int64_t now = wall();
   limit_spec hour = {.window_ns = 3600 * SEC, .budget = 3, .penalty_ns = 3600 * SEC};
@@ -387,9 +387,9 @@ static void test_eviction_spares_used_keys(void) {
  * moved with their slots when others are removed, counted in the bound,
  * freed when evicted, and kept across a restart like short ones. */
 static void test_long_keys(void) {
-  char dir[] = "/tmp/vdstate-XXXXXX";
-  if (!mkdtemp(dir)) return;
-  char path[64], key[128];
+  char dir[256];
+  test_tmpdir(dir, sizeof dir, "state");
+  char path[320], key[128];
   snprintf(path, sizeof path, "%s/counters", dir);
   int64_t now = wall();
   limit_spec sp = {.window_ns = 3600 * SEC, .budget = 1000};

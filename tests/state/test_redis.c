@@ -41,7 +41,7 @@ extern char **environ;
 
 static pid_t redis_pid = -1;
 static int redis_port;
-static char url[64], tmpdir[64];
+static char url[64], tmpdir[256];
 
 static int free_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -337,8 +337,7 @@ int main(void) {
     printf("0 passed, 0 failed\n");
     return 0;
   }
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/vdredis-XXXXXX");
-  if (!mkdtemp(tmpdir)) return 2;
+  test_tmpdir(tmpdir, sizeof tmpdir, "redis");
   redis_port = free_port();
   snprintf(url, sizeof url, "redis://127.0.0.1:%d", redis_port);
   if (redis_port <= 0 || start_redis() != 0) {
@@ -346,7 +345,7 @@ int main(void) {
     return 2;
   }
   atexit(stop_redis);
-  char path[128];
+  char path[320];
   snprintf(path, sizeof path, "%s/api.yaml", tmpdir);
   FILE *f = fopen(path, "w");
   fputs(
