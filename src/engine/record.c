@@ -246,12 +246,15 @@ static void put_strn(json_buf *b, const char *s, size_t n) {
   b->len += n + 2;
 }
 
-static void put_str(json_buf *b, const char *s) {
+/* s[0..n) as a JSON string, or null when s is NULL. */
+static void put_strn_or_null(json_buf *b, const char *s, size_t n) {
   if (s)
-    put_strn(b, s, strlen(s));
+    put_strn(b, s, n);
   else
     PUT(b, "null");
 }
+
+static void put_str(json_buf *b, const char *s) { put_strn_or_null(b, s, s ? strlen(s) : 0); }
 
 static const char digit_pairs[201] =
     "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
@@ -1125,10 +1128,7 @@ static const char *get_name(cap_cur *c, int borrowed, size_t *n) {
 static void fmt_name(json_buf *b, cap_cur *c, int borrowed) {
   size_t n;
   const char *s = get_name(c, borrowed, &n);
-  if (s)
-    put_strn(b, s, n);
-  else
-    PUT(b, "null");
+  put_strn_or_null(b, s, n);
 }
 
 /* Let i's name: from the names' array when the capture borrows (checked
@@ -1145,10 +1145,7 @@ static const char *let_name(cap_cur *c, int borrowed, const char *names, uint32_
 static void fmt_str(json_buf *b, cap_cur *c) {
   size_t n;
   const char *s = get_str(c, &n);
-  if (s)
-    put_strn(b, s, n);
-  else
-    PUT(b, "null");
+  put_strn_or_null(b, s, n);
 }
 
 /* A version, written between quotes as it is: 64 bytes, 64 hex digits or
@@ -1443,10 +1440,7 @@ int record_format(const char *capture, size_t clen, const char *id, const char *
   PUT(b, ",\"rules_considered\":");
   put_u64(b, h.rules_indexed);
   PUT(b, ",\"no_candidate\":");
-  if (no_candidate)
-    put_strn(b, no_candidate, nc_n);
-  else
-    PUT(b, "null");
+  put_strn_or_null(b, no_candidate, nc_n);
   PUT(b, ",\"cost\":");
   put_u64(b, h.cost);
   put_char(b, '}');
@@ -1513,10 +1507,7 @@ int record_format(const char *capture, size_t clen, const char *id, const char *
     PUT(b, ",\"model_score\":null,\"model_confidence\":null");
   }
   PUT(b, ",\"action\":");
-  if (action)
-    put_strn(b, action, action_n);
-  else
-    PUT(b, "null");
+  put_strn_or_null(b, action, action_n);
   PUT(b, ",\"allowed\":");
   put_bool(b, h.allowed);
   PUT(b, ",\"review\":");
@@ -1524,20 +1515,11 @@ int record_format(const char *capture, size_t clen, const char *id, const char *
   PUT(b, ",\"confidence\":");
   put_confidence(b, h.confidence);
   PUT(b, ",\"source\":");
-  if (source)
-    put_strn(b, source, source_n);
-  else
-    PUT(b, "null");
+  put_strn_or_null(b, source, source_n);
   PUT(b, ",\"reason\":{\"rule\":");
-  if (rule)
-    put_strn(b, rule, rule_n);
-  else
-    PUT(b, "null");
+  put_strn_or_null(b, rule, rule_n);
   PUT(b, ",\"message\":");
-  if (reason)
-    put_strn(b, reason, reason_n);
-  else
-    PUT(b, "null");
+  put_strn_or_null(b, reason, reason_n);
   PUT(b, "},\"latency_ns\":{\"parse\":");
   put_u64(b, h.ns_parse);
   PUT(b, ",\"decide\":");
