@@ -34,19 +34,8 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-has() { # has FILE TEXT DESCRIPTION
-  if grep -qF -- "$2" "$1"; then ok; else bad "$3: no '$2' in $(basename "$1")"; sed 's/^/  | /' "$1" | head -20 >&2; fi
-}
-hasnt() { # hasnt FILE TEXT DESCRIPTION
-  if grep -qF -- "$2" "$1"; then bad "$3: '$2' found in $(basename "$1")"; else ok; fi
-}
-eq() { # eq GOT WANT DESCRIPTION
-  if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', want '$2'"; fi
-}
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+TEST_NAME=hardening/disk_full
+. "$HERE/../lib.sh"
 # start NAME [serve options...]: SIGXFSZ ignored (kept across exec), so an
 # over-limit write fails with EFBIG instead of killing the process.
 start() {
@@ -59,17 +48,7 @@ start() {
     "$VD" serve --policy "$T/bundle" --listen "127.0.0.1:$PORT" --threads 2 --no-store \
     --snapshots "$SNAP" "$@" 2>"$LOG" &
   PID=$!
-  for _ in $(seq 1 300); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/readyz")" = 200 ] && return 0
-    kill -0 "$PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  bad "$name: the server did not become ready"; sed 's/^/  log: /' "$LOG" >&2
-  echo "hardening/disk_full: $pass passed, $fail failed"; exit 1
-}
-stop() {
-  kill -TERM "$PID"; wait "$PID"; local rc=$?; PID=
-  eq "$rc" 0 "SIGTERM: exit 0"
+  wait_ready "$name" "$LOG"
 }
 fsize() { # fsize BYTES|unlimited: the server's soft file size limit
   $PY -c 'import resource,sys
@@ -169,5 +148,5 @@ eq "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/snapshots/$(cat "$T/a2")")
 stop
 eq "$(read_back "$T/a1" "$T/a2")" same "always, after: every acknowledged decision is in the log once"
 
-echo "hardening/disk_full: $pass passed, $fail failed"
+summary
 [ "$fail" -eq 0 ]

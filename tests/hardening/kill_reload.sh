@@ -40,13 +40,8 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-eq() { # eq GOT WANT DESCRIPTION
-  if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', want '$2'"; fi
-}
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+TEST_NAME=hardening/kill_reload
+. "$HERE/../lib.sh"
 SNAP="$T/snap"
 STORE="$T/store"
 start() { # start NAME: the server on the same folders; fails the test unless it serves
@@ -66,7 +61,7 @@ start() { # start NAME: the server on the same folders; fails the test unless it
     ok
   else
     bad "$1: the server did not restart and serve"; sed 's/^/  log: /' "$LOG" >&2
-    echo "hardening/kill_reload: $pass passed, $fail failed"; exit 1
+    summary; exit 1
   fi
 }
 # write_extra TAG: a new version of extra.yaml, renamed in as a deploy would
@@ -212,5 +207,5 @@ eq "$(curl -s "$URL/v1/decide" --data-binary @"$T/req-model.json" | $PY -c 'impo
 kill -TERM "$PID"; wait "$PID"; eq "$?" 0 "torn: SIGTERM, exit 0"; PID=
 eq "$(store_check)" ok "torn store entries: whole again"
 
-echo "hardening/kill_reload: $pass passed, $fail failed"
+summary
 [ "$fail" -eq 0 ]

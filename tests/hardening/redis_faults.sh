@@ -34,13 +34,8 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-eq() { # eq GOT WANT DESCRIPTION
-  if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', want '$2'"; fi
-}
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+TEST_NAME=hardening/redis_faults
+. "$HERE/../lib.sh"
 listening() { $PY -c "import socket,sys; socket.create_connection(('127.0.0.1', $1), timeout=1)" 2>/dev/null; }
 
 RPORT=$(free_port)
@@ -61,17 +56,7 @@ start() { # start MODE
     --snapshots "$T/snap-$1" --durability always \
     --state "redis://127.0.0.1:$RPORT" --state-on-error "$1" --state-timeout 100 2>"$LOG" &
   PID=$!
-  for _ in $(seq 1 300); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/readyz")" = 200 ] && return 0
-    kill -0 "$PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  bad "$1: the server did not become ready"; sed 's/^/  log: /' "$LOG" >&2
-  echo "hardening/redis_faults: $pass passed, $fail failed"; exit 1
-}
-stop() {
-  kill -TERM "$PID"; wait "$PID"; local rc=$?; PID=
-  eq "$rc" 0 "SIGTERM: exit 0"
+  wait_ready "$1" "$LOG"
 }
 load_start() {
   rm -f "$T/stop" "$T/load.json"
@@ -192,5 +177,5 @@ for MODE in local allow deny; do
   redis_start
 done
 
-echo "hardening/redis_faults: $pass passed, $fail failed"
+summary
 [ "$fail" -eq 0 ]

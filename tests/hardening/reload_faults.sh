@@ -23,18 +23,10 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-has() { # has FILE TEXT DESCRIPTION
-  if grep -qF -- "$2" "$1"; then ok; else bad "$3: no '$2' in $(basename "$1")"; sed 's/^/  | /' "$1" | head -20 >&2; fi
-}
-eq() { # eq GOT WANT DESCRIPTION
-  if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', want '$2'"; fi
-}
+TEST_NAME=hardening/reload_faults
+. "$HERE/../lib.sh"
 command -v curl >/dev/null || { echo "reload_faults.sh: curl is needed (scripts/deps)" >&2; exit 1; }
 
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 start() { # start NAME [serve options...]
   local name=$1; shift
   PORT=$(free_port)
@@ -43,17 +35,7 @@ start() { # start NAME [serve options...]
   "$VD" serve --policy "$T/bundle" --listen "127.0.0.1:$PORT" --threads 2 \
     --snapshots "$T/snap-$name" --store "$T/store" --admin-token-file "$T/token" "$@" 2>"$LOG" &
   PID=$!
-  for _ in $(seq 1 300); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/readyz")" = 200 ] && return 0
-    kill -0 "$PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  bad "$name: the server did not become ready"; sed 's/^/  log: /' "$LOG" >&2
-  echo "hardening/reload_faults: $pass passed, $fail failed"; exit 1
-}
-stop() {
-  kill -TERM "$PID"; wait "$PID"; local rc=$?; PID=
-  eq "$rc" 0 "SIGTERM: exit 0"
+  wait_ready "$name" "$LOG"
 }
 # load_start: the steady stream, in the background.
 load_start() {
@@ -186,5 +168,5 @@ wait_more 100
 load_stop "yaml syntax error under --watch"
 stop
 
-echo "hardening/reload_faults: $pass passed, $fail failed"
+summary
 [ "$fail" -eq 0 ]
