@@ -18,21 +18,10 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-has() { # has FILE TEXT DESCRIPTION
-  if grep -qF -- "$2" "$1"; then ok; else bad "$3: no '$2' in $(basename "$1")"; sed 's/^/  | /' "$1" | head -20 >&2; fi
-}
-hasnt() { # hasnt FILE TEXT DESCRIPTION
-  if grep -qF -- "$2" "$1"; then bad "$3: '$2' found in $(basename "$1")"; else ok; fi
-}
-eq() { # eq GOT WANT DESCRIPTION
-  if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', want '$2'"; fi
-}
+TEST_NAME=endpoints.sh
+. tests/lib.sh
 command -v curl >/dev/null || { echo "endpoints.sh: curl is needed (scripts/deps)" >&2; exit 1; }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # start NAME [serve options...]: starts the server on a free port, waits for /readyz.
 start() {
   local name=$1; shift
@@ -40,17 +29,7 @@ start() {
   URL="http://127.0.0.1:$PORT"
   "$V" serve --policy "$T/bundle" --listen "127.0.0.1:$PORT" --threads 2 "$@" 2>"$T/$name.log" &
   PID=$!
-  for _ in $(seq 1 100); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/readyz")" = 200 ] && return 0
-    kill -0 "$PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  bad "$name: the server did not become ready"; sed 's/^/  log: /' "$T/$name.log" >&2
-  echo "$pass passed, $fail failed"; exit 1
-}
-stop() {
-  kill -TERM "$PID"; wait "$PID"; local rc=$?; PID=
-  eq "$rc" 0 "SIGTERM: exit 0"
+  wait_ready "$name" "$T/$name.log"
 }
 # req METHOD PATH [curl args...]: body in $T/body, headers in $T/head, status in $CODE.
 req() {
@@ -365,9 +344,7 @@ PORT=$(free_port); URL="http://127.0.0.1:$PORT"
 VERDICT_ADMIN_TOKEN=$TOKEN "$V" serve --policy "$T/bundle" --listen "127.0.0.1:$PORT" --no-snapshots \
   --no-store --watch 2>"$T/watch.log" &
 PID=$!
-for _ in $(seq 1 100); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/readyz")" = 200 ] && break; sleep 0.1
-done
+wait_ready watch "$T/watch.log"
 req POST /v1/policies/reload -H "Authorization: Bearer $TOKEN"
 eq "$CODE" 200 "token from VERDICT_ADMIN_TOKEN"
 eq "$(json 'd["changed"]')" False "reload with nothing changed: changed false"
@@ -398,5 +375,5 @@ for _ in $(seq 1 50); do [ "$(grep -c '"event":"reload' "$T/watch.log")" -gt "$n
 stop
 python3 -c 'import sys,json; [json.loads(l) for l in open(sys.argv[1])]' "$T/watch.log" && ok || bad "every log line is JSON"
 
-echo "$pass passed, $fail failed"
+summary
 [ "$fail" = 0 ]

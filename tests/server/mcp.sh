@@ -15,23 +15,19 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-eq() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', want '$2'"; fi; }
+TEST_NAME=mcp.sh
+. tests/lib.sh
 command -v curl >/dev/null || { echo "mcp.sh: curl is needed (scripts/deps)" >&2; exit 1; }
 
 mkdir -p "$T/bundle"
 for f in examples/policies/*; do cp -r "$f" "$T/bundle/"; done
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-URL="http://127.0.0.1:$PORT/mcp"
+PORT=$(free_port)
+URL="http://127.0.0.1:$PORT"
 "$V" serve --policy "$T/bundle" --listen "127.0.0.1:$PORT" --snapshots "$T/snap" --durability always \
   --no-store 2>"$T/log" &
 PID=$!
-for _ in $(seq 1 100); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/readyz")" = 200 ] && break
-  sleep 0.1
-done
+wait_ready mcp "$T/log"
+URL="$URL/mcp"
 
 # mcp BODY [curl args...]: POST a JSON-RPC message; status in $CODE.
 mcp() {
@@ -93,7 +89,6 @@ eq "$CODE" 204 "DELETE ends the session"
 mcp '{"jsonrpc":"2.0","id":10,"method":"tools/list"}' "${S[@]}"
 eq "$CODE" 404 "an ended session: 404"
 
-kill -TERM "$PID"; wait "$PID"; rc=$?; PID=
-eq "$rc" 0 "SIGTERM: exit 0"
-echo "$pass passed, $fail failed"
+stop
+summary
 [ "$fail" = 0 ]

@@ -17,9 +17,8 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+TEST_NAME=mcp_conformance.sh
+. tests/lib.sh
 
 NODE=$(scripts/npm-tools node22) || { echo "mcp_conformance.sh: cannot install Node.js 22 from npm" >&2; exit 1; }
 CONF=$(scripts/npm-tools conformance) || { echo "mcp_conformance.sh: cannot install the conformance suite" >&2; exit 1; }
@@ -28,14 +27,12 @@ export PATH="$(dirname "$NODE"):$PATH"
 
 mkdir -p "$T/bundle"
 for f in examples/policies/*; do cp -r "$f" "$T/bundle/"; done
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_port)
+URL="http://127.0.0.1:$PORT"
 "$V" serve --policy "$T/bundle" --listen "127.0.0.1:$PORT" --snapshots "$T/snap" --no-store \
   2>"$T/log" &
 PID=$!
-for _ in $(seq 1 100); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/readyz")" = 200 ] && break
-  sleep 0.1
-done
+wait_ready mcp_conformance "$T/log"
 # The suite checks DNS-rebinding protection with Host headers naming
 # localhost, so the URL says localhost too.
 URL="http://localhost:$PORT/mcp"
@@ -61,5 +58,5 @@ else
 fi
 kill -0 "$PID" 2>/dev/null && ok || bad "the server survived the suite"
 
-echo "$pass passed, $fail failed"
+summary
 [ "$fail" = 0 ]

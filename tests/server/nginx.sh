@@ -24,11 +24,8 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-eq() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', want '$2'"; fi; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+TEST_NAME=nginx.sh
+. tests/lib.sh
 
 mkdir -p "$T/bundle" "$T/nginx/logs" "$T/nginx/tmp"
 # A small edge policy of its own, reading the context docs/nginx.md describes
@@ -62,10 +59,8 @@ while [ "$UP" = "$FRONT" ] || [ "$UP" = "$VPORT" ] || [ "$FRONT" = "$VPORT" ]; d
 "$V" serve --policy "$T/bundle" --listen "127.0.0.1:$VPORT" --snapshots "$T/snap" --durability always \
   --no-store 2>"$T/verdict.log" &
 PID=$!
-for _ in $(seq 1 100); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$VPORT/readyz")" = 200 ] && break
-  sleep 0.1
-done
+URL="http://127.0.0.1:$VPORT"
+wait_ready verdict "$T/verdict.log"
 
 # The configuration of docs/nginx.md, on loopback ports, in a temp prefix.
 cat >"$T/nginx/nginx.conf" <<EOF
@@ -127,7 +122,7 @@ http {
 }
 EOF
 "$NGINX" -p "$T/nginx" -c "$T/nginx/nginx.conf" -t >"$T/nginx-t" 2>&1 || {
-  bad "nginx -t"; sed 's/^/  | /' "$T/nginx-t" >&2; echo "$pass passed, $fail failed"; exit 1; }
+  bad "nginx -t"; sed 's/^/  | /' "$T/nginx-t" >&2; summary; exit 1; }
 "$NGINX" -p "$T/nginx" -c "$T/nginx/nginx.conf" 2>"$T/nginx.err" &
 NPID=$!
 for _ in $(seq 1 50); do
@@ -188,10 +183,10 @@ eq "$(grep -c ' /products/k' "$T/nginx/logs/upstream.log")" 20 "allowed ones all
 eq "$(grep -c ' /.git/' "$T/nginx/logs/upstream.log")" 0 "blocked ones never did"
 
 # verdict down: nginx fails closed (500) and the upstream is not reached.
-kill -TERM "$PID"; wait "$PID"; PID=
+stop
 get /products/down
 eq "$CODE" 500 "verdict down: nginx answers 500"
 eq "$(upstream_saw /products/down)" 0 "verdict down: the upstream is not reached"
 
-echo "$pass passed, $fail failed"
+summary
 [ "$fail" = 0 ]

@@ -16,15 +16,8 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-has() { # has FILE TEXT DESCRIPTION
-  if grep -qF -- "$2" "$1"; then ok; else bad "$3: no '$2' in $(basename "$1")"; sed 's/^/  | /' "$1" | head -20 >&2; fi
-}
-eq() { # eq GOT WANT DESCRIPTION
-  if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', want '$2'"; fi
-}
+TEST_NAME=serve.sh
+. tests/lib.sh
 
 command -v curl >/dev/null || { echo "serve.sh: curl is needed (scripts/deps)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "serve.sh: python3 is needed" >&2; exit 1; }
@@ -32,7 +25,7 @@ command -v python3 >/dev/null || { echo "serve.sh: python3 is needed" >&2; exit 
 mkdir -p "$T/bundle"
 for f in examples/policies/*; do cp -r "$f" "$T/bundle/"; done
 SNAP="$T/snapshots"
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 URL="http://127.0.0.1:$PORT"
 
 "$V" serve --policy "$T/bundle" --listen "127.0.0.1:$PORT" --threads 2 --snapshots "$SNAP" \
@@ -40,16 +33,7 @@ URL="http://127.0.0.1:$PORT"
 PID=$!
 
 # /readyz answers 503 until the warm-up is done, then 200.
-ready=0
-for _ in $(seq 1 100); do
-  if [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/readyz")" = 200 ]; then ready=1; break; fi
-  kill -0 "$PID" 2>/dev/null || break
-  sleep 0.1
-done
-if [ $ready != 1 ]; then
-  bad "the server did not become ready"; sed 's/^/  log: /' "$T/log" >&2
-  echo "$pass passed, $fail failed"; exit 1
-fi
+wait_ready serve "$T/log"
 ok
 has "$T/log" '"event":"start"' "start logged"
 has "$T/log" '"ready_ms":' "time to ready logged"
@@ -220,10 +204,7 @@ count=$(python3 -c 'import sys,re; print(sum(int(m) for m in re.findall(r"^verdi
 eq "$count" "$decisions" "metrics after load: every decision counted once"
 
 # ---- SIGTERM: drain, flush, exit 0 ----
-kill -TERM "$PID"
-wait "$PID"; rc=$?
-PID=
-eq "$rc" 0 "SIGTERM: exit 0"
+stop
 has "$T/log" '"event":"stop"' "stop logged"
 n=$("$V" snapshots list --snapshots "$SNAP" | wc -l)
 eq "$n" "$decisions" "every decision is in the snapshot log"
@@ -231,14 +212,12 @@ python3 -c 'import sys,json; [json.loads(l) for l in open(sys.argv[1])]' "$T/log
 
 
 # ---- limits: slow and idle clients, too many connections; drain ----
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_port)
+URL="http://127.0.0.1:$PORT"
 "$V" serve --policy "$T/bundle" --listen "127.0.0.1:$PORT" --threads 2 --no-snapshots \
   --idle-timeout 1000 --request-timeout 1500 --max-conns 2 2>"$T/log2" &
 PID=$!
-for _ in $(seq 1 100); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/readyz")" = 200 ] && break
-  sleep 0.1
-done
+wait_ready limits "$T/log2"
 python3 - "$PORT" "$PID" "$GOOD" >"$T/limits" <<'PY'
 import os, signal, socket, sys, time
 port, pid, good = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].encode()
@@ -288,5 +267,5 @@ has "$T/err" '"event":"start_failed"' "bad --listen: logged"
 mkdir -p "$T/bad"; printf 'name: [unclosed\n' >"$T/bad/x.yaml"
 "$V" serve -p "$T/bad" --no-snapshots >/dev/null 2>"$T/err"; eq "$?" 1 "broken bundle: exit 1"
 
-echo "$pass passed, $fail failed"
+summary
 [ "$fail" = 0 ]
