@@ -1,13 +1,15 @@
-# tests/lib.sh — what the shell tests that start `verdict serve` share:
-# checks that count, a free loopback port, waiting for a server to be ready,
-# and stopping it. Source it after setting TEST_NAME (the name the summary
-# line gives) and, where the test uses one python, PY. The test keeps $PID
-# (the server), $URL and its own cleanup trap.
+# tests/lib.sh — what the shell tests share: checks that count, the summary
+# line, and, for those that start `verdict serve`, a free loopback port,
+# waiting for the server to be ready and stopping it. Source it from the repo
+# root (CTest runs every script there) after setting TEST_NAME (the name the
+# summary line gives) and, where the test uses one python, PY. The test keeps
+# $PID (the server), $URL and its own cleanup trap; a script may redefine a
+# check after sourcing (to show more of its own output on a failure).
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 has() { # has FILE TEXT DESCRIPTION
-  if grep -qF -- "$2" "$1"; then ok; else bad "$3: no '$2' in $(basename "$1")"; sed 's/^/  | /' "$1" | head -20 >&2; fi
+  if grep -qF -- "$2" "$1"; then ok; else bad "$3: no '$2' in $(basename "$1")"; head -c 2000 "$1" | head -20 | sed 's/^/  | /' >&2; fi
 }
 hasnt() { # hasnt FILE TEXT DESCRIPTION
   if grep -qF -- "$2" "$1"; then bad "$3: '$2' found in $(basename "$1")"; else ok; fi

@@ -12,9 +12,8 @@ V="$BUILD/verdict"
 PY=/usr/bin/python3
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+TEST_NAME=hooks.sh
+. tests/lib.sh
 
 # The agent_guard strategy alone, so that other example strategies do not
 # matter here.
@@ -217,5 +216,5 @@ eq "$(json 'd["hookSpecificOutput"]["permissionDecision"]')" deny "--server gone
 eq "$(json '"cannot reach verdict serve" in d["hookSpecificOutput"]["permissionDecisionReason"]')" True \
   "--server gone: says so"
 
-echo "$pass passed, $fail failed"
+summary
 [ "$fail" -eq 0 ]

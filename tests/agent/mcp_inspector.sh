@@ -12,9 +12,8 @@ V="$(cd "$BUILD" && pwd)/verdict"
 PY=/usr/bin/python3
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+TEST_NAME=mcp_inspector.sh
+. tests/lib.sh
 
 if ! I=$(scripts/npm-tools inspector); then
   echo "FAIL: the MCP inspector could not be installed from npm (see above); this test needs it" >&2
@@ -32,9 +31,6 @@ inspect() {
   if [ "$RC" != 0 ]; then sed 's/^/  inspector: /' "$T/err" | head -20 >&2; fi
 }
 json() { "$PY" -c "import json,sys; d=json.load(open('$1')); print($2)" 2>/dev/null; }
-eq() {
-  if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', want '$2'"; fi
-}
 
 inspect "$T/init" --method initialize
 eq "$RC" 0 "initialize: exit 0"
@@ -68,5 +64,5 @@ eq "$(json "$T/explain" 'd["structuredContent"]["request"]["context"]["session"]
 inspect "$T/unknown" --method tools/call --tool-name no_such_tool
 if [ "$RC" != 0 ]; then ok; else bad "an unknown tool: the inspector exits non-zero"; fi
 
-echo "$pass passed, $fail failed"
+summary
 [ "$fail" -eq 0 ]

@@ -5,11 +5,8 @@
 set -u
 BUILD=${1:-build}
 V="$BUILD/verdict"
-pass=0
-fail=0
-
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+TEST_NAME=eval.sh
+. tests/lib.sh
 
 # expect_out WANT_STDOUT WANT_RC ARGS... : stdout and exit status must match
 expect_out() {
@@ -73,5 +70,5 @@ if scripts/run-examples "$V" examples/expressions >/dev/null 2>&1; then ok; else
   bad "examples: $(scripts/run-examples "$V" examples/expressions 2>&1 | tail -20)"
 fi
 
-echo "$pass passed, $fail failed"
+summary
 [ $fail -eq 0 ]

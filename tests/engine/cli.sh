@@ -8,10 +8,8 @@ V="$BUILD/verdict"
 B=tests/engine/bundles
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+TEST_NAME=engine/cli.sh
+. tests/lib.sh
 # expect_rc WANT DESCRIPTION -- command...: runs it with stdout in $T/out,
 # stderr in $T/err.
 expect_rc() {
@@ -22,9 +20,6 @@ expect_rc() {
     bad "$what: exit $rc, want $want"; sed 's/^/  out: /' "$T/out" | head -20 >&2
     sed 's/^/  err: /' "$T/err" | head -20 >&2
   fi
-}
-has() { # has FILE TEXT DESCRIPTION
-  if grep -qF -- "$2" "$1"; then ok; else bad "$3: no '$2' in $(basename "$1")"; sed 's/^/  | /' "$1" | head -20 >&2; fi
 }
 hasnt() {
   if grep -qF -- "$2" "$1"; then bad "$3: unexpected '$2'"; else ok; fi
@@ -147,5 +142,5 @@ expect_rc 2 "test without a folder" -- "$V" test
 expect_rc 2 "test unknown option" -- "$V" test --bogus $B/gate
 expect_rc 0 "test --help" -- "$V" test --help
 
-echo "$pass passed, $fail failed"
+summary
 [ "$fail" = 0 ]

@@ -6,9 +6,8 @@ set -u
 BUILD=${1:?usage: embed.sh BUILD_DIR}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+TEST_NAME=embed.sh
+. tests/lib.sh
 
 CFLAGS="-std=c11 -Wall -Wextra -Werror"
 # Build the way a user would: the public header only, the static library and
@@ -18,7 +17,7 @@ if grep -q 'VD_SANITIZE:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null; then
 fi
 if cc $CFLAGS -Iinclude -o "$T/embed" examples/embed.c "$BUILD/libverdict.a" \
   $(pkg-config --libs libpcre2-8 libfyaml liburcu-bp libcrypto hiredis) -lpthread -lm 2>"$T/cc"; then ok; else
-  bad "examples/embed.c does not build"; cat "$T/cc" >&2; echo "$pass passed, $fail failed"; exit 1
+  bad "examples/embed.c does not build"; cat "$T/cc" >&2; summary; exit 1
 fi
 
 if "$T/embed" tests/engine/bundles/gate gate >"$T/out" 2>"$T/err"; then ok; else bad "embed on the test bundle failed"; cat "$T/err" >&2; fi
@@ -36,5 +35,5 @@ if [ -f examples/policies/request_gate.yaml ]; then
   grep -q '^from C: ' "$T/out" && grep -q '^from JSON: ' "$T/out" && ok || bad "embed on the examples"
 fi
 
-echo "$pass passed, $fail failed"
+summary
 [ "$fail" = 0 ]

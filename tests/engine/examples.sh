@@ -8,9 +8,8 @@ BUILD=${1:?usage: examples.sh BUILD_DIR}
 V="$BUILD/verdict"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+TEST_NAME=examples.sh
+. tests/lib.sh
 
 if [ ! -d examples/policies ] || [ -z "$(ls examples/policies/*.yaml 2>/dev/null)" ]; then
   echo "no example bundle yet"; echo "0 passed, 0 failed"; exit 0
@@ -36,5 +35,5 @@ for r in examples/requests/*.json; do
 done
 if [ -e examples/policies/.verdict ]; then bad "the tests wrote a version store into examples/policies"; else ok; fi
 
-echo "$pass passed, $fail failed"
+summary
 [ "$fail" = 0 ]

@@ -18,15 +18,8 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-has() { # has FILE TEXT DESCRIPTION
-  if grep -qF -- "$2" "$1"; then ok; else bad "$3: no '$2' in $(basename "$1")"; head -c 2000 "$1" | sed 's/^/  | /' >&2; fi
-}
-eq() { # eq GOT WANT DESCRIPTION
-  if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', want '$2'"; fi
-}
+TEST_NAME=hardening/limits
+. tests/lib.sh
 PY=/usr/bin/python3
 
 # ---- a bundle with the rules a hostile request aims at ----
@@ -81,7 +74,7 @@ eq "$?" 0 "100,000 rules: loaded and decided"
 has "$T/out" '"rule":"r99999"' "100,000 rules: the last rule matches"
 
 # ---- a 1 GB body: 413, declared or streamed, with bounded reading ----
-PORT=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 "$V" serve --policy "$T/bundle" --listen "127.0.0.1:$PORT" --threads 1 --no-snapshots --no-store \
   2>"$T/log" &
 PID=$!
@@ -129,5 +122,5 @@ wait "$PID"
 eq "$?" 0 "serve after the hostile bodies: clean exit"
 PID=
 
-echo "hardening/limits: $pass passed, $fail failed"
+summary
 [ "$fail" -eq 0 ]

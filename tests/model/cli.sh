@@ -9,10 +9,8 @@ V="$BUILD/verdict"
 G=tests/model/golden
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+TEST_NAME="model cli"
+. tests/lib.sh
 
 # expect RC PATTERN CMD...: exit status and a grep pattern on stdout+stderr
 expect() {
@@ -101,5 +99,5 @@ printf '%s\n' '{"context": {"method": "GET", "path": "/.env", "headers": {"user-
 "$V" model predict examples/policies/models/clef-default-v3.json "$T/feat.csv" > "$T/probe" &&
   awk -F, '{ exit !($1 > 0.9) }' "$T/probe" && ok || bad "the example model does not flag an obvious probe: $(cat "$T/probe")"
 
-echo "model cli: $pass passed, $fail failed"
+summary
 [ $fail -eq 0 ]
