@@ -57,6 +57,17 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* A fresh folder for a bundle the bench writes: under $TMPDIR, else /tmp. */
+static int make_tmpdir(char *dir, size_t cap) {
+  const char *base = getenv("TMPDIR");
+  if (!base || !*base) base = "/tmp";
+  if ((size_t)snprintf(dir, cap, "%s/vd-bench-decide-XXXXXX", base) >= cap || !mkdtemp(dir)) {
+    fprintf(stderr, "bench-decide: cannot make a temporary folder under %s\n", base);
+    return -1;
+  }
+  return 0;
+}
+
 static int cmp_u64(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return (x > y) - (x < y);
@@ -448,7 +459,7 @@ static char **gate_requests(size_t n) {
 /* ---- generated strategies ---- */
 
 static void write_generated(const char *dir, int nrules) {
-  char path[512];
+  char path[1100];
   snprintf(path, sizeof path, "%s/gen.yaml", dir);
   FILE *f = fopen(path, "w");
   if (!f) {
@@ -726,11 +737,8 @@ int main(int argc, char **argv) {
   if (only && strcmp(only, "gate") != 0) {
     /* skipped */
   } else if (stat(gate_file, &st) == 0) {
-    char dir[] = "/tmp/vd-bench-decide-XXXXXX";
-    if (!mkdtemp(dir)) {
-      perror("mkdtemp");
-      return 1;
-    }
+    char dir[1024];
+    if (make_tmpdir(dir, sizeof dir) != 0) return 1;
     size_t tlen = 0;
     char *text = rules_only(gate_file, &tlen);
     if (!text) {
@@ -772,11 +780,8 @@ int main(int argc, char **argv) {
    * the example bundle's model */
   result design_v = {0};
   if (!only || strcmp(only, "design") == 0) {
-    char dir[] = "/tmp/vd-bench-decide-XXXXXX";
-    if (!mkdtemp(dir)) {
-      perror("mkdtemp");
-      return 1;
-    }
+    char dir[1024];
+    if (make_tmpdir(dir, sizeof dir) != 0) return 1;
     write_file(dir, "request_gate.yaml", DESIGN_GATE, sizeof DESIGN_GATE - 1);
     char models[1200], link[1200], absx[1024];
     if (!realpath(examples, absx)) snprintf(absx, sizeof absx, "%s", examples);
@@ -812,11 +817,8 @@ int main(int argc, char **argv) {
   result gen_v[2] = {{0}};
   const int sizes[2] = {10, 1000};
   for (int s = 0; s < 2 && !(only && strcmp(only, "gen") != 0); s++) {
-    char dir[] = "/tmp/vd-bench-decide-XXXXXX";
-    if (!mkdtemp(dir)) {
-      perror("mkdtemp");
-      return 1;
-    }
+    char dir[1024];
+    if (make_tmpdir(dir, sizeof dir) != 0) return 1;
     write_generated(dir, sizes[s]);
     vd_engine *e = open_or_die(dir);
     char **reqs = gen_requests(NREQ, sizes[s]);
@@ -837,7 +839,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < NREQ; i++) free(reqs[i]);
     free(reqs);
     vd_engine_close(e);
-    char path[600];
+    char path[1100];
     snprintf(path, sizeof path, "%s/gen.yaml", dir);
     unlink(path);
     rmdir(dir);
