@@ -522,20 +522,45 @@ static int record_unknown(compiler *c, const char *name, size_t len, uint32_t po
   return vec_push(c, &c->unknown, &s, sizeof s);
 }
 
-/* Calls `prepare` of every candidate that has one, when some argument is a
- * constant of a kind the candidate accepts. */
-static int prepare_call(compiler *c, const builtin *const *cand, void **aux, uint32_t ncand,
-                        const uint32_t *kids, uint32_t nk, int receiver, uint32_t pos) {
-  value args[16];
-  uint8_t isc[16];
-  if (nk > 16) return 0;
-  int any = 0;
-  for (uint32_t i = 0; i < nk; i++) {
-    isc[i] = !(receiver && i == 0) && is_const(c, kids[i]);
-    args[i] = isc[i] ? NODES(c)[kids[i]].k : value_null();
-    any |= isc[i];
+static void release_aux(const pcall *calls, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++)
+    for (uint32_t j = 0; j < calls[i].ncand; j++)
+      if (calls[i].aux[j] && calls[i].cand[j]->release) calls[i].cand[j]->release(calls[i].aux[j]);
+}
+
+int program_call_site(arena *a, const builtin *first, uint32_t count, const char *name,
+                      uint32_t name_len, int receiver, uint32_t nk, const value *args,
+                      const uint8_t *isc, pcall *out, int *has_prepare, char *msg,
+                      size_t msg_size) {
+  uint32_t ncand = 0;
+  for (uint32_t j = 0; j < count; j++) ncand += fits_call(&first[j], receiver, nk);
+  const builtin **cand = arena_zalloc(a, (ncand ? ncand : 1) * sizeof *cand);
+  void **aux = arena_zalloc(a, (ncand ? ncand : 1) * sizeof *aux);
+  pcall_sig *sig = arena_zalloc(a, (ncand ? ncand : 1) * sizeof *sig);
+  const char *s = arena_strndup(a, name, name_len);
+  if (!cand || !aux || !sig || !s) return -1;
+  uint32_t k = 0;
+  *has_prepare = 0;
+  for (uint32_t j = 0; j < count; j++) {
+    const builtin *b = &first[j];
+    if (!fits_call(b, receiver, nk)) continue;
+    if (!b->variadic && nk <= 4) {
+      sig[k].exact = 1;
+      for (uint32_t i = 0; i < nk; i++)
+        if (b->kinds[i] != K_ANY) {
+          sig[k].kinds |= (uint32_t)b->kinds[i] << (8 * i);
+          sig[k].mask |= 0xffu << (8 * i);
+        }
+    }
+    cand[k++] = b;
+    *has_prepare |= b->prepare != NULL;
   }
-  if (!any) return 0;
+  *out = (pcall){s, name_len, ncand, cand, aux, sig};
+  /* `prepare` of every candidate that has one, when some argument is a
+   * constant of a kind the candidate accepts */
+  int any = 0;
+  for (uint32_t i = 0; args && isc && i < nk; i++) any |= isc[i];
+  if (!any || nk > 16) return 0;
   for (uint32_t j = 0; j < ncand; j++) {
     const builtin *b = cand[j];
     if (!b->prepare) continue;
@@ -543,27 +568,14 @@ static int prepare_call(compiler *c, const builtin *const *cand, void **aux, uin
     for (uint32_t i = 0; i < nk && ok; i++)
       if (isc[i] && !kind_ok(b, i, args[i].kind)) ok = 0;
     if (!ok) continue;
-    char msg[256];
     msg[0] = '\0';
-    aux[j] = b->prepare(args, isc, nk, msg, sizeof msg);
+    aux[j] = b->prepare(args, isc, nk, msg, msg_size);
     if (!aux[j] && msg[0]) {
-      /* point at the constant argument that was rejected (the first one) */
-      for (uint32_t i = 0; i < nk; i++)
-        if (isc[i]) {
-          pos = NODES(c)[kids[i]].pos;
-          break;
-        }
-      fail_at(c, pos, "%s", msg);
-      return -1;
+      release_aux(out, 1);
+      return -2;
     }
   }
   return 0;
-}
-
-static void release_aux(const pcall *calls, uint32_t n) {
-  for (uint32_t i = 0; i < n; i++)
-    for (uint32_t j = 0; j < calls[i].ncand; j++)
-      if (calls[i].aux[j] && calls[i].cand[j]->release) calls[i].cand[j]->release(calls[i].aux[j]);
 }
 
 /* The inline forms of some calls (OP_STR_PRED, OP_CONTAINS_IP): a
@@ -619,41 +631,39 @@ static uint32_t emit_call(compiler *c, const char *name, size_t name_len, int re
     if (!s) return NONE;
     return emit(c, OP_CALL_UNKNOWN, pos, NULL, 0, 0, value_str(s, (uint32_t)name_len));
   }
-  uint32_t ncand = 0;
-  for (uint32_t j = 0; j < count; j++) ncand += fits_call(&first[j], receiver, nk);
-  const builtin **cand = arena_zalloc(c->mem, (ncand ? ncand : 1) * sizeof *cand);
-  void **aux = arena_zalloc(c->mem, (ncand ? ncand : 1) * sizeof *aux);
-  pcall_sig *sig = arena_zalloc(c->mem, (ncand ? ncand : 1) * sizeof *sig);
-  const char *s = own_str(c, name, name_len, pos);
-  if (!cand || !aux || !sig || !s) {
+  value args[16];
+  uint8_t isc[16];
+  for (uint32_t i = 0; i < nk && nk <= 16; i++) {
+    isc[i] = !(receiver && i == 0) && is_const(c, kids[i]);
+    args[i] = isc[i] ? NODES(c)[kids[i]].k : value_null();
+  }
+  pcall pc;
+  int has_prepare = 0;
+  char msg[256];
+  int rc = program_call_site(c->mem, first, count, name, (uint32_t)name_len, receiver, nk,
+                             nk <= 16 ? args : NULL, nk <= 16 ? isc : NULL, &pc, &has_prepare, msg,
+                             sizeof msg);
+  if (rc == -1) {
     fail_nomem(c, pos);
     return NONE;
   }
-  uint32_t k = 0;
-  int has_prepare = 0;
-  for (uint32_t j = 0; j < count; j++) {
-    const builtin *b = &first[j];
-    if (!fits_call(b, receiver, nk)) continue;
-    if (!b->variadic && nk <= 4) {
-      sig[k].exact = 1;
-      for (uint32_t i = 0; i < nk; i++)
-        if (b->kinds[i] != K_ANY) {
-          sig[k].kinds |= (uint32_t)b->kinds[i] << (8 * i);
-          sig[k].mask |= 0xffu << (8 * i);
-        }
-    }
-    cand[k++] = b;
-    has_prepare |= b->prepare != NULL;
+  if (rc == -2) {
+    /* point at the constant argument that was rejected (the first one) */
+    for (uint32_t i = 0; i < nk; i++)
+      if (isc[i]) {
+        pos = NODES(c)[kids[i]].pos;
+        break;
+      }
+    fail_at(c, pos, "%s", msg);
+    return NONE;
   }
-  if (prepare_call(c, cand, aux, ncand, kids, nk, receiver, pos)) return NONE;
-  pcall pc = {s, (uint32_t)name_len, ncand, cand, aux, sig};
   if (vec_push(c, &c->calls, &pc, sizeof pc)) {
     release_aux(&pc, 1);
     return NONE;
   }
   uint32_t i = emit(c, OP_CALL, pos, kids, nk, c->calls.n - 1, value_null());
   if (i == NONE) return i;
-  if (has_prepare || !ncand || !all_const(c, kids, nk)) {
+  if (has_prepare || !pc.ncand || !all_const(c, kids, nk)) {
     specialize_call(c, i);
     return i;
   }

@@ -97,6 +97,7 @@ static void free_programs(policy_bundle *b) {
 void policy_bundle_free(policy_bundle *b) {
   if (!b) return;
   free_programs(b);
+  compiled_cache_release(b);
   bundle_free_models(b);
   arena_free(&b->mem);
   free(b);
@@ -168,12 +169,19 @@ static void load_text(policy_bundle *b, strategy_marks *marks, const char *file,
 /* Compiles a strategy from its cached canonical text (cache.c). Returns 0,
  * or -1 having added nothing when the text does not give a usable tree. */
 static int load_cached(policy_bundle *b, strategy_marks *marks, const char *file, const char *canon,
-                       size_t clen, const char *version, uint32_t min_rules, unsigned flags,
-                       policy_diags *d) {
-  size_t first = d->n;
+                       size_t clen, uint32_t crc, const char *version, uint32_t min_rules,
+                       unsigned flags, const char *store, policy_diags *d) {
+  size_t first = d->n, errors = d->errors;
   arena scratch;
   arena_init(&scratch, NULL, 0, 0);
-  ynode *root = parse_cache_tree(&scratch, canon, clen, (flags & STRATEGY_LAZY) != 0);
+  /* lazily: the programs compiled before, and hints for reading the text */
+  const int lazy = (flags & STRATEGY_LAZY) != 0;
+  cache_hints hints = {0, 0, 0, 0};
+  const compiled_map *compiled =
+      lazy ? compiled_cache_open(b, version, crc, clen, store, &hints) : NULL;
+  ynode *root = compiled ? compiled_cache_tree(compiled, &scratch) : NULL;
+  const int tree_kept = root != NULL;
+  if (!root) root = parse_cache_tree(&scratch, canon, clen, lazy, &hints);
   if (!root) {
     arena_free(&scratch);
     return -1;
@@ -183,6 +191,13 @@ static int load_cached(policy_bundle *b, strategy_marks *marks, const char *file
   strategy_compile(&b->mem, &scratch, file, canon, clen, root, s, &marks[b->nstrategies - 1],
                    min_rules, flags, d);
   memcpy(s->version, version, 65);
+  /* lazily: its programs from the store, or compiled now and kept there;
+   * a kept tree that does not compile (a damaged file whose checksum
+   * fits) is dropped, for the next load to read the stored form again */
+  if (lazy && d->errors == errors && !(compiled && compiled_cache_attach(compiled, s, store)))
+    compiled_cache_fill(s, tree_kept ? NULL : root, crc, clen, store, &hints);
+  else if (tree_kept && d->errors != errors)
+    compiled_cache_drop(store, version);
   arena_free(&scratch);
   sort_diags(d, first);
   return 0;
@@ -343,17 +358,18 @@ int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bun
     /* A file this store has seen, unchanged: its canonical form, not YAML. */
     char key[65], ver[65];
     size_t clen = 0;
+    uint32_t crc = 0;
     char *canon = NULL;
     int caching = file && store && *store;
     if (caching) {
       parse_cache_key(path, &st, key);
-      canon = parse_cache_get(store, key, ver, &clen);
+      canon = parse_cache_get(store, key, ver, &clen, &crc);
     }
     if (canon) {
       int used = point && !memmem(canon, clen, point, strlen(point));
       if (!used)
-        used = load_cached(b, marks, file, canon, clen, ver, index_min(opts),
-                           opts && opts->lazy ? STRATEGY_LAZY : 0, d) == 0;
+        used = load_cached(b, marks, file, canon, clen, crc, ver, index_min(opts),
+                           opts && opts->lazy ? STRATEGY_LAZY : 0, store, d) == 0;
       free(canon);
       if (used) continue;
     }

@@ -28,6 +28,10 @@
  * top-level `tests` out of the tree and checks every byte but that value's:
  * the inline tests are most of a strategy file, and nothing reads them.
  *
+ * For a lazy load the store also keeps each strategy version's compiled
+ * programs (compiled/, below), so that a process that decides once neither
+ * parses nor compiles the lets and rules it evaluates.
+ *
  * Not here: when the cache is used (bundle.c: a store must be configured;
  * `verdict check` and `verdict test` keep none, so they always parse). */
 #define _GNU_SOURCE /* memmem */
@@ -38,12 +42,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/dtoa.h"
 #include "core/json.h"
 #include "core/sha256.h"
+#include "core/utf8.h"
+#include "expr/image.h"
 #include "policy/internal.h"
 #include "snapshot/snapshot.h" /* snapshot_crc32c */
 
@@ -86,7 +93,8 @@ static char *read_small(const char *path, size_t max, size_t *len) {
   return buf;
 }
 
-char *parse_cache_get(const char *store, const char *key, char version[65], size_t *len) {
+char *parse_cache_get(const char *store, const char *key, char version[65], size_t *len,
+                      uint32_t *crc) {
   char path[4400];
   snprintf(path, sizeof path, "%s/parsed/%s", store, key);
   size_t vlen = 0;
@@ -110,6 +118,7 @@ char *parse_cache_get(const char *store, const char *key, char version[65], size
     free(canon);
     return NULL;
   }
+  *crc = want;
   return canon;
 }
 
@@ -339,26 +348,39 @@ static int find_tests(const char *s, size_t len, size_t *from, size_t *to, uint3
   }
 }
 
-ynode *parse_cache_tree(arena *a, const char *canon, size_t len, int without_tests) {
+ynode *parse_cache_tree(arena *a, const char *canon, size_t len, int without_tests,
+                        cache_hints *hints) {
   json_opts jo = {0};
   jo.lenient = 1;
   value v;
   /* Without the tests (most of the bytes), the rest is read alone: the
-   * member is cut out of a copy before json_parse builds anything. */
+   * member is cut out of a copy before json_parse builds anything. Where
+   * it is, and that the tree is faithful, a load of this very text by this
+   * very build may already have found (hints, from compiled/ below). */
   uint32_t tests_at = UINT32_MAX;
   size_t cut_from = 0, cut_to = 0;
   char *rest = NULL;
-  if (without_tests && find_tests(canon, len, &cut_from, &cut_to, &tests_at) == 0 &&
+  const int known = without_tests && hints && hints->known && hints->cut_from <= hints->cut_to &&
+                    hints->cut_to <= len;
+  if (known) {
+    cut_from = (size_t)hints->cut_from;
+    cut_to = (size_t)hints->cut_to;
+    tests_at = hints->tests_at;
+  }
+  if (without_tests && (known || find_tests(canon, len, &cut_from, &cut_to, &tests_at) == 0) &&
       (rest = arena_alloc(a, len - (cut_to - cut_from) + 1)) != NULL) {
     memcpy(rest, canon, cut_from);
     memcpy(rest + cut_from, canon + cut_to, len - cut_to);
     rest[len - (cut_to - cut_from)] = '\0';
     if (json_parse(a, rest, len - (cut_to - cut_from), &jo, &v, NULL) != 0 || v.kind != V_MAP)
       return NULL;
+    uint32_t found_at = tests_at;
     if (tests_at == UINT32_MAX) tests_at = v.n; /* the last member */
     if (tests_at > v.n) return NULL;
     ynode *root = from_value(a, &v, 0);
-    return root && same_but_tests(root, tests_at, canon, len) ? root : NULL;
+    if (!root || (!known && !same_but_tests(root, tests_at, canon, len))) return NULL;
+    if (hints && !known) *hints = (cache_hints){cut_from, cut_to, found_at, 1};
+    return root;
   }
   tests_at = UINT32_MAX;
   if (json_parse(a, canon, len, &jo, &v, NULL) != 0 || v.kind != V_MAP) return NULL;
@@ -382,4 +404,307 @@ ynode *parse_cache_tree(arena *a, const char *canon, size_t len, int without_tes
   int same = again && n == len && memcmp(again, canon, len) == 0;
   free(again);
   return same ? root : NULL;
+}
+
+/* ---- compiled/: the programs of a lazy strategy ----
+ *
+ * A lazy load still compiled every let and rule a decision reached, and for
+ * an agent's hook that was most of its work, the same every call. So the
+ * first lazy load of a version compiles all of them and keeps their images
+ * (src/expr/image.h) in one file, compiled/<version>-<fingerprint>; later
+ * loads map the file and rebuild a program from its image when a decision
+ * first needs it (a store the process cannot write gets no file, and
+ * nothing is compiled ahead). The fingerprint names the build (image.h),
+ * so a different verdict never reads another's images; the version names
+ * the strategy's canonical form, constants included.
+ *
+ *   "VDPROGS4", u32 lets, u32 rules, u32 CRC32C of all that follows these
+ *   20 bytes; the stored form it was made from: u32 CRC32C, u64 length;
+ *   the hints (below): u64 cut from, u64 cut to, u32 tests member index,
+ *   u32 1 when known; the tree: u64 offset, u64 length (0: none); per let
+ *   then per rule: u32 offset, u32 length (0: none, that one is compiled
+ *   as before), u32 bytes of memory its program takes; the tree; the
+ *   images (each read back once before it is kept).
+ *
+ * The file is used only with the stored form it was made from (its CRC32C
+ * and length: a stored form edited by hand, under the same version name,
+ * has its programs compiled again). It also saves a later load
+ * parse_cache_tree's work on that text: the tree it gave (without the
+ * tests), node by node — kind, style, text and value, checked as they are
+ * read like everything else here — and, should that be refused, where the
+ * `tests` member is and that the tree read without it writes back to the
+ * stored bytes: facts about this text and this build's code (the
+ * fingerprint), found once by the load that wrote the file.
+ *
+ * A file whose CRC, counts or table do not hold is removed (and written
+ * again by the load that found it), and so is one whose tree gives a
+ * strategy with errors (bundle.c); an image that image.c refuses is
+ * compiled from its text instead. The file is mapped, not read: a hook
+ * touches most of it once, and page-cache pages mapped many at a time cost
+ * less than fresh ones filled by read(). */
+
+#define COMPILED_MAGIC "VDPROGS4"
+#define COMPILED_HEAD 72
+
+static void compiled_name(char *name, size_t n, const char *version) {
+  snprintf(name, n, "%.64s-%s", version, expr_image_fingerprint());
+}
+
+/* A mapped compiled/ file, kept until the bundle is freed. */
+struct compiled_map {
+  void *at;
+  size_t len;
+  struct compiled_map *next;
+};
+
+/* The whole file at path, mapped read-only (NULL when absent, empty or
+ * unreadable). Mapped rather than read: a hook touches most of the file
+ * once, and pages of the page cache mapped many at a time cost far less
+ * than fresh pages written by read(). */
+static char *map_file(const char *path, size_t max, size_t *len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  struct stat st;
+  void *at = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && st.st_size > 0 && (size_t)st.st_size <= max)
+    at = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  close(fd);
+  if (at == MAP_FAILED) return NULL;
+  *len = (size_t)st.st_size;
+  return at;
+}
+
+void compiled_cache_release(policy_bundle *b) {
+  for (struct compiled_map *m = b->maps; m; m = m->next) munmap(m->at, m->len);
+  b->maps = NULL;
+}
+
+static uint32_t rd32(const char *p) {
+  uint32_t x;
+  memcpy(&x, p, 4);
+  return x;
+}
+
+static uint64_t rd64(const char *p) {
+  uint64_t x;
+  memcpy(&x, p, 8);
+  return x;
+}
+
+/* The tree as bytes: per node its kind and style; a collection's count and
+ * its nodes (a map's keys and values in turn); a scalar's value kind and
+ * flags, 8 bytes of payload (bool, int, uint, double) and its text, NUL
+ * included. */
+static void tree_put(json_buf *b, const ynode *y) {
+  uint8_t h[2] = {y->kind, y->style};
+  json_buf_put(b, (const char *)h, 2);
+  if (y->kind != Y_SCALAR) {
+    json_buf_put(b, (const char *)&y->n, 4);
+    uint64_t count = y->kind == Y_MAP ? 2 * (uint64_t)y->n : y->n;
+    for (uint64_t i = 0; i < count; i++) tree_put(b, y->kids[i]);
+    return;
+  }
+  uint8_t k[2] = {y->v.kind, y->v.flags};
+  uint64_t payload = y->v.kind == V_BOOL ? (uint64_t)y->v.b : y->v.kind == V_STRING ? 0 : y->v.u;
+  json_buf_put(b, (const char *)k, 2);
+  json_buf_put(b, (const char *)&payload, 8);
+  json_buf_put(b, (const char *)&y->len, 4);
+  json_buf_put(b, y->text, y->len);
+  json_buf_putc(b, '\0'); /* so that the text is used where it lies */
+}
+
+typedef struct tree_rd {
+  const char *p, *end;
+} tree_rd;
+
+static int tree_take(tree_rd *r, void *out, size_t n) {
+  if ((size_t)(r->end - r->p) < n) return -1;
+  memcpy(out, r->p, n);
+  r->p += n;
+  return 0;
+}
+
+/* The tree from its bytes, in a, its texts where they lie in the mapped
+ * file; NULL when the bytes are not one from_value could have made. */
+static ynode *tree_get(tree_rd *r, arena *a, int depth) {
+  uint8_t h[2];
+  if (depth > 256 || tree_take(r, h, 2) || h[0] > Y_MAP) return NULL;
+  ynode *y = arena_zalloc(a, sizeof *y);
+  if (!y) return NULL;
+  y->kind = h[0];
+  y->style = h[1];
+  if (y->kind != Y_SCALAR) {
+    if (y->style != YS_BLOCK || tree_take(r, &y->n, 4)) return NULL;
+    uint64_t count = y->kind == Y_MAP ? 2 * (uint64_t)y->n : y->n;
+    if (count > (uint64_t)(r->end - r->p) / 2) return NULL; /* 2 bytes a node at least */
+    y->kids = count ? arena_alloc(a, (size_t)count * sizeof *y->kids) : NULL;
+    if (count && !y->kids) return NULL;
+    for (uint64_t i = 0; i < count; i++) {
+      if (!(y->kids[i] = tree_get(r, a, depth + 1))) return NULL;
+      if (y->kind == Y_MAP && i % 2 == 0 && y->kids[i]->kind != Y_SCALAR) return NULL;
+    }
+    return y;
+  }
+  uint8_t k[2];
+  uint64_t payload;
+  if (tree_take(r, k, 2) || tree_take(r, &payload, 8) || tree_take(r, &y->len, 4) ||
+      y->len >= (size_t)(r->end - r->p) || r->p[y->len] != '\0')
+    return NULL;
+  const char *text = r->p; /* in the mapped file, which outlives the tree */
+  r->p += y->len + 1;
+  y->text = text;
+  int ascii = 0;
+  if (utf8_validate(text, y->len, &ascii) != y->len) return NULL;
+  switch (k[0]) {
+    case V_STRING:
+      if (y->style != YS_DOUBLE || (k[1] & ~VF_ASCII) || ((k[1] & VF_ASCII) && !ascii)) return NULL;
+      y->v = value_str(text, y->len);
+      y->v.flags = k[1];
+      return y;
+    case V_NULL:
+      y->v = value_null();
+      break;
+    case V_BOOL:
+      if (payload > 1) return NULL;
+      y->v = value_bool(payload == 1);
+      break;
+    case V_INT:
+    case V_UINT:
+    case V_DOUBLE:
+      y->v.kind = k[0];
+      y->v.u = payload;
+      break;
+    default:
+      return NULL;
+  }
+  return y->style == YS_PLAIN && k[1] == 0 ? y : NULL;
+}
+
+ynode *compiled_cache_tree(const compiled_map *m, arena *a) {
+  const char *f = m->at;
+  uint64_t off = rd64(f + 56), len = rd64(f + 64);
+  if (!len || off > m->len || len > m->len - off) return NULL;
+  tree_rd r = {f + off, f + off + len};
+  ynode *root = tree_get(&r, a, 0);
+  return root && root->kind == Y_MAP && r.p == r.end ? root : NULL;
+}
+
+const compiled_map *compiled_cache_open(policy_bundle *b, const char *version, uint32_t canon_crc,
+                                        size_t canon_len, const char *store, cache_hints *hints) {
+  char name[128], path[4400];
+  compiled_name(name, sizeof name, version);
+  snprintf(path, sizeof path, "%s/compiled/%s", store, name);
+  size_t len = 0;
+  struct compiled_map *m = arena_alloc(&b->mem, sizeof *m);
+  char *f = m ? map_file(path, 1u << 30, &len) : NULL;
+  if (!f) return NULL;
+  *m = (struct compiled_map){f, len, b->maps};
+  b->maps = m;
+  /* damaged, of another layout, or of another text under this version (a
+   * stored form edited by hand): this load writes it again */
+  if (len < COMPILED_HEAD || memcmp(f, COMPILED_MAGIC, 8) != 0 ||
+      snapshot_crc32c(0, f + 20, len - 20) != rd32(f + 16) || rd32(f + 20) != canon_crc ||
+      rd64(f + 24) != canon_len) {
+    unlink(path);
+    return NULL;
+  }
+  *hints = (cache_hints){rd64(f + 32), rd64(f + 40), rd32(f + 48), rd32(f + 52) == 1};
+  return m;
+}
+
+void compiled_cache_drop(const char *store, const char *version) {
+  char name[128], path[4400];
+  compiled_name(name, sizeof name, version);
+  snprintf(path, sizeof path, "%s/compiled/%s", store, name);
+  unlink(path);
+}
+
+int compiled_cache_attach(const compiled_map *m, strategy *s, const char *store) {
+  const char *f = m->at;
+  const size_t len = m->len;
+  const uint64_t n = (uint64_t)s->nlets + s->nrules, table_end = COMPILED_HEAD + 12 * n;
+  int ok = rd32(f + 8) == s->nlets && rd32(f + 12) == s->nrules && table_end <= len;
+  for (uint64_t i = 0; ok && i < n; i++) {
+    uint32_t off = rd32(f + COMPILED_HEAD + 12 * i), l = rd32(f + COMPILED_HEAD + 12 * i + 4);
+    ok = !l || (off >= table_end && off <= len && l <= len - off);
+  }
+  if (!ok) {
+    compiled_cache_drop(store, s->version);
+    return 0;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    const char *e = f + COMPILED_HEAD + 12 * (size_t)i;
+    uint32_t off = rd32(e), l = rd32(e + 4);
+    policy_lazy *lz = i < s->nlets ? (policy_lazy *)&s->lets[i].lazy
+                                   : (policy_lazy *)&s->rules[i - s->nlets].lazy;
+    lz->image = l ? f + off : NULL;
+    lz->image_len = l;
+    lz->image_mem = l ? rd32(e + 8) : 0;
+  }
+  return 1;
+}
+
+void compiled_cache_fill(strategy *s, const ynode *root, uint32_t canon_crc, size_t canon_len,
+                         const char *store, const cache_hints *hints) {
+  /* A store this process cannot write (another user's, read-only): then
+   * compiling everything now would be work for nothing, every time. */
+  char dir[4400];
+  snprintf(dir, sizeof dir, "%s/compiled", store);
+  if (access(dir, W_OK) != 0 && (errno != ENOENT || access(store, W_OK) != 0)) return;
+  const uint32_t n = s->nlets + s->nrules;
+  arena why_mem;
+  arena_init(&why_mem, NULL, 0, 0);
+  json_buf out;
+  json_buf_init(&out, NULL);
+  char head[COMPILED_HEAD];
+  cache_hints h = hints ? *hints : (cache_hints){0, 0, 0, 0};
+  memcpy(head, COMPILED_MAGIC, 8);
+  memcpy(head + 8, &s->nlets, 4);
+  memcpy(head + 12, &s->nrules, 4);
+  uint64_t clen = canon_len;
+  memset(head + 16, 0, 4);
+  memcpy(head + 20, &canon_crc, 4);
+  memcpy(head + 24, &clen, 8);
+  memcpy(head + 32, &h.cut_from, 8);
+  memcpy(head + 40, &h.cut_to, 8);
+  memcpy(head + 48, &h.tests_at, 4);
+  memcpy(head + 52, &h.known, 4);
+  memset(head + 56, 0, 16);
+  json_buf_put(&out, head, sizeof head);
+  for (uint32_t i = 0; i < 3 * n; i++) json_buf_put(&out, "\0\0\0\0", 4); /* the table, below */
+  if (root && !out.oom) {
+    uint64_t at = out.len;
+    tree_put(&out, root);
+    uint64_t tl = out.len - at;
+    if (!out.oom) {
+      memcpy(out.data + 56, &at, 8);
+      memcpy(out.data + 64, &tl, 8);
+    }
+  }
+  for (uint32_t i = 0; i < n && !out.oom; i++) {
+    const char *why = NULL;
+    const expr_program *p = i < s->nlets ? strategy_let_program(s, i, &why_mem, &why)
+                                         : strategy_rule_program(s, i - s->nlets, &why_mem, &why);
+    if (!p) continue; /* compiled from its text by whoever needs it */
+    size_t at = out.len, mem = 0;
+    expr_image_write(p, &out);
+    if (out.oom || out.len > UINT32_MAX) break;
+    /* kept only when it reads back, with what its program takes */
+    if (expr_image_check(out.data + at, out.len - at, &STRATEGY_EXPR_OPTS_LATER, &mem) ||
+        mem > UINT32_MAX) {
+      out.len = at;
+      continue;
+    }
+    uint32_t e[3] = {(uint32_t)at, (uint32_t)(out.len - at), (uint32_t)mem};
+    memcpy(out.data + COMPILED_HEAD + 12 * (size_t)i, e, sizeof e);
+  }
+  if (!out.oom && out.len <= UINT32_MAX) {
+    uint32_t crc = snapshot_crc32c(0, out.data + 20, out.len - 20);
+    memcpy(out.data + 16, &crc, 4);
+    char name[128], err[256];
+    compiled_name(name, sizeof name, s->version);
+    (void)policy_store_put_as(dir, name, "", out.data, out.len, err, sizeof err); /* best effort */
+  }
+  json_buf_free(&out);
+  arena_free(&why_mem);
 }

@@ -172,15 +172,60 @@ struct stat;
 /* The key of a file as it is now (path, inode, size, times). */
 void parse_cache_key(const char *path, const struct stat *st, char key[65]);
 /* The canonical text of the version a key compiled to (malloc'd), with the
- * version in version; NULL when the store does not know the key. */
-char *parse_cache_get(const char *store, const char *key, char version[65], size_t *len);
+ * version in version and its CRC32C in *crc; NULL when the store does not
+ * know the key. */
+char *parse_cache_get(const char *store, const char *key, char version[65], size_t *len,
+                      uint32_t *crc);
 /* Remembers that key compiled to version (best effort). */
 void parse_cache_put(const char *store, const char *key, const char *version);
+/* The options a lazy let or rule is compiled with (strategy.c): what its
+ * image must be read back with (cache.c). */
+extern const expr_opts STRATEGY_EXPR_OPTS_LATER;
+
+/* What a load of one canonical text found, for the next load of the same
+ * text by the same build (kept in compiled/): where its `tests` member is,
+ * and that the tree read without it writes back to the text. */
+typedef struct cache_hints {
+  uint64_t cut_from, cut_to; /* the member and a comma beside it */
+  uint32_t tests_at;         /* its place among the members; UINT32_MAX: last */
+  uint32_t known;            /* 1: the above hold and the tree checked out */
+} cache_hints;
 /* The tree of a canonical text, in a; NULL unless its canonical form is
  * exactly that text. Its nodes carry no positions. without_tests: the
  * top-level `tests` is left out of the tree (and its bytes unchecked), for
- * a load that keeps no tests (STRATEGY_LAZY). */
-ynode *parse_cache_tree(arena *a, const char *canon, size_t len, int without_tests);
+ * a load that keeps no tests (STRATEGY_LAZY). hints (may be NULL): when
+ * known, used instead of searching and checking; else filled in when the
+ * tree was found without its tests. */
+ynode *parse_cache_tree(arena *a, const char *canon, size_t len, int without_tests,
+                        cache_hints *hints);
+/* The compiled programs of a lazy strategy (STRATEGY_LAZY), kept in the
+ * store as <store>/compiled/<version>-<expr_image_fingerprint> (cache.c
+ * says more). compiled_cache_open maps the file for the version and its
+ * stored form (CRC32C and length: the text read) until b is freed, and
+ * sets *hints from it; NULL when there is none, or it is damaged or of
+ * another text (then removed). compiled_cache_attach gives every let and rule
+ * of s its program's image (policy_lazy.image) from the file; 0 when the
+ * file does not fit s (then removed). */
+typedef struct compiled_map compiled_map;
+const compiled_map *compiled_cache_open(policy_bundle *b, const char *version, uint32_t canon_crc,
+                                        size_t canon_len, const char *store, cache_hints *hints);
+int compiled_cache_attach(const compiled_map *m, strategy *s, const char *store);
+/* The tree the stored form gave the load that wrote the file (without its
+ * tests, as parse_cache_tree gives it to a lazy load), in a (its texts in
+ * the file, mapped as long as the bundle); NULL when the file has none or
+ * it does not read back. */
+ynode *compiled_cache_tree(const compiled_map *m, arena *a);
+/* Removes the compiled/ file of version (one whose tree did not compile:
+ * the next load reads the stored form and writes the file again). */
+void compiled_cache_drop(const char *store, const char *version);
+/* Compiles every let and rule of the lazy strategy s now (as on first use)
+ * and writes their images, root (the tree s was compiled from) and the
+ * hints as s's compiled/ entry (best effort; nothing at all when the store
+ * cannot be written). */
+void compiled_cache_fill(strategy *s, const ynode *root, uint32_t canon_crc, size_t canon_len,
+                         const char *store, const cache_hints *hints);
+/* Unmaps what compiled_cache_open mapped for b. */
+void compiled_cache_release(policy_bundle *b);
 
 /* ---- models.c ---- */
 /* Loads the models the bundle's strategies name (models_dir/NAME.json and

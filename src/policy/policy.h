@@ -64,6 +64,11 @@ typedef struct policy_lazy {
   const char *text; /* as written; the tree points into it */
   uint32_t len;
   const ast *tree; /* NULL: not parsed yet either */
+  /* The compiled program's image from the version store (cache.c,
+   * "compiled/"), read instead of compiling; NULL: none. */
+  const void *image;
+  uint32_t image_len;
+  uint32_t image_mem; /* bytes its program takes (0: not known) */
 } policy_lazy;
 
 typedef struct policy_rule {
@@ -178,6 +183,8 @@ typedef struct policy_bundle {
   uint32_t nstrategies;
   bundle_model *models; /* malloc'd; each model loaded once */
   uint32_t nmodels;
+  /* the store's compiled/ files a lazy load mapped (cache.c) */
+  struct compiled_map *maps;
   char version[65]; /* hex SHA-256 over the strategies' names and versions */
   arena mem;        /* owns everything above */
 } policy_bundle;

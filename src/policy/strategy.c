@@ -25,6 +25,8 @@
  * The cached file compiled cleanly when it was stored, so nothing is
  * reported later that would have been reported now; should a program fail
  * to compile anyway, the decision that reaches it fails as an erroring rule.
+ * When the store keeps the strategy's compiled programs (cache.c,
+ * compiled/), a let or rule is rebuilt from its image instead of compiled.
  *
  * Not here: reading files and cross-strategy checks (bundle.c), the rule
  * index (index.c), warnings (lint.c), versions (version.c). */
@@ -37,6 +39,7 @@
 #include "core/json.h"
 #include "core/utf8.h"
 #include "expr/expr.h"
+#include "expr/image.h"
 #include "policy/internal.h"
 
 #define MAX_NAME 128
@@ -391,7 +394,8 @@ static const expr_opts EXPR_OPTS = {.simple_names = 1};
  * on its first match (a program reached only for a rule that never gets to
  * its `matches` never pays for it) and JIT-compiled only once it has run a
  * few dozen times (expr_opts.defer_jit). */
-static const expr_opts EXPR_OPTS_LATER = {.simple_names = 1, .defer_jit = 1};
+const expr_opts STRATEGY_EXPR_OPTS_LATER = {.simple_names = 1, .defer_jit = 1};
+#define EXPR_OPTS_LATER STRATEGY_EXPR_OPTS_LATER
 
 /* ---- constants, inlined ----
  *
@@ -763,6 +767,12 @@ static expr_program *compile_expr(cc *c, const ynode *n, const char *key, const 
 static const expr_program *compile_later(const policy_lazy *lz, expr_program **slot,
                                          const strategy *s, arena *a, const char **why) {
   expr_program *p = NULL;
+  /* the program kept in the store (cache.c, compiled/), when it reads back */
+  if (lz->image &&
+      expr_image_read(lz->image, lz->image_len, &EXPR_OPTS_LATER, lz->image_mem, &p) == 0) {
+    *slot = p;
+    return p;
+  }
   expr_error e;
   const ast *tree = lz->tree;
   arena tmp; /* a let not even parsed at load (see parse_lets) is parsed here */

@@ -12,8 +12,16 @@
  * on first use decides as a rule that errors (on_error), with the message.
  * A strategy with constants of every kind checks that a lazy compile, which
  * puts a constant's value into the parsed tree instead of parsing its
- * literal, gives the programs the inlined text gives (costs included). */
+ * literal, gives the programs the inlined text gives (costs included).
+ *
+ * The first lazy load of a version compiles every let and rule and keeps
+ * their images in the store (compiled/); later lazy loads rebuild each
+ * program from its image on first use. So there are three ways to decide
+ * and all must agree: eager, lazy compiling from the text (the images
+ * taken away), and lazy from the images. Every image must read back, and a
+ * damaged compiled/ entry is dropped and written again. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +30,7 @@
 
 #include "core/json.h"
 #include "engine/engine.h"
+#include "expr/image.h"
 #include "policy/policy.h"
 #include "snapshot/snapshot.h"
 #include "test.h"
@@ -128,6 +137,37 @@ static uint32_t programs(const policy_bundle *b) {
   return n;
 }
 
+/* Takes the images away from a lazy bundle: it compiles from the text. */
+static void forget_images(policy_bundle *b) {
+  for (uint32_t i = 0; i < b->nstrategies; i++) {
+    const strategy *s = &b->strategies[i];
+    for (uint32_t j = 0; j < s->nrules; j++) ((policy_rule *)&s->rules[j])->lazy.image = NULL;
+    for (uint32_t j = 0; j < s->nlets; j++) ((policy_let *)&s->lets[j])->lazy.image = NULL;
+  }
+}
+
+/* How many lets and rules of b have an image; each must read back. */
+static uint32_t images(const policy_bundle *b, uint32_t *total) {
+  uint32_t n = 0;
+  *total = 0;
+  static const expr_opts later = {.simple_names = 1, .defer_jit = 1};
+  for (uint32_t i = 0; i < b->nstrategies; i++) {
+    const strategy *s = &b->strategies[i];
+    for (uint32_t j = 0; j < s->nrules + s->nlets; j++) {
+      const policy_lazy *lz = j < s->nrules ? &s->rules[j].lazy : &s->lets[j - s->nrules].lazy;
+      expr_program *p = NULL;
+      (*total)++;
+      if (!lz->image) continue;
+      CHECK_MSG(expr_image_read(lz->image, lz->image_len, &later, lz->image_mem, &p) == 0,
+                "%s: the image of %s %u does not read back", s->name,
+                j < s->nrules ? "rule" : "let", j < s->nrules ? j : j - s->nrules);
+      n += p != NULL;
+      expr_free(p);
+    }
+  }
+  return n;
+}
+
 /* One request decided by bundle b at the fixed clock, rendered with its
  * trace and masked (malloc'd). */
 static char *decide_at(const policy_bundle *b, const name_table *names, const char *req,
@@ -214,24 +254,33 @@ static void test_constants_of_every_kind(const char *dir, const char *store) {
   sleep(3);
   policy_bundle *tests = load(cdir, "", 0);
   policy_bundle_free(load(cdir, store, 0));
-  policy_bundle *eager = load(cdir, store, 0), *lazy = load(cdir, store, 1);
+  policy_bundle_free(load(cdir, store, 1)); /* compiles everything, keeps the images */
+  policy_bundle *eager = load(cdir, store, 0), *lazy = load(cdir, store, 1),
+                *imaged = load(cdir, store, 1);
+  uint32_t total = 0;
+  CHECK(lazy && imaged && images(imaged, &total) == total && total == 7);
+  if (lazy) forget_images(lazy);
   arena na;
   arena_init(&na, NULL, 0, 0);
   name_table *ne = eager ? name_tables_build(&na, eager) : NULL;
   name_table *nl = lazy ? name_tables_build(&na, lazy) : NULL;
+  name_table *ni = imaged ? name_tables_build(&na, imaged) : NULL;
   uint32_t compared = 0, blocked = 0;
-  for (uint32_t t = 0; tests && ne && nl && t < tests->strategies[0].ntests; t++) {
+  for (uint32_t t = 0; tests && ne && nl && ni && t < tests->strategies[0].ntests; t++) {
     const strategy *s = &tests->strategies[0];
     char *req = request_of(s, &s->tests[t]);
-    char *a = decide_at(eager, ne, req, NULL), *b = decide_at(lazy, nl, req, NULL);
-    CHECK(a && b);
-    if (a && b)
-      CHECK_MSG(strcmp(a, b) == 0, "constkinds: test '%s':\n eager %s\n lazy  %s", s->tests[t].name,
-                a, b);
-    compared += a && b;
+    char *a = decide_at(eager, ne, req, NULL), *b = decide_at(lazy, nl, req, NULL),
+         *c = decide_at(imaged, ni, req, NULL);
+    CHECK(a && b && c);
+    if (a && b && c)
+      CHECK_MSG(strcmp(a, b) == 0 && strcmp(a, c) == 0,
+                "constkinds: test '%s':\n eager  %s\n lazy   %s\n images %s", s->tests[t].name, a,
+                b, c);
+    compared += a && b && c;
     blocked += a && strstr(a, "\"action\":\"block\"") != NULL;
     free(a);
     free(b);
+    free(c);
     free(req);
   }
   CHECK_MSG(compared == 15 && blocked == 13, "%u compared, %u blocked", compared, blocked);
@@ -239,6 +288,7 @@ static void test_constants_of_every_kind(const char *dir, const char *store) {
   policy_bundle_free(tests);
   policy_bundle_free(eager);
   policy_bundle_free(lazy);
+  policy_bundle_free(imaged);
 }
 
 int main(void) {
@@ -256,12 +306,22 @@ int main(void) {
   /* the strategies with their tests, parsed from the YAML */
   policy_bundle *tests = load(pol, "", 0);
   policy_bundle_free(load(pol, store, 0)); /* parsed, and remembered */
-  policy_bundle *eager = load(pol, store, 0), *lazy = load(pol, store, 1);
-  if (!tests || !eager || !lazy) goto out;
+  policy_bundle *eager = load(pol, store, 0);
+  /* the first lazy load compiles every let and rule and keeps the images */
+  policy_bundle *filling = load(pol, store, 1);
+  CHECK(filling && eager && programs(filling) == programs(eager));
+  policy_bundle_free(filling);
+  policy_bundle *lazy = load(pol, store, 1), *imaged = load(pol, store, 1);
+  if (!tests || !eager || !lazy || !imaged) goto out;
   CHECK(lazy->nstrategies == eager->nstrategies);
   CHECK_STR(lazy->version, eager->version);
   CHECK(programs(eager) > 0);
-  CHECK(programs(lazy) == 0); /* read from the cache, and nothing compiled yet */
+  /* read from the cache, and nothing compiled yet */
+  CHECK(programs(lazy) == 0 && programs(imaged) == 0);
+  uint32_t total = 0, nimages = images(imaged, &total);
+  CHECK_MSG(nimages == total && total == programs(eager), "%u images of %u programs (%u eager)",
+            nimages, total, programs(eager));
+  forget_images(lazy); /* this one compiles from the text */
   for (uint32_t i = 0; i < lazy->nstrategies; i++) {
     CHECK_STR(lazy->strategies[i].version, eager->strategies[i].version);
     CHECK(lazy->strategies[i].ntests == 0); /* a one-shot process keeps none */
@@ -269,29 +329,69 @@ int main(void) {
 
   arena na;
   arena_init(&na, NULL, 0, 0);
-  name_table *ne = name_tables_build(&na, eager), *nl = name_tables_build(&na, lazy);
-  CHECK(ne && nl);
+  name_table *ne = name_tables_build(&na, eager), *nl = name_tables_build(&na, lazy),
+             *ni = name_tables_build(&na, imaged);
+  CHECK(ne && nl && ni);
   uint32_t compared = 0;
-  for (uint32_t i = 0; ne && nl && i < tests->nstrategies; i++) {
+  for (uint32_t i = 0; ne && nl && ni && i < tests->nstrategies; i++) {
     const strategy *s = &tests->strategies[i];
     for (uint32_t t = 0; t < s->ntests; t++) {
       const policy_test *pt = &s->tests[t];
       char *req = request_of(s, pt);
       const value *counters = pt->counters.kind == V_MAP ? &pt->counters : NULL;
-      char *a = decide_at(eager, ne, req, counters), *b = decide_at(lazy, nl, req, counters);
-      CHECK(a && b);
-      if (a && b)
-        CHECK_MSG(strcmp(a, b) == 0, "%s: test '%s':\n eager %s\n lazy  %s", s->name, pt->name, a,
-                  b);
-      compared += a && b;
+      char *a = decide_at(eager, ne, req, counters), *b = decide_at(lazy, nl, req, counters),
+           *c = decide_at(imaged, ni, req, counters);
+      CHECK(a && b && c);
+      if (a && b && c)
+        CHECK_MSG(strcmp(a, b) == 0 && strcmp(a, c) == 0,
+                  "%s: test '%s':\n eager  %s\n lazy   %s\n images %s", s->name, pt->name, a, b, c);
+      compared += a && b && c;
       free(a);
       free(b);
+      free(c);
       free(req);
     }
   }
   CHECK_MSG(compared >= 250, "%u compared", compared); /* agent_guard alone has more than 100 */
   CHECK(programs(lazy) > 0 && programs(lazy) <= programs(eager));
+  CHECK(programs(imaged) == programs(lazy));
   arena_free(&na);
+  policy_bundle_free(imaged);
+  imaged = NULL;
+
+  /* A damaged compiled/ entry is not used: it is removed and written again
+   * by the load that finds it, which then compiles as the first one did. */
+  {
+    char cdir[360], path[720];
+    snprintf(cdir, sizeof cdir, "%s/compiled", store);
+    DIR *dh = opendir(cdir);
+    CHECK(dh != NULL);
+    uint32_t damaged = 0;
+    struct dirent *de;
+    while (dh && (de = readdir(dh)) != NULL) {
+      if (de->d_name[0] == '.') continue;
+      snprintf(path, sizeof path, "%s/%s", cdir, de->d_name);
+      FILE *f = fopen(path, "r+b");
+      if (!f) continue;
+      fseek(f, 0, SEEK_END);
+      long size = ftell(f);
+      fseek(f, size / 2, SEEK_SET);
+      int ch = fgetc(f);
+      fseek(f, size / 2, SEEK_SET);
+      fputc(ch ^ 0x20, f);
+      fclose(f);
+      damaged++;
+    }
+    if (dh) closedir(dh);
+    CHECK(damaged == eager->nstrategies);
+    policy_bundle *again = load(pol, store, 1);
+    CHECK(again && programs(again) == programs(eager)); /* compiled at load, images rewritten */
+    policy_bundle_free(again);
+    again = load(pol, store, 1);
+    uint32_t n2 = again ? images(again, &total) : 0;
+    CHECK(again && programs(again) == 0 && n2 == total);
+    policy_bundle_free(again);
+  }
 
   /* Snapshots, through two engines. Strategies with a model or limits are
    * left out: a model's deadline and a limit's window depend on timing. */
@@ -371,10 +471,15 @@ int main(void) {
     }
     sleep(3);
     policy_bundle_free(load(bdir, store, 0));
+    policy_bundle_free(load(bdir, store, 1)); /* keeps the images */
     b = load(bdir, store, 1);
     if (b && b->nstrategies == 1 && b->strategies[0].nrules == 2) {
       r = (policy_rule *)&b->strategies[0].rules[1];
-      CHECK(r->cond == NULL && r->lazy.tree != NULL);
+      CHECK(r->cond == NULL && r->lazy.tree != NULL && r->lazy.image != NULL);
+      /* an image that does not read back: the text is compiled instead */
+      static const char junk[] = "not a program image";
+      r->lazy.image = junk;
+      r->lazy.image_len = sizeof junk;
       /* what it now reads: something that does not compile */
       static const char bad[] = "cel.index(1) == ua";
       arena na2;
@@ -423,6 +528,7 @@ out:
   policy_bundle_free(tests);
   policy_bundle_free(eager);
   policy_bundle_free(lazy);
+  policy_bundle_free(imaged);
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   CHECK(system(cmd) == 0);
   TEST_END();

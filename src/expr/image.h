@@ -1,0 +1,56 @@
+/* image.h — a compiled expression as bytes, and back again.
+ *
+ * A process that makes one decision and exits (an agent's hook) spent most
+ * of its work parsing and compiling the handful of expressions it
+ * evaluates, the same ones every time. An image keeps what the compiler
+ * made, so the next process rebuilds the program in one pass instead: the
+ * nodes, their children, constants, call sites, qualified names, `in` sets
+ * and literal sets, with no pointers in the bytes (indexes, lengths and
+ * names only). What cannot be written down is made again on reading: each
+ * node's evaluator function comes from its opcode, each call site's
+ * overloads from the registry by name (and each overload's `prepare` runs
+ * again on the same constant arguments), literal sets are built again from
+ * their lists, and ip()/cidr() constants are parsed again from their text.
+ *
+ * An image is a file on disk: reading one checks every count, index, kind
+ * and length against what the evaluator relies on, and refuses (returns -1)
+ * rather than trusts anything that could not have come from the compiler.
+ * The caller then compiles the text as before. Images carry no version of
+ * their own: the caller keys them by expr_image_fingerprint.
+ *
+ * Not here: where images are kept (src/policy/cache.c) or when they are
+ * written (src/policy/strategy.c). */
+#ifndef VD_EXPR_IMAGE_H
+#define VD_EXPR_IMAGE_H
+
+#include <stddef.h>
+
+#include "core/json.h"
+#include "expr/expr.h"
+
+/* Appends the image of p to b (b->oom says when memory ran out). */
+void expr_image_write(const expr_program *p, json_buf *b);
+
+/* Rebuilds the program of the image data[0..len). opts: those the program
+ * was compiled with (a `prepare` runs again under opts->defer_jit). mem:
+ * the bytes of memory the program takes (expr_image_check), so that it is
+ * allocated in one piece of just that size; 0: not known. Returns 0 with
+ * *out set (free it with expr_free), or -1 when the bytes are not a valid
+ * image or memory ran out. */
+int expr_image_read(const void *data, size_t len, const expr_opts *opts, size_t mem,
+                    expr_program **out);
+
+/* Reads the image back as expr_image_read would, and frees what it made:
+ * 0 with *mem set to the bytes its program takes (0 when it could not be
+ * told), or -1 when the image does not read back. For whoever keeps an
+ * image: one that fails here is not worth keeping. */
+int expr_image_check(const void *data, size_t len, const expr_opts *opts, size_t *mem);
+
+/* 32 hex digits that change whenever an image written by this build might
+ * not mean the same program to the reader: the image layout, verdict's
+ * version, the built-in registry (names, styles, arities, kinds) and the
+ * build id of the code itself (so that a rebuilt compiler never reads
+ * images of the old one). Computed once per process. */
+const char *expr_image_fingerprint(void);
+
+#endif
