@@ -325,14 +325,48 @@ static value limit_map(dctx *x, const policy_limit *pl, const limit_read *lr) {
 
 static int lookup(void *user, const char *name, size_t len, value *out);
 
+/* The context field of a LIMIT_KEY_FIELD key, as context_field finds it,
+ * looked for first where it was found last time. A request's keys are
+ * unique (the JSON reader refuses duplicates), so a field found there is
+ * the one context_field would find. */
+static const value *limit_field(const value *ctx, const limit_key *lk) {
+  uint32_t *at = (uint32_t *)&lk->field_at; /* the guess is the one thing written */
+  uint32_t j = __atomic_load_n(at, __ATOMIC_RELAXED);
+  const map_entry *e = ctx->entries;
+#define FIELD_IS(k) \
+  ((k).kind == V_STRING && (k).n == lk->var_len && bytes_same((k).s, lk->var, lk->var_len))
+  if (j < ctx->n && FIELD_IS(e[j].key)) return &e[j].val;
+  for (j = 0; j < ctx->n; j++)
+    if (FIELD_IS(e[j].key)) {
+      __atomic_store_n(at, j, __ATOMIC_RELAXED);
+      return &e[j].val;
+    }
+#undef FIELD_IS
+  return NULL;
+}
+
 /* A key of one of the shapes names.h reads directly: what expr_eval would
  * answer, without it. 0: evaluate the program instead (an unbound name, a
- * decision past its cost limit: the evaluator says so in its own words). */
-static int limit_key_direct(dctx *x, const limit_key *lk, value *out) {
-  if (lk->how == LIMIT_KEY_REQUEST)
+ * decision past its cost limit: the evaluator says so in its own words).
+ * A context field found is kept as the variable's value, as lookup would
+ * keep it, for the rules that read it next. */
+static inline __attribute__((always_inline)) int limit_key_direct(dctx *x, const limit_key *lk,
+                                                                  value *out) {
+  const value *f;
+  if (lk->how == LIMIT_KEY_REQUEST) {
     *out = x->req->key;
-  else if (lk->how != LIMIT_KEY_VAR || lookup(x, lk->var, lk->var_len, out) != 0)
+  } else if (lk->how == LIMIT_KEY_FIELD && lk->var_bind < MAX_BINDS &&
+             x->bind_state[lk->var_bind] == BIND_BOUND) {
+    *out = x->bind_val[lk->var_bind];
+  } else if (lk->how == LIMIT_KEY_FIELD && lk->var_bind < MAX_BINDS &&
+             (f = limit_field(&x->req->context, lk))) {
+    *out = *f;
+    x->bind_state[lk->var_bind] = BIND_BOUND;
+    x->bind_val[lk->var_bind] = *f;
+  } else if ((lk->how != LIMIT_KEY_VAR && lk->how != LIMIT_KEY_FIELD) ||
+             lookup(x, lk->var, lk->var_len, out) != 0) {
     return 0;
+  }
   *out = value_error_text(x->ectx.arena, *out); /* as expr_eval returns errors */
   return !(x->ectx.cost_limit && x->ectx.cost > x->ectx.cost_limit);
 }
@@ -390,19 +424,38 @@ static inline void key_copy(char *dst, const char *src, size_t n) {
  * a decision rather than one a limit. */
 #define LIMIT_KEY_ROOM 64
 
-/* Reads limit i once per decision (charging when `charge`): evaluates its
- * key, then the counter. NULL only when out of memory. */
-static limit_read *limit_take(dctx *x, uint32_t i, bool charge) {
+/* The readings, then a key room for each (LIMIT_KEY_ROOM). */
+__attribute__((noinline)) static limit_read *limit_reads_new(dctx *x) {
   vd_decision *d = x->d;
   const strategy *s = x->s;
-  if (!d->limit_reads) { /* the readings, then a key room for each (LIMIT_KEY_ROOM) */
-    d->limit_reads =
-        arena_alloc(&d->mem, s->nlimits * (sizeof *d->limit_reads + (size_t)LIMIT_KEY_ROOM));
-    if (!d->limit_reads) return NULL;
-    for (uint32_t j = 0; j < s->nlimits; j++) d->limit_reads[j] = (limit_read){0};
-    d->nlimit_reads = s->nlimits;
-    d->limits_of = s;
-  }
+  d->limit_reads =
+      arena_alloc(&d->mem, s->nlimits * (sizeof *d->limit_reads + (size_t)LIMIT_KEY_ROOM));
+  if (!d->limit_reads) return NULL;
+  for (uint32_t j = 0; j < s->nlimits; j++) d->limit_reads[j] = (limit_read){0};
+  d->nlimit_reads = s->nlimits;
+  d->limits_of = s;
+  return d->limit_reads;
+}
+
+/* The store's key for limit i and the caller k, a string: strategy, limit
+ * and caller, built once, in the arena (the snapshot's key is its tail).
+ * NULL out of memory. */
+static inline __attribute__((always_inline)) char *limit_store_key(dctx *x, uint32_t i,
+                                                                   const limit_key *lk,
+                                                                   const value *k) {
+  size_t hdr = lk->prefix_len, len = hdr + k->n;
+  char *p = (char *)(x->d->limit_reads + x->s->nlimits) + (size_t)i * LIMIT_KEY_ROOM;
+  if (len >= LIMIT_KEY_ROOM && !(p = arena_alloc(&x->d->mem, len + 1))) return NULL;
+  key_copy(p, lk->prefix, hdr);
+  key_copy(p + hdr, k->s, k->n);
+  p[len] = '\0';
+  return p;
+}
+
+/* limit_take, any key, any source of counters. */
+__attribute__((noinline)) static limit_read *limit_take_any(dctx *x, uint32_t i, bool charge) {
+  vd_decision *d = x->d;
+  const strategy *s = x->s;
   limit_read *lr = &d->limit_reads[i];
   if (lr->state != LIMIT_UNREAD) return lr;
   const policy_limit *pl = &s->limits[i];
@@ -416,20 +469,54 @@ static limit_read *limit_take(dctx *x, uint32_t i, bool charge) {
   }
   if (!lk || !lk->prefix || k.kind != V_STRING || k.n >= 512)
     return limit_take_slow(x, i, lr, &k, charge);
-  /* the usual key, a string: the store's key (strategy, limit, caller) is
-   * built once, in the arena, and the snapshot's key is its tail */
-  size_t hdr = lk->prefix_len, len = hdr + k.n;
-  char *p = (char *)(d->limit_reads + s->nlimits) + (size_t)i * LIMIT_KEY_ROOM;
-  if (len >= LIMIT_KEY_ROOM && !(p = arena_alloc(&d->mem, len + 1))) return NULL;
-  key_copy(p, lk->prefix, hdr);
-  key_copy(p + hdr, k.s, k.n);
-  p[len] = '\0';
-  lr->key = p + hdr;
+  char *p = limit_store_key(x, i, lk, &k);
+  if (!p) return NULL;
+  size_t len = lk->prefix_len + k.n;
+  lr->key = p + lk->prefix_len;
   lr->key_len = k.n;
   if (d->state && !d->counters_in) /* the live store: counter_in's usual case, without the call */
     state_hit(d->state, p, len, &lk->spec, d->clock_ns, charge, &lr->r);
   else
     counter_in(x, pl, &lk->spec, p, len, charge, &lr->r);
+  lr->state = LIMIT_READ; /* lr->v is built when a rule reads it (limit_value) */
+  return lr;
+}
+
+/* Reads limit i once per decision (charging when `charge`): evaluates its
+ * key, then the counter. NULL only when out of memory. The usual case — a
+ * key read directly (names.h) that is a string, the live store — is done
+ * here, in a few lines inlined where the limits stage calls it; anything
+ * else by limit_take_any. */
+static inline __attribute__((always_inline)) limit_read *limit_take(dctx *x, uint32_t i,
+                                                                    bool charge) {
+  vd_decision *d = x->d;
+  if (!d->limit_reads && !limit_reads_new(x)) return NULL;
+  limit_read *lr = &d->limit_reads[i];
+  if (lr->state != LIMIT_UNREAD) return lr;
+  if (!x->refs || !d->state || d->counters_in) return limit_take_any(x, i, charge);
+  const limit_key *lk = &x->refs->limit_keys[i];
+  const value *k;
+  if (lk->how == LIMIT_KEY_REQUEST) {
+    k = &x->req->key;
+  } else if (lk->how == LIMIT_KEY_FIELD && lk->var_bind < MAX_BINDS) {
+    if (x->bind_state[lk->var_bind] == BIND_BOUND) {
+      k = &x->bind_val[lk->var_bind];
+    } else {
+      if (!(k = limit_field(&x->req->context, lk))) return limit_take_any(x, i, charge);
+      x->bind_state[lk->var_bind] = BIND_BOUND; /* as lookup keeps it, for the rules */
+      x->bind_val[lk->var_bind] = *k;
+    }
+  } else {
+    return limit_take_any(x, i, charge);
+  }
+  if (k->kind != V_STRING || k->n >= 512 || !lk->prefix ||
+      (x->ectx.cost_limit && x->ectx.cost > x->ectx.cost_limit))
+    return limit_take_any(x, i, charge);
+  char *p = limit_store_key(x, i, lk, k);
+  if (!p) return NULL;
+  lr->key = p + lk->prefix_len;
+  lr->key_len = k->n;
+  state_hit(d->state, p, lk->prefix_len + k->n, &lk->spec, d->clock_ns, charge, &lr->r);
   lr->state = LIMIT_READ; /* lr->v is built when a rule reads it (limit_value) */
   return lr;
 }
@@ -484,7 +571,7 @@ static int run_limits(dctx *x, const uint8_t *mask, const policy_limit **limited
     if (mask && pl->action >= 0 && !mask[pl->action]) continue;
     const expr_program *conds[2] = {pl->when, pl->charge};
     bool hold[2] = {true, true};
-    for (int c = 0; c < 2 && (conds[0] || conds[1]); c++) {
+    for (int c = 0; c < 2 && (pl->when || pl->charge); c++) {
       if (!conds[c]) continue;
       value v = expr_eval(conds[c], &x->act, &x->ectx);
       if (v.kind == V_BOOL) {

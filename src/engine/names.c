@@ -17,9 +17,11 @@
  * reads went from ~20% of a decision to ~8%).
  *
  * And, for each limit, how its key is read (names.h, limit_key): a key
- * that is one variable or `request.key` is read without the evaluator, and
- * the head of the store's key ("STRATEGY\x1fLIMIT\x1f") is built here once
- * rather than on every decision. Telling those shapes apart needs the
+ * that is one variable or `request.key` is read without the evaluator — a
+ * variable that can only be a context field (`ip`) straight from the
+ * request's context, without the engine's name lookup — and the head of
+ * the store's key ("STRATEGY\x1fLIMIT\x1f") is built here once rather than
+ * on every decision. Telling those shapes apart needs the
  * compiled program's root node, so this file reads expr/program.h (read
  * only; nothing else of the evaluator's). */
 #include <stdlib.h>
@@ -85,14 +87,34 @@ static int program_refs(const expr_program *p, expr_ref **buf, uint32_t *n, uint
   }
 }
 
+/* A variable that decide.c's resolve_request can only answer with a field
+ * of the request's context (or an absent field's error): not one of the
+ * names it answers itself, not a type name, not dotted. */
+static int only_a_field(const char *n, size_t len) {
+  static const char *const others[] = {"context", "request",   "model",  "int",   "uint",
+                                       "double",  "bool",      "string", "bytes", "list",
+                                       "map",     "null_type", "type"};
+  if (!len || memchr(n, '.', len) || (len >= 6 && memcmp(n, "limits", 6) == 0)) return 0;
+  for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+    if (strlen(others[i]) == len && memcmp(others[i], n, len) == 0) return 0;
+  return 1;
+}
+
 /* How limit pl's key is read: its program's root is one variable, or
  * `request` (not a let or a constant of the strategy) with `.key` selected. */
-static void limit_key_shape(const expr_program *p, const name_table *t, limit_key *lk) {
+static void limit_key_shape(const expr_program *p, const name_table *t, const name_refs *refs,
+                            limit_key *lk) {
   const pnode *r = &p->nodes[p->root];
   if (r->op == OP_VAR && r->k.kind == V_STRING) {
     lk->how = LIMIT_KEY_VAR;
     lk->var = r->k.s;
     lk->var_len = r->k.n;
+    const name_bind *b = name_refs_find(refs, r->k.s);
+    if (b && b->let < 0 && !b->constant && !name_table_find(t, r->k.s, r->k.n) &&
+        only_a_field(r->k.s, r->k.n)) {
+      lk->how = LIMIT_KEY_FIELD;
+      lk->var_bind = b->id;
+    }
   } else if (r->op == OP_SELECT && r->nkids == 1 && r->k.kind == V_STRING && r->k.n == 3 &&
              memcmp(r->k.s, "key", 3) == 0) {
     const pnode *v = &p->nodes[p->kids[r->kids]];
@@ -102,13 +124,14 @@ static void limit_key_shape(const expr_program *p, const name_table *t, limit_ke
   }
 }
 
-static limit_key *limit_keys_build(arena *a, const strategy *s, const name_table *t) {
+static limit_key *limit_keys_build(arena *a, const strategy *s, const name_table *t,
+                                   const name_refs *refs) {
   limit_key *lk = arena_zalloc(a, s->nlimits * sizeof *lk);
   if (!lk) return NULL;
   size_t sn = strlen(s->name);
   for (uint32_t i = 0; i < s->nlimits; i++) {
     const policy_limit *pl = &s->limits[i];
-    if (pl->key) limit_key_shape(pl->key, t, &lk[i]);
+    if (pl->key) limit_key_shape(pl->key, t, refs, &lk[i]);
     lk[i].spec = (limit_spec){.window_ns = pl->window_ns,
                               .budget = pl->budget,
                               .penalty_ns = pl->penalty_ns,
@@ -174,7 +197,7 @@ static int build_refs(arena *a, const strategy *s, const name_table *t, name_ref
   out->refs = map;
   out->mask = rcap - 1;
   out->nbinds = nb;
-  if (s->nlimits && !(out->limit_keys = limit_keys_build(a, s, t))) goto out;
+  if (s->nlimits && !(out->limit_keys = limit_keys_build(a, s, t, out))) goto out;
   rc = 0;
 out:
   free(refs);

@@ -34,14 +34,23 @@ typedef struct name_ref {
 
 /* How a limit's key is read (decide.c, limit_take). Most keys are one
  * variable (`ip`, `user`) or the request's key (`request.key`): those are
- * read without the evaluator, through the same bindings (the same value,
- * the same cost); any other key runs its program. */
-enum { LIMIT_KEY_EVAL = 0, LIMIT_KEY_VAR, LIMIT_KEY_REQUEST };
+ * read without the evaluator, giving the value the evaluator would; any
+ * other key runs its program. A variable that can only be a field of the
+ * request's context (no let or constant of the strategy has its name, and
+ * it is not `context`, `request`, `model`, `limits…`, a type name or
+ * dotted) is looked for in the context directly (LIMIT_KEY_FIELD); another
+ * variable goes through the engine's lookup (LIMIT_KEY_VAR). */
+enum { LIMIT_KEY_EVAL = 0, LIMIT_KEY_VAR, LIMIT_KEY_REQUEST, LIMIT_KEY_FIELD };
 
 typedef struct limit_key {
   uint8_t how;     /* LIMIT_KEY_* */
-  const char *var; /* LIMIT_KEY_VAR: the program's lookup name (its pointer) */
+  const char *var; /* LIMIT_KEY_VAR, _FIELD: the program's lookup name (its pointer) */
   uint32_t var_len;
+  uint32_t var_bind; /* LIMIT_KEY_FIELD: var's binding (name_bind.id), where the value is kept */
+  /* LIMIT_KEY_FIELD: where in the context the field was last found, tried
+   * first (a caller sends its fields in the same order every time); only a
+   * guess, read and written atomically by every thread deciding */
+  uint32_t field_at;
   const char *prefix; /* "STRATEGY\x1fLIMIT\x1f", the head of the store's key; NULL: too long */
   uint32_t prefix_len;
   limit_spec spec; /* what the store needs, made once */

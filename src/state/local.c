@@ -18,7 +18,13 @@
  * no chain, no entry allocated apart — in a store bigger than the CPU's
  * caches, each of those was a miss. Linear probing; a removal shifts the
  * slots after it back (no tombstones). Whatever the budget, a key's memory
- * does not grow with its charges, and the memory bound counts keys.
+ * does not grow with its charges, and the memory bound counts keys. The
+ * slot's line is asked for (a prefetch) before the shard's lock is taken:
+ * the lock's atomic exchange holds back every load after it, so the miss
+ * would otherwise only start once the lock is held. Keys are hashed a
+ * 16-byte pair of words at a time, each pair mixed by one 64x64->128-bit
+ * multiply with the store's two random secrets, so that callers cannot
+ * choose keys that collide.
  *
  * An entry is live until the later of its TAT and its penalty's end; after
  * that it reads as a key never seen, so it may be dropped. Expiry is lazy:
@@ -110,7 +116,7 @@ typedef struct shard {
 struct local_store {
   shard shards[NSHARDS];
   size_t shard_limit;
-  uint64_t seed;
+  uint64_t seed, seed2; /* key_hash's secrets */
 };
 
 static inline void shard_lock(shard *s) {
@@ -135,29 +141,51 @@ static inline uint64_t mix(uint64_t h) {
   return h ^ (h >> 33);
 }
 
-/* Seeded, so that keys chosen by callers cannot be made to collide. One
- * multiply a word (keys are short: a strategy, a limit and a caller), the
- * full mix once at the end: the shard is taken from the top bits and the
- * slot from the bottom ones. */
-static inline uint64_t key_hash(uint64_t seed, const char *k, size_t n) {
-  uint64_t h = seed ^ (n * 0x9e3779b97f4a7c15ull);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    memcpy(&w, k + i, 8);
-    h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 31;
-  }
-  uint64_t w = 0;
-  if (n == i) {
-    /* no tail */
-  } else if (n >= 8) { /* the last 8 bytes, overlapping the words above: no call */
-    memcpy(&w, k + n - 8, 8);
-    w >>= 8 * (8 - (n - i));
+/* 64 x 64 -> 128-bit product, its halves folded: one multiply mixes every
+ * bit of both words into both halves. */
+static inline uint64_t fold_mul(uint64_t a, uint64_t b) {
+  __uint128_t p = (__uint128_t)a * b;
+  return (uint64_t)p ^ (uint64_t)(p >> 64);
+}
+
+static inline uint64_t load8(const char *p) {
+  uint64_t w;
+  memcpy(&w, p, 8);
+  return w;
+}
+
+/* Seeded with two secrets, so that keys chosen by callers cannot be made to
+ * collide: every word is combined with a secret before it is multiplied (a
+ * word that could be made 0 would erase the other). Keys are short (a
+ * strategy, a limit and a caller: 15 to 60 bytes), so the work is one
+ * multiply per 16 bytes, the last 16 read overlapping the ones before (no
+ * byte loop, no call), and one to finish: the shard is taken from the top
+ * bits and the slot from the bottom ones. */
+static inline uint64_t key_hash(const local_store *l, const char *k, size_t n) {
+  uint64_t h = l->seed ^ n, a, b;
+  if (n > 16) {
+    size_t i = 0;
+    if (n > 32) /* long keys: a loop */
+      for (; i + 16 < n - 16; i += 16) h = fold_mul(load8(k + i) ^ l->seed2, load8(k + i + 8) ^ h);
+    h = fold_mul(load8(k + i) ^ l->seed2, load8(k + i + 8) ^ h);
+    a = load8(k + n - 16);
+    b = load8(k + n - 8);
+  } else if (n >= 8) {
+    a = load8(k);
+    b = load8(k + n - 8);
+  } else if (n >= 4) {
+    uint32_t x, y;
+    memcpy(&x, k, 4);
+    memcpy(&y, k + n - 4, 4);
+    a = x;
+    b = y;
   } else {
-    for (size_t j = 0; j < n; j++) w |= (uint64_t)(unsigned char)k[j] << (8 * j);
+    a = n ? (uint64_t)(unsigned char)k[0] << 16 | (uint64_t)(unsigned char)k[n >> 1] << 8 |
+                (unsigned char)k[n - 1]
+          : 0;
+    b = 0;
   }
-  return mix(h ^ w ^ ((uint64_t)(n - i) << 56));
+  return fold_mul(fold_mul(a ^ l->seed2, b ^ h) ^ l->seed, n ^ l->seed2);
 }
 
 static inline uint32_t slot_hash(uint64_t h) {
@@ -176,6 +204,7 @@ local_store *local_open(size_t max_bytes) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   l->seed = mix(seed ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30));
+  l->seed2 = mix(l->seed ^ 0x9e3779b97f4a7c15ull) | 1;
   return l;
 }
 
@@ -220,12 +249,26 @@ static void slot_remove(shard *s, uint32_t i) {
   s->nkeys--;
 }
 
+/* a[0..n) == b[0..n) for a key: words compared without a branch each (the
+ * hashes already agree, so the keys are almost always the same), the last
+ * word read overlapping the ones before. */
+static inline int key_same(const char *a, const char *b, size_t n) {
+  if (n < 8) return bytes_same(a, b, n);
+  uint64_t d = load8(a + n - 8) ^ load8(b + n - 8);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    d |= (load8(a + i) ^ load8(b + i)) | (load8(a + i + 8) ^ load8(b + i + 8));
+  if (i + 8 < n) d |= load8(a + i) ^ load8(b + i);
+  return d == 0;
+}
+
 /* The slot of key (hash h32), or the empty slot where it would go. */
-static inline slot *slot_find(shard *s, uint32_t h32, const char *key, size_t klen) {
+static inline __attribute__((always_inline)) slot *slot_find(shard *s, uint32_t h32,
+                                                             const char *key, size_t klen) {
   uint32_t m = s->mask;
   for (uint32_t i = h32 & m;; i = (i + 1) & m) {
     slot *e = &s->slots[i];
-    if (!e->hash || (e->hash == h32 && e->klen == klen && bytes_same(slot_key(e), key, klen)))
+    if (!e->hash || (e->hash == h32 && e->klen == klen && key_same(slot_key(e), key, klen)))
       return e;
   }
 }
@@ -239,8 +282,9 @@ static int grow_table(local_store *l, shard *s) {
   memset(t, 0, (size_t)n * sizeof(slot));
   slot *old = s->slots;
   uint32_t oldn = old ? s->mask + 1 : 0;
-  s->slots = t;
-  s->mask = n - 1;
+  /* atomic stores: slot_prefetch reads these two without the lock */
+  __atomic_store_n(&s->slots, t, __ATOMIC_RELAXED);
+  __atomic_store_n(&s->mask, n - 1, __ATOMIC_RELAXED);
   s->hand = s->sweep = 0;
   for (uint32_t j = 0; j < oldn; j++) {
     if (!old[j].hash) continue;
@@ -323,34 +367,51 @@ __attribute__((noinline)) static slot *slot_insert(local_store *l, shard *s, con
   return e;
 }
 
+/* Asks for the cache line of the counter of the key hashed h without
+ * waiting for it: local_hit does so before it takes the lock, whose atomic
+ * exchange holds back the loads after it (a miss on the slot would only
+ * start once the lock is held). A prefetch is a hint: the table is read
+ * without the lock (atomically: grow_table may be replacing it), and a
+ * line of a table being replaced is only a wasted load. */
+static inline void slot_prefetch(local_store *l, uint64_t h) {
+  shard *s = &l->shards[(h >> 58) & (NSHARDS - 1)];
+  uintptr_t tab = (uintptr_t)__atomic_load_n(&s->slots, __ATOMIC_RELAXED);
+  if (tab) {
+    uint32_t m = __atomic_load_n(&s->mask, __ATOMIC_RELAXED);
+    __builtin_prefetch((const void *)(tab + (uintptr_t)(slot_hash(h) & m) * sizeof(slot)), 1, 3);
+  }
+}
+
 void local_hit(local_store *l, const char *key, size_t klen, const limit_spec *sp, int64_t now_ns,
                bool charge, limit_reading *r) {
-  memset(r, 0, sizeof *r);
-  int64_t now = now_ns / 1000, t = gcra_spacing_us(sp);
-  uint64_t h = key_hash(l->seed, key, klen);
+  uint64_t h = key_hash(l, key, klen);
   uint32_t h32 = slot_hash(h);
   shard *s = &l->shards[(h >> 58) & (NSHARDS - 1)];
+  slot_prefetch(l, h);
+  limit_reading rd = {0}; /* written to *r once, at the end */
+  int64_t now = now_ns / 1000, t = gcra_spacing_us(sp);
   shard_lock(s);
   slot *e = s->slots ? slot_find(s, h32, key, klen) : NULL;
   if (e && !e->hash) e = NULL;
   if (e) { /* an expired entry reads as empty: its TAT and penalty are past */
-    r->count = gcra_count(e->tat, now, t);
-    r->penalized = now < e->penalty_until;
+    rd.count = gcra_count(e->tat, now, t);
+    rd.penalized = now < e->penalty_until;
   }
-  int starts_penalty = state_apply(sp, charge, r);
-  if (r->exceeded) s->refusals++;
-  if (r->charged) {
+  int starts_penalty = state_apply(sp, charge, &rd);
+  if (rd.exceeded) s->refusals++;
+  if (rd.charged) {
     if (e)
       e->used = 1;
     else if (klen > UINT16_MAX || !(e = slot_insert(l, s, key, klen, h32, now)))
-      r->charged = false; /* out of memory: counted as not charged */
+      rd.charged = false; /* out of memory: counted as not charged */
   }
-  if (r->charged) {
+  if (rd.charged) {
     e->tat = (e->tat > now ? e->tat : now) + t;
     s->charges++;
     if (starts_penalty) e->penalty_until = now + sp->penalty_ns / 1000;
   }
   shard_unlock(s);
+  *r = rd;
 }
 
 void local_stats(local_store *l, state_stats *out) {
@@ -416,7 +477,7 @@ int local_save(local_store *l, const char *path, int64_t now_ns, char *err, size
 
 /* Inserts a loaded entry (the store is not shared yet). */
 static int load_entry(local_store *l, const char *key, uint32_t klen, int64_t tat, int64_t pen) {
-  uint64_t h = key_hash(l->seed, key, klen);
+  uint64_t h = key_hash(l, key, klen);
   shard *s = &l->shards[(h >> 58) & (NSHARDS - 1)];
   slot *e = s->slots ? slot_find(s, slot_hash(h), key, klen) : NULL;
   if ((!e || !e->hash) &&

@@ -432,7 +432,45 @@ static void test_long_keys(void) {
   rmdir(dir);
 }
 
+/* Keys of every length up to well past a slot's 40 bytes, and keys that
+ * differ in one byte only (at any place) or in their length only, are all
+ * different counters, each with exactly its own charges (the store's hash
+ * reads every byte, in words that overlap at the end). */
+static void test_key_bytes(void) {
+  state_store *s = open_store(0);
+  limit_spec sp = {.window_ns = 3600 * SEC, .budget = 1000};
+  int64_t now = wall();
+  char key[128];
+  enum { MAXLEN = 100 };
+  /* for each length, the key of all 'a' (at == len) and the keys with one
+   * 'b' at each place; each charged 1 + at % 3 times, so that neighbours
+   * have different counts */
+  for (int pass = 0; pass < 2; pass++) {
+    int wrong = 0;
+    for (int len = 1; len <= MAXLEN; len++)
+      for (int at = 0; at <= len; at++) {
+        memset(key, 'a', (size_t)len);
+        key[len] = '\0';
+        if (at < len) key[at] = 'b';
+        uint32_t want = 1 + (uint32_t)(at % 3);
+        if (pass == 0) {
+          for (uint32_t k = 0; k < want; k++) hit(s, key, &sp, now, true);
+        } else {
+          uint32_t got = hit(s, key, &sp, now, false).count;
+          if (got != want && wrong++ < 5)
+            fprintf(stderr, "len %d, 'b' at %d: count %u, want %u\n", len, at, got, want);
+        }
+      }
+    CHECK_MSG(wrong == 0, "%d keys with a wrong count", wrong);
+  }
+  /* and the empty key is a key too */
+  CHECK(hit(s, "", &sp, now, true).charged);
+  CHECK(hit(s, "", &sp, now, false).count == 1);
+  state_close(s);
+}
+
 int main(void) {
+  test_key_bytes();
   test_window_edges();
   test_read_only();
   test_penalty();
