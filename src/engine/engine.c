@@ -236,6 +236,7 @@ int vd_engine_reload(vd_engine *e, vd_error *err) {
         live *r = *p;
         if (recorder_past(e->rec, r->mark)) {
           *p = r->next_retired;
+          recorder_forget(e->rec); /* its names' addresses may be reused */
           live_free(r);
         } else {
           p = &r->next_retired;

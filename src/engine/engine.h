@@ -291,6 +291,9 @@ void record_wait(recorder *r, vd_decision *d, record_input *in);
  * mark. */
 uint64_t recorder_mark(recorder *r);
 int recorder_past(recorder *r, uint64_t mark);
+/* Before a bundle decisions were recorded under is freed: the writer keeps
+ * names by their address in the bundle (record.c) and must forget them. */
+void recorder_forget(recorder *r);
 /* Counters into out (which the caller zeroed). */
 void recorder_counters(recorder *r, vd_engine_counters *out);
 

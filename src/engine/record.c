@@ -15,10 +15,12 @@
  * raw, values and the decision's own strings copied, rule/let/feature/limit
  * names as pointers into the bundle (which the engine keeps until the writer
  * is past the record) — into a compact binary record written straight into
- * a slot of the log's queue (record_commit; record_capture builds the same
- * in the decision's arena); the log's writer thread turns each capture into
- * the JSON (record_format, the log's format hook) before framing it. record_payload writes the same
- * JSON directly from a decision; it is the reference the formatter is held to, byte for byte
+ * a slot of the log's queue as a raw record (record_commit; record_capture
+ * builds the same in the decision's arena); the log's writer thread turns
+ * each capture into the JSON and the record header (the log's format hook)
+ * before framing it, names from a cache of their JSON text by address.
+ * record_payload writes the same JSON directly from a decision; it is the
+ * reference the formatter is held to, byte for byte
  * (tests/engine/test_record_equiv.c).
  *
  * Why by hand: the fields are written in one pass. Building the payload as
@@ -44,6 +46,32 @@
 #include "engine/engine.h"
 #include "snapshot/snapshot.h"
 
+/* The writer's cache of names as JSON: a rule, let or feature name, quoted
+ * and escaped, by its address in the bundle (captures point at names:
+ * "How recording works" in docs/snapshots.md), so that a name is written
+ * once per bundle rather than measured, checked and copied per snapshot.
+ * Open addressing on the address; the quoted texts in one buffer. */
+typedef struct name_entry {
+  const char *name; /* NULL: free */
+  uint32_t off, len;
+} name_entry;
+
+/* The seconds part, "2026-11-29T10:00:00.", of the last time the writer
+ * wrote: consecutive snapshots mostly share it. */
+typedef struct time_memo {
+  int64_t sec;
+  size_t n; /* 0: none */
+  char text[48];
+} time_memo;
+
+typedef struct name_cache {
+  name_entry *tab;
+  uint32_t cap, used; /* cap: a power of two, or 0 */
+  char *text;
+  size_t text_len, text_cap;
+  time_memo time; /* and the last time's seconds, written */
+} name_cache;
+
 struct recorder {
   snapshot_log *log;
   snapshot_idgen gen;
@@ -53,17 +81,44 @@ struct recorder {
   _Atomic uint64_t failed;
   char node[256];
   arena fmt_mem; /* the writer thread's, for record_format */
+  name_cache names;
+  /* bumped (recorder_forget) before a bundle is freed: the cache's keys
+   * are addresses in bundles, which a later bundle may reuse */
+  _Atomic uint64_t bundles_freed;
+  uint64_t names_gen; /* the writer's: bundles_freed when the cache was last emptied */
 };
 
+static int format_capture(const char *capture, size_t clen, const char *id, const char *node,
+                          json_buf *out, snapshot_rec *hdr, name_cache *nc);
+
 /* The log's format hook (snapshot.h), on the writer thread: the capture the
- * deciding thread appended becomes the format-1 payload. */
+ * deciding thread appended becomes the format-1 payload. The engine appends
+ * raw records (snapshot_log_reserve_raw: rec->point NULL here), whose header
+ * fields come from the capture too; a record appended with its header
+ * (tests) keeps it. */
+static void name_cache_clear(name_cache *nc);
+
 static int recorder_format(void *ud, snapshot_rec *rec) {
   recorder *r = ud;
   arena_reset(&r->fmt_mem);
-  char id[SNAPSHOT_ID_TEXT];
-  snapshot_id_format(rec->id, id);
   json_buf b;
   json_buf_init(&b, &r->fmt_mem);
+  /* Read after the record was taken from the queue: a bundle freed before
+   * the record's own bundle went live is seen freed here. */
+  uint64_t freed = atomic_load_explicit(&r->bundles_freed, memory_order_acquire);
+  if (freed != r->names_gen) {
+    name_cache_clear(&r->names);
+    r->names_gen = freed;
+  }
+  if (!rec->point) {
+    if (format_capture(rec->payload, rec->payload_len, NULL, r->node, &b, rec, &r->names) != 0)
+      return -1;
+    rec->payload = b.data;
+    rec->payload_len = b.len;
+    return 0;
+  }
+  char id[SNAPSHOT_ID_TEXT];
+  snapshot_id_format(rec->id, id);
   if (record_format(rec->payload, rec->payload_len, id, r->node, &b) != 0) return -1;
   rec->payload = b.data;
   rec->payload_len = b.len;
@@ -138,7 +193,13 @@ void recorder_close(recorder *r) {
   if (!r) return;
   snapshot_log_close(r->log, NULL); /* formats what is queued: fmt_mem after */
   arena_free(&r->fmt_mem);
+  free(r->names.tab);
+  free(r->names.text);
   free(r);
+}
+
+void recorder_forget(recorder *r) {
+  if (r) atomic_fetch_add_explicit(&r->bundles_freed, 1, memory_order_release);
 }
 
 void recorder_counters(recorder *r, vd_engine_counters *out) {
@@ -215,34 +276,35 @@ static inline uint64_t special_bytes(uint64_t w) {
   return ((w - ones * 0x20) | w | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & highs;
 }
 
-/* Whether s[0..n) can go between quotes as it is: no control byte, '"',
- * '\\' or non-ASCII byte (which json_write_string checks as UTF-8). Eight
- * bytes at a time, the last word overlapping the one before. */
-static int plain(const char *s, size_t n) {
-  uint64_t w;
+/* Checked and copied in the same pass, eight bytes at a time (the last
+ * word overlapping the one before; a string under eight bytes goes as one
+ * word, padded, into the slack room() was asked for); one that needs
+ * escaping is then written again by json_write_string. */
+static void put_strn(json_buf *b, const char *s, size_t n) {
+  if (room(b, n + 2 + 8)) return;
+  char *o = b->data + b->len + 1;
+  uint64_t w, special = 0;
   if (n < 8) {
     w = 0x6161616161616161ull; /* 'a' * 8: harmless padding */
-    memcpy(&w, s, n);
-    return !special_bytes(w);
+    for (size_t i = 0; i < n; i++) ((char *)&w)[i] = s[i];
+    special = special_bytes(w);
+    memcpy(o, &w, 8);
+  } else {
+    for (size_t i = 0; i + 8 < n; i += 8) {
+      memcpy(&w, s + i, 8);
+      special |= special_bytes(w);
+      memcpy(o + i, &w, 8);
+    }
+    memcpy(&w, s + n - 8, 8);
+    special |= special_bytes(w);
+    memcpy(o + n - 8, &w, 8);
   }
-  for (size_t i = 0; i + 8 < n; i += 8) {
-    memcpy(&w, s + i, 8);
-    if (special_bytes(w)) return 0;
-  }
-  memcpy(&w, s + n - 8, 8);
-  return !special_bytes(w);
-}
-
-static void put_strn(json_buf *b, const char *s, size_t n) {
-  if (!plain(s, n)) {
+  if (special) {
     json_write_string(b, s, n);
     return;
   }
-  if (room(b, n + 2)) return;
-  char *o = b->data + b->len;
-  o[0] = '"';
-  memcpy(o + 1, s, n);
-  o[n + 1] = '"';
+  o[-1] = '"';
+  o[n] = '"';
   b->len += n + 2;
 }
 
@@ -386,26 +448,41 @@ static void put_c_request(json_buf *b, const vd_request *r) {
   put_char(b, '}');
 }
 
-/* "2026-11-29T10:00:00.123456789Z": always nine fraction digits. */
-static void put_time(json_buf *b, int64_t ns) {
+/* A time as put_time writes it, the seconds' text from tm when they are
+ * the last ones written (tm may be NULL). */
+static void put_time_memo(json_buf *b, int64_t ns, time_memo *tm) {
   int64_t sec = ns / 1000000000, frac = ns % 1000000000;
   if (frac < 0) {
     frac += 1000000000;
     sec--;
   }
   char t[64];
-  size_t n = timefmt_format_rfc3339(sec, 0, t);
-  if (n < 2 || n > 40 || t[n - 1] != 'Z') {
-    PUT(b, "null");
-    return;
+  size_t n;
+  if (tm && tm->n && tm->sec == sec) {
+    n = tm->n;
+    memcpy(t, tm->text, n);
+  } else {
+    n = timefmt_format_rfc3339(sec, 0, t);
+    if (n < 2 || n > 40 || t[n - 1] != 'Z') {
+      PUT(b, "null");
+      return;
+    }
+    t[n - 1] = '.';
+    if (tm) {
+      tm->sec = sec;
+      tm->n = n;
+      memcpy(tm->text, t, n);
+    }
   }
-  t[n - 1] = '.';
   for (int i = 8; i >= 0; i--, frac /= 10) t[n + (size_t)i] = (char)('0' + frac % 10);
   t[n + 9] = 'Z';
   put_char(b, '"');
   put_raw(b, t, n + 10);
   put_char(b, '"');
 }
+
+/* "2026-11-29T10:00:00.123456789Z": always nine fraction digits. */
+static void put_time(json_buf *b, int64_t ns) { put_time_memo(b, ns, NULL); }
 
 static void put_result(json_buf *b, uint8_t r) {
   switch (r) {
@@ -693,10 +770,14 @@ int record_payload(vd_decision *d, const record_input *in, const char *id, const
  * capture is read back only by this process (the writer thread), so native
  * byte order and layout are fine; it never reaches the disk.
  *
- * Strings are copied, not borrowed: names may point into the bundle, which a
- * reload can free before the writer gets to the record. The request as
- * received is copied as it came (minified by the writer); a request built in
- * C is written as JSON text here, since its pieces belong to the caller. */
+ * The decision's own strings and the values are copied; rule, let, feature
+ * and limit names are pointers into the bundle when the decision borrowed
+ * them (the engine keeps the bundle until the writer is past the record),
+ * copied otherwise. The head carries the record header's fields too (the id
+ * with them): the capture goes into the queue as a raw record, and the
+ * writer makes the header from it. The request as received is copied as it
+ * came (minified by the writer); a request built in C is written as JSON
+ * text here, since its pieces belong to the caller. */
 
 #define CAP_NULL 0xFFFFFFFFu /* the length of a NULL string */
 #define CAP_SOURCE_TEXT 0xFF /* d->source is not one of the four names: copied */
@@ -724,6 +805,7 @@ enum {
 #define CAP_RULE_ERROR 0x80
 
 typedef struct cap_head {
+  uint8_t id[16]; /* the record's id: the writer makes the record header from the head */
   int64_t clock_ns;
   uint64_t ns_parse, ns_decide, ns_render, latency_ns, cost, ns_model;
   uint64_t lim_cost, lim_regex, lim_memory, lim_max_request;
@@ -740,11 +822,34 @@ static inline void cap_u8(json_buf *c, uint8_t v) { put_char(c, (char)v); }
 static inline void cap_u32(json_buf *c, uint32_t v) { put_raw(c, (const char *)&v, 4); }
 static inline void cap_u64(json_buf *c, uint64_t v) { put_raw(c, (const char *)&v, 8); }
 
+/* n bytes, inline when there are at most 16 (most strings a capture holds
+ * are: names, actions, short let values): two overlapping loads and stores
+ * within the n bytes, instead of a call. */
+HOT void copy_bytes(char *o, const char *s, size_t n) {
+  uint64_t a, b;
+  uint32_t x, y;
+  if (n > 16) {
+    memcpy(o, s, n);
+  } else if (n >= 8) {
+    memcpy(&a, s, 8);
+    memcpy(&b, s + n - 8, 8);
+    memcpy(o, &a, 8);
+    memcpy(o + n - 8, &b, 8);
+  } else if (n >= 4) {
+    memcpy(&x, s, 4);
+    memcpy(&y, s + n - 4, 4);
+    memcpy(o, &x, 4);
+    memcpy(o + n - 4, &y, 4);
+  } else {
+    for (size_t i = 0; i < n; i++) o[i] = s[i];
+  }
+}
+
 static inline void cap_strn(json_buf *c, const char *s, size_t n) {
   if (room(c, 4 + n)) return;
   uint32_t l = (uint32_t)n;
   memcpy(c->data + c->len, &l, 4);
-  if (n) memcpy(c->data + c->len + 4, s, n);
+  copy_bytes(c->data + c->len + 4, s, n);
   c->len += 4 + n;
 }
 
@@ -782,7 +887,7 @@ static void cap_end(json_buf *c, size_t at) {
 
 /* The kinds most lets hold, written with one reservation; 0 when v is not
  * one of them (the caller then uses cap_value). */
-static inline int cap_scalar(json_buf *c, const value *v) {
+HOT int cap_scalar(json_buf *c, const value *v) {
   size_t n = v->kind == V_STRING ? v->n : 0;
   if (room(c, 13 + n)) return 1;
   char *o = c->data + c->len;
@@ -804,7 +909,7 @@ static inline int cap_scalar(json_buf *c, const value *v) {
       uint32_t l = (uint32_t)n;
       o[0] = CV_STRING;
       memcpy(o + 1, &l, 4);
-      if (n) memcpy(o + 5, v->s, n);
+      copy_bytes(o + 5, v->s, n);
       c->len += 5 + n;
       return 1;
     }
@@ -812,6 +917,13 @@ static inline int cap_scalar(json_buf *c, const value *v) {
       o[0] = CV_DOUBLE;
       memcpy(o + 1, &v->d, 8);
       c->len += 9;
+      return 1;
+    case V_LIST: /* empty (many lets are): as cap_tagged writes it */
+    case V_MAP:
+      if (v->n) return 0;
+      o[0] = v->kind == V_LIST ? CV_LIST : CV_MAP;
+      memset(o + 1, 0, 4);
+      c->len += 5;
       return 1;
     default:
       return 0;
@@ -936,6 +1048,7 @@ static int capture_into(vd_decision *d, const record_input *in, json_buf *cb, ui
     ncounters += d->limit_reads[i].state == LIMIT_READ;
   cap_head h;
   memset(&h, 0, sizeof h); /* the padding too: the capture is copied whole */
+  memcpy(h.id, in->id, sizeof h.id);
   h.clock_ns = d->clock_ns;
   h.ns_parse = d->ns_parse;
   h.ns_decide = d->ns_decide;
@@ -1124,6 +1237,70 @@ static const char *get_name(cap_cur *c, int borrowed, size_t *n) {
   return s;
 }
 
+static void name_cache_clear(name_cache *nc) {
+  if (nc->used) memset(nc->tab, 0, nc->cap * sizeof *nc->tab);
+  nc->used = 0;
+  nc->text_len = 0;
+}
+
+static inline uint32_t cache_slot(const name_cache *nc, const char *s) {
+  return (uint32_t)(((uintptr_t)s * 0x9E3779B97F4A7C15ull) >> 32) & (nc->cap - 1);
+}
+
+/* Room for one more name: the table at most half full (a bundle has a
+ * few thousand names at most; past 64k the cache starts over). 0, or -1. */
+static int name_cache_room(name_cache *nc, size_t text) {
+  if (nc->used >= 65536) name_cache_clear(nc);
+  if (nc->text_len + text > nc->text_cap) {
+    size_t cap = nc->text_cap ? nc->text_cap * 2 : 16384;
+    while (cap < nc->text_len + text) cap *= 2;
+    char *t = realloc(nc->text, cap);
+    if (!t) return -1;
+    nc->text = t;
+    nc->text_cap = cap;
+  }
+  if ((nc->used + 1) * 2 <= nc->cap) return 0;
+  uint32_t cap = nc->cap ? nc->cap * 2 : 1024;
+  name_entry *old = nc->tab, *tab = calloc(cap, sizeof *tab);
+  if (!tab) return -1;
+  uint32_t ocap = nc->cap;
+  nc->tab = tab;
+  nc->cap = cap;
+  for (uint32_t i = 0; i < ocap; i++) {
+    if (!old[i].name) continue;
+    uint32_t k = cache_slot(nc, old[i].name);
+    while (tab[k].name) k = (k + 1) & (cap - 1);
+    tab[k] = old[i];
+  }
+  free(old);
+  return 0;
+}
+
+/* A name in a bundle (not NULL), as put_strn writes it: from the cache, or
+ * written and then kept (nc NULL: written). */
+static void put_name(json_buf *b, name_cache *nc, const char *s) {
+  if (nc && nc->cap) {
+    for (uint32_t k = cache_slot(nc, s); nc->tab[k].name; k = (k + 1) & (nc->cap - 1))
+      if (nc->tab[k].name == s) {
+        if (room(b, nc->tab[k].len)) return;
+        copy_bytes(b->data + b->len, nc->text + nc->tab[k].off, nc->tab[k].len);
+        b->len += nc->tab[k].len;
+        return;
+      }
+  }
+  size_t at = b->len;
+  put_strn(b, s, strlen(s));
+  if (!nc || b->oom || name_cache_room(nc, b->len - at) != 0) return;
+  uint32_t k = cache_slot(nc, s);
+  while (nc->tab[k].name) k = (k + 1) & (nc->cap - 1);
+  nc->tab[k].name = s;
+  nc->tab[k].off = (uint32_t)nc->text_len;
+  nc->tab[k].len = (uint32_t)(b->len - at);
+  memcpy(nc->text + nc->text_len, b->data + at, b->len - at);
+  nc->text_len += b->len - at;
+  nc->used++;
+}
+
 /* A name as put_str writes it (NULL: null). */
 static void fmt_name(json_buf *b, cap_cur *c, int borrowed) {
   size_t n;
@@ -1254,9 +1431,19 @@ static void skip_value(cap_cur *c) {
 
 int record_format(const char *capture, size_t clen, const char *id, const char *node,
                   json_buf *out) {
+  return format_capture(capture, clen, id, node, out, NULL, NULL);
+}
+
+/* record_format, and with hdr the record header's fields from the capture
+ * (its strings point into the capture); id NULL: the id text from the
+ * capture's head. */
+static int format_capture(const char *capture, size_t clen, const char *id, const char *node,
+                          json_buf *out, snapshot_rec *hdr, name_cache *nc) {
   cap_cur c = {capture, capture + clen, 0};
   cap_head h;
   if (cur_take(&c, &h, sizeof h)) return VD_EINVAL;
+  char idtext[SNAPSHOT_ID_TEXT];
+  if (!id) id = snapshot_id_format(h.id, idtext);
   json_buf *b = out;
   size_t n;
   const char *s;
@@ -1264,7 +1451,7 @@ int record_format(const char *capture, size_t clen, const char *id, const char *
   PUT(b, "{\"format\":1,\"id\":");
   put_str(b, id);
   PUT(b, ",\"time\":");
-  put_time(b, h.clock_ns);
+  put_time_memo(b, h.clock_ns, nc ? &nc->time : NULL);
   PUT(b, ",\"time_ns\":");
   put_i64(b, h.clock_ns);
   PUT(b, ",\"node\":");
@@ -1274,6 +1461,16 @@ int record_format(const char *capture, size_t clen, const char *id, const char *
   PUT(b, ",\"point\":");
   s = get_str(&c, &n);
   put_strn(b, s ? s : "", n);
+  if (hdr) {
+    memcpy(hdr->id, h.id, 16);
+    hdr->time_ns = h.clock_ns;
+    hdr->allowed = h.allowed;
+    hdr->review = h.review;
+    hdr->source = h.source == CAP_SOURCE_TEXT ? SNAPSHOT_SRC_ERROR : h.source;
+    hdr->confidence = (float)h.confidence;
+    hdr->point = s ? s : "";
+    hdr->point_len = n;
+  }
   const char *request = NULL;
   size_t request_len = 0;
   if (h.request != CAP_REQ_NONE) request = get_str(&c, &request_len);
@@ -1295,12 +1492,20 @@ int record_format(const char *capture, size_t clen, const char *id, const char *
   PUT(b, ",\"strategy\":");
   fmt_str(b, &c);
   PUT(b, ",\"policy_version\":\"");
+  if (hdr && (size_t)(c.end - c.p) >= 64) {
+    hdr->policy_version = c.p;
+    hdr->policy_version_len = strnlen(c.p, 64);
+  }
   fmt_version(b, &c);
   PUT(b, "\",\"bundle_version\":\"");
   fmt_version(b, &c);
   put_char(b, '"');
   size_t action_n, source_n, rule_n, reason_n;
   const char *action = get_str(&c, &action_n), *source;
+  if (hdr) {
+    hdr->action = action ? action : "";
+    hdr->action_len = action_n;
+  }
   if (h.source == CAP_SOURCE_TEXT) {
     source = get_str(&c, &source_n);
   } else {
@@ -1331,7 +1536,7 @@ int record_format(const char *capture, size_t clen, const char *id, const char *
         const char *fname;
         memcpy(&fname, feat + 8 * i, 8);
         if (fname)
-          put_strn(b, fname, strlen(fname));
+          put_name(b, nc, fname);
         else
           PUT(b, "null");
         memcpy(&f, feat + 8 * nf + 4 * i, 4);
@@ -1414,7 +1619,7 @@ int record_format(const char *capture, size_t clen, const char *id, const char *
       trace_rule t;
       memcpy(&t, trace + i * sizeof t, sizeof t);
       if (t.name)
-        put_strn(b, t.name, strlen(t.name));
+        put_name(b, nc, t.name);
       else
         PUT(b, "null");
       r = (uint8_t)(t.result | (t.error ? CAP_RULE_ERROR : 0));
@@ -1456,8 +1661,12 @@ int record_format(const char *capture, size_t clen, const char *id, const char *
   const char *lets = c.p;
   int first = 1, errors = 0;
   for (uint32_t i = 0; i < h.nlets && !c.bad; i++) {
-    const char *name = let_name(&c, h.borrowed, let_names, i, &n);
-    size_t name_n = n;
+    const char *name;
+    size_t name_n = 0;
+    if (h.borrowed) /* the name's length only when it is written */
+      memcpy(&name, let_names + (size_t)i * sizeof name, sizeof name);
+    else
+      name = let_name(&c, 0, let_names, i, &name_n);
     if (c.p < c.end && (uint8_t)*c.p == CV_ERROR) {
       c.p++;
       get_str(&c, &n);
@@ -1466,7 +1675,9 @@ int record_format(const char *capture, size_t clen, const char *id, const char *
     }
     if (!first) put_char(b, ',');
     first = 0;
-    if (name)
+    if (name && h.borrowed)
+      put_name(b, nc, name);
+    else if (name)
       put_strn(b, name, name_n);
     else
       PUT(b, "null");
@@ -1597,32 +1808,25 @@ void record_wait(recorder *r, vd_decision *d, record_input *in) {
 uint64_t recorder_mark(recorder *r) { return snapshot_log_mark(r->log); }
 int recorder_past(recorder *r, uint64_t mark) { return snapshot_log_taken(r->log, mark); }
 
-/* The capture goes straight into a slot of the log's queue (no copy); when
- * it outgrows the slot, or the slot cannot be had because the record would
- * be too big for the queue, it is built in d's arena and appended, which
- * copies it (and refuses what is too big, counted). */
+/* The capture goes straight into a slot of the log's queue (no copy), as a
+ * raw record: the writer takes the record header's fields (id, time,
+ * outcome, point, action, policy version) from the capture when it formats
+ * it, so nothing else is encoded here. When the capture outgrows the slot,
+ * or the slot cannot be had because the record would be too big for the
+ * queue, it is built in d's arena and appended, which copies it (and
+ * refuses what is too big, counted). */
 void record_commit(recorder *r, vd_decision *d, record_input *in) {
   in->ticket = 0;
-  snapshot_rec rec;
-  memset(&rec, 0, sizeof rec);
-  memcpy(rec.id, in->id, sizeof rec.id);
-  rec.time_ns = d->clock_ns;
-  rec.allowed = d->allowed;
-  rec.review = d->review;
-  rec.source = source_code(d->source);
-  rec.confidence = (float)d->confidence;
-  rec.point = in->req->action.s;
-  rec.point_len = in->req->action.n;
-  rec.action = d->action ? d->action : "";
-  rec.action_len = strlen(rec.action);
-  rec.policy_version = d->policy_version;
-  /* 64 hex digits (or "", or shorter: then NUL-terminated before 64) */
-  rec.policy_version_len = d->policy_version[63] ? 64 : strlen(d->policy_version);
+  /* What the record header cannot hold (as snapshot_log_append refuses it) */
+  if (in->req->action.n > SNAPSHOT_MAX_STRING ||
+      (d->action && strlen(d->action) > SNAPSHOT_MAX_STRING))
+    goto failed;
+  uint8_t source = source_code(d->source);
   snapshot_slot slot;
-  int rc = snapshot_log_reserve(r->log, &rec, capture_guess(d, in), &slot);
+  int rc = snapshot_log_reserve_raw(r->log, capture_guess(d, in), &slot);
   if (rc == 0) {
     json_buf c = {.data = slot.payload, .len = 0, .cap = slot.cap, .arena = &d->mem, .oom = 0};
-    int cr = capture_into(d, in, &c, rec.source);
+    int cr = capture_into(d, in, &c, source);
     if (cr == 0 && c.data == slot.payload) {
       snapshot_log_commit(r->log, &slot, c.len, &in->ticket);
       return;
@@ -1636,9 +1840,7 @@ void record_commit(recorder *r, vd_decision *d, record_input *in) {
   } else {
     goto refused;
   }
-  rec.payload = in->payload;
-  rec.payload_len = in->payload_len;
-  rc = snapshot_log_append(r->log, &rec, &in->ticket);
+  rc = snapshot_log_append_raw(r->log, in->payload, in->payload_len, &in->ticket);
 refused:
   if (rc == SNAPSHOT_EFULL || rc == SNAPSHOT_ETOOBIG || rc == SNAPSHOT_EINVAL) goto not_recorded;
   if (rc != 0) goto failed;

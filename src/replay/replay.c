@@ -26,6 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "core/json.h"
 #include "engine/engine.h"
@@ -35,8 +38,8 @@
 /* One policy version, loaded (or found missing: error set) once. */
 typedef struct version_entry {
   char version[65];
-  char model[65];    /* the model version the snapshot used, "" none */
-  char features[65]; /* its feature spec's version */
+  char model[65];        /* the model version the snapshot used, "" none */
+  char features[65];     /* its feature spec's version */
   policy_bundle *bundle; /* NULL: could not be loaded */
   name_table *names;
   arena mem; /* names */
@@ -212,8 +215,9 @@ static version_entry *version_get(replayer *rp, const char *ver, size_t n, const
       (fv[0] && !is_hex64(fv, strlen(fv)))) {
     /* Not a version the engine writes; never used as a file name. */
     snprintf(v->version, sizeof v->version, "%.*s", (int)(n > 64 ? 64 : n), ver);
-    v->error = strdup("the snapshot's policy, model or features version is not a 64-digit hex "
-                      "SHA-256");
+    v->error = strdup(
+        "the snapshot's policy, model or features version is not a 64-digit hex "
+        "SHA-256");
   } else {
     memcpy(v->version, ver, 64);
     v->version[64] = '\0';
@@ -249,6 +253,7 @@ enum {
   F_BUNDLE_VERSION,
   F_MODEL_VERSION,
   F_FEATURES,
+  F_MODEL,
   F_TRACE,
   F_LETS,
   F_LET_ERRORS,
@@ -263,25 +268,47 @@ enum {
   F_LATENCY,
   F_LIMITS,
   F_INPUTS,
-  F_MODEL,
   F_COUNT
 };
 
-static const char *const field_names[F_COUNT] = {"format",         "id",
-                                                 "time",           "time_ns",
-                                                 "node",           "engine_version",
-                                                 "point",          "request",
-                                                 "candidates",     "key",
-                                                 "strategy",       "policy_version",
-                                                 "bundle_version", "model_version",
-                                                 "features",       "trace",
-                                                 "lets",           "let_errors",
-                                                 "model_score",    "model_confidence",
-                                                 "action",         "allowed",
-                                                 "review",         "confidence",
-                                                 "source",         "reason",
-                                                 "latency_ns",     "limits",
-                                                 "inputs", "model"};
+/* A member's name and its length (compared in place, no strlen per key). */
+typedef struct mname {
+  const char *s;
+  size_t n;
+} mname;
+#define MNAME(lit) \
+  { lit, sizeof(lit) - 1 }
+
+static const mname field_names[F_COUNT] = {MNAME("format"),
+                                           MNAME("id"),
+                                           MNAME("time"),
+                                           MNAME("time_ns"),
+                                           MNAME("node"),
+                                           MNAME("engine_version"),
+                                           MNAME("point"),
+                                           MNAME("request"),
+                                           MNAME("candidates"),
+                                           MNAME("key"),
+                                           MNAME("strategy"),
+                                           MNAME("policy_version"),
+                                           MNAME("bundle_version"),
+                                           MNAME("model_version"),
+                                           MNAME("features"),
+                                           MNAME("model"),
+                                           MNAME("trace"),
+                                           MNAME("lets"),
+                                           MNAME("let_errors"),
+                                           MNAME("model_score"),
+                                           MNAME("model_confidence"),
+                                           MNAME("action"),
+                                           MNAME("allowed"),
+                                           MNAME("review"),
+                                           MNAME("confidence"),
+                                           MNAME("source"),
+                                           MNAME("reason"),
+                                           MNAME("latency_ns"),
+                                           MNAME("limits"),
+                                           MNAME("inputs")};
 
 /* Which of them docs/snapshots.md ("Snapshot contents") requires: all but
  * let_errors and limits, which came with format 1 too but are not audit
@@ -293,8 +320,10 @@ typedef struct span {
   size_t n;
 } span;
 
-static const char *skip_ws(const char *p, const char *end) {
-  while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+static inline const char *skip_ws(const char *p, const char *end) {
+  while (p < end && (unsigned char)*p <= ' ' &&
+         (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+    p++;
   return p;
 }
 
@@ -311,79 +340,193 @@ static const char *skip_string(const char *p, const char *end) {
   return NULL;
 }
 
-/* Bytes that matter inside a container being skipped. */
-static const unsigned char container_byte[256] = {
-    ['"'] = 1, ['\\'] = 1, ['{'] = 1, ['['] = 1, ['}'] = 1, [']'] = 1};
+/* Skipping a container: only quotes, backslashes and brackets matter. A
+ * payload is ~2.6 KB, mostly the request, the trace and the lets, and a
+ * byte-at-a-time loop over it cost more than re-deciding the snapshot; so,
+ * where SSE2 is there, 64 bytes at a time: masks of the quotes, backslashes,
+ * opening and closing brackets; the bytes inside strings are the running
+ * XOR of the quote mask (a block with a backslash, rare, goes byte by byte
+ * instead); only the brackets outside strings are then looked at one by
+ * one. The state carries from block to block. */
+typedef struct skip_state {
+  size_t depth;
+  int in_string;
+  const char *escaped; /* the byte a backslash escapes: not a quote */
+} skip_state;
+
+/* One structural byte at q: 1 when it closes the outermost container. */
+static inline int skip_step(skip_state *st, const char *q) {
+  char c = *q;
+  if (q == st->escaped) return 0;
+  if (st->in_string) {
+    if (c == '\\')
+      st->escaped = q + 1;
+    else if (c == '"')
+      st->in_string = 0;
+  } else if (c == '"') {
+    st->in_string = 1;
+  } else if (c == '{' || c == '[') {
+    st->depth++;
+  } else if (c == '}' || c == ']') {
+    if (--st->depth == 0) return 1;
+  }
+  return 0;
+}
+
+static inline int structural(char c) {
+  return c == '"' || c == '\\' || c == '{' || c == '}' || c == '[' || c == ']';
+}
+
+#if defined(__SSE2__)
+/* Bit i of the result: byte i of the 16 equals c. */
+static inline uint64_t eq16(__m128i v, char c) {
+  return (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(c)));
+}
+#endif
+
+/* p at '{' or '[': just past the matching bracket, or NULL. */
+static const char *skip_container(const char *p, const char *end) {
+  skip_state st = {0, 0, NULL};
+#if defined(__SSE2__)
+  const __m128i lower = _mm_set1_epi8(0x20); /* '[' | 0x20 == '{', ']' | 0x20 == '}' */
+  for (; end - p >= 64; p += 64) {
+    uint64_t quote = 0, bslash = 0, open = 0, close = 0;
+    for (int k = 0; k < 4; k++) {
+      __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 16 * k));
+      __m128i v20 = _mm_or_si128(v, lower);
+      quote |= eq16(v, '"') << (16 * k);
+      bslash |= eq16(v, '\\') << (16 * k);
+      open |= eq16(v20, '{') << (16 * k);
+      close |= eq16(v20, '}') << (16 * k);
+    }
+    if (bslash || st.escaped == p) { /* escapes: byte by byte */
+      for (uint64_t m = quote | bslash | open | close; m; m &= m - 1) {
+        const char *q = p + __builtin_ctzll(m);
+        if (skip_step(&st, q)) return q + 1;
+      }
+      continue;
+    }
+    /* inside: the bytes after an opening quote up to the closing one */
+    uint64_t inside = quote;
+    inside ^= inside << 1;
+    inside ^= inside << 2;
+    inside ^= inside << 4;
+    inside ^= inside << 8;
+    inside ^= inside << 16;
+    inside ^= inside << 32;
+    if (st.in_string) inside = ~inside;
+    st.in_string = (int)(inside >> 63);
+    for (uint64_t m = (open | close) & ~inside; m; m &= m - 1) {
+      const char *q = p + __builtin_ctzll(m);
+      if (*q == '{' || *q == '[')
+        st.depth++;
+      else if (--st.depth == 0)
+        return q + 1;
+    }
+  }
+#endif
+  for (; p < end; p++)
+    if (structural(*p) && skip_step(&st, p)) return p + 1;
+  return NULL;
+}
+
+/* Bytes that end a scalar (a number, true, false, null). */
+static const unsigned char scalar_end[256] = {
+    [','] = 1, ['}'] = 1, [']'] = 1, [' '] = 1, ['\n'] = 1, ['\r'] = 1, ['\t'] = 1};
 
 /* p at the first byte of a value: just past it, or NULL. */
 static const char *skip_value(const char *p, const char *end) {
   if (p >= end) return NULL;
   if (*p == '"') return skip_string(p, end);
-  if (*p == '{' || *p == '[') {
-    size_t depth = 0;
-    int in_string = 0;
-    for (; p < end; p++) {
-      unsigned char c = (unsigned char)*p;
-      if (!container_byte[c]) continue;
-      if (in_string) {
-        if (c == '\\')
-          p++;
-        else if (c == '"')
-          in_string = 0;
-      } else if (c == '"') {
-        in_string = 1;
-      } else if (c == '{' || c == '[') {
-        depth++;
-      } else if (c == '}' || c == ']') {
-        if (--depth == 0) return p + 1;
-      }
-    }
-    return NULL;
-  }
+  if (*p == '{' || *p == '[') return skip_container(p, end);
   const char *q = p;
-  while (q < end && *q != ',' && *q != '}' && *q != ']' && *q != ' ' && *q != '\n' && *q != '\r' &&
-         *q != '\t')
-    q++;
+  while (q < end && !scalar_end[(unsigned char)*q]) q++;
   return q > p ? q : NULL;
 }
 
 /* Finds the members of the object text [s, s+n) named in names[0..count):
  * out[i] is the value text of names[i] (s NULL when absent; the first one
  * when written twice). 0, or -1 when the text is not an object. */
-static int index_object(const char *s, size_t n, const char *const *names, int count, span *out) {
+/* One member's object, indexed in the same pass as the object around it
+ * (instead of skipped, then indexed again): for the trace, whose size is
+ * second only to the request's. */
+typedef struct nested {
+  int field; /* which of names */
+  const mname *names;
+  int count;
+  span *out;
+  int found; /* set: the member was an object and was indexed */
+} nested;
+
+static const char *members(const char *p, const char *end, const mname *names, int count, span *out,
+                           nested *in);
+
+static int index_object_in(const char *s, size_t n, const mname *names, int count, span *out,
+                           nested *in) {
   for (int i = 0; i < count; i++) out[i].s = NULL;
-  const char *p = skip_ws(s, s + n), *end = s + n;
-  if (p >= end || *p != '{') return -1;
+  if (in) {
+    in->found = 0;
+    for (int i = 0; i < in->count; i++) in->out[i].s = NULL;
+  }
+  if (!s) return -1;
+  return members(s, s + n, names, count, out, in) ? 0 : -1;
+}
+
+static int index_object(const char *s, size_t n, const mname *names, int count, span *out) {
+  return index_object_in(s, n, names, count, out, NULL);
+}
+
+/* The object at p (after whitespace): out[] filled, just past its closing
+ * brace returned, or NULL when it is not an object. */
+static const char *members(const char *p, const char *end, const mname *names, int count, span *out,
+                           nested *in) {
+  p = skip_ws(p, end);
+  if (p >= end || *p != '{') return NULL;
   p = skip_ws(p + 1, end);
-  if (p < end && *p == '}') return 0;
+  if (p < end && *p == '}') return p + 1;
   int guess = 0; /* members usually come in the order of names */
   for (;;) {
-    if (p >= end || *p != '"') return -1;
-    const char *k = p + 1, *ke = skip_string(p, end);
-    if (!ke) return -1;
-    size_t kn = (size_t)(ke - 1 - k);
+    if (p >= end || *p != '"') return NULL;
+    const char *k = p + 1, *ke;
+    /* The key expected next, compared in place: a name holds no quote or
+     * backslash, so the name and then a quote is that key, whole. */
+    int found = -1;
+    const mname *nm = &names[guess < count ? guess : 0];
+    size_t kn = nm->n;
+    if ((size_t)(end - k) > kn && k[kn] == '"' && memcmp(k, nm->s, kn) == 0) {
+      found = guess < count ? guess : 0;
+      ke = k + kn + 1;
+    } else {
+      if (!(ke = skip_string(p, end))) return NULL;
+      kn = (size_t)(ke - 1 - k);
+      for (int t = 0; t < count && found < 0; t++) {
+        int i = guess + t < count ? guess + t : guess + t - count;
+        if (names[i].n == kn && memcmp(names[i].s, k, kn) == 0) found = i;
+      }
+    }
     p = skip_ws(ke, end);
-    if (p >= end || *p != ':') return -1;
+    if (p >= end || *p != ':') return NULL;
     p = skip_ws(p + 1, end);
     const char *v = p;
-    if (!(p = skip_value(p, end))) return -1;
-    for (int t = 0; t < count; t++) {
-      int i = (guess + t) % count;
-      if (strncmp(names[i], k, kn) == 0 && names[i][kn] == '\0') {
-        if (!out[i].s) {
-          out[i].s = v;
-          out[i].n = (size_t)(p - v);
-        }
-        guess = i + 1;
-        break;
+    if (in && found == in->field && !out[found].s && p < end && *p == '{') {
+      if (!(p = members(p, end, in->names, in->count, in->out, NULL))) return NULL;
+      in->found = 1;
+    } else if (!(p = skip_value(p, end))) {
+      return NULL;
+    }
+    if (found >= 0) {
+      if (!out[found].s) {
+        out[found].s = v;
+        out[found].n = (size_t)(p - v);
       }
+      guess = found + 1;
     }
     p = skip_ws(p, end);
     if (p < end && *p == ',') {
       p = skip_ws(p + 1, end);
       continue;
     }
-    return p < end && *p == '}' ? 0 : -1;
+    return p < end && *p == '}' ? p + 1 : NULL;
   }
 }
 
@@ -397,8 +540,98 @@ static value parse_span(arena *a, span sp) {
   return v;
 }
 
-static const value *get(const value *m, const char *k) {
-  return m && m->kind == V_MAP ? value_map_get(m, k, strlen(k)) : NULL;
+/* The small members, read straight from their text where it is plain (what
+ * this engine writes), and through json_parse otherwise: a string with no
+ * escape, control or non-ASCII byte; true/false; a decimal integer of up to
+ * 19 digits (int64); the confidences 1.0 and 0.0. Each gives what the parsed value
+ * would (str_or_null, num, int64_of, u64_or below). */
+static const char *str_or_null(arena *a, const value *v);
+static int num(const value *v, double *out);
+static int int64_of(const value *v, int64_t *out);
+static uint64_t u64_or(const value *v, uint64_t dflt);
+
+/* The high bit of each byte of w that is a control byte, '"', '\\' or
+ * non-ASCII (a borrow may mark a byte after a real one, never a word
+ * without one). */
+static inline uint64_t special_bytes(uint64_t w) {
+  const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+  uint64_t q = w ^ (ones * '"'), bs = w ^ (ones * '\\');
+  return ((w - ones * 0x20) | w | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & highs;
+}
+
+/* Whether s[0..n) is a JSON string's content needing no decoding (nothing
+ * but printable ASCII other than '"' and '\\'), eight bytes at a time. */
+static int plain_text(const char *s, size_t n) {
+  uint64_t w;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    memcpy(&w, s + i, 8);
+    if (special_bytes(w)) return 0;
+  }
+  w = 0x6161616161616161ull; /* 'a' * 8: harmless padding */
+  memcpy(&w, s + i, n - i);
+  return !special_bytes(w);
+}
+
+static const char *span_str(arena *a, span sp) {
+  if (!sp.s) return NULL;
+  if (sp.n >= 2 && sp.s[0] == '"' && sp.s[sp.n - 1] == '"') {
+    if (plain_text(sp.s + 1, sp.n - 2)) return arena_strndup(a, sp.s + 1, sp.n - 2);
+  } else if (sp.n == 4 && memcmp(sp.s, "null", 4) == 0) {
+    return NULL;
+  }
+  value v = parse_span(a, sp);
+  return str_or_null(a, &v);
+}
+
+static int span_true(span sp) { return sp.s && sp.n == 4 && memcmp(sp.s, "true", 4) == 0; }
+
+/* A plain decimal integer that fits an int64: 1, or 0 when the text is
+ * something else (json_parse then decides). */
+static int plain_int(span sp, int64_t *out) {
+  const char *p = sp.s, *e = sp.s + sp.n;
+  int neg = p < e && *p == '-';
+  p += neg;
+  size_t n = (size_t)(e - p);
+  if (n == 0 || n > 19 || (p[0] == '0' && n > 1)) return 0;
+  uint64_t v = 0; /* 19 digits fit in 64 bits unsigned */
+  for (; p < e; p++) {
+    if (*p < '0' || *p > '9') return 0;
+    v = v * 10 + (uint64_t)(*p - '0');
+  }
+  if (v > (uint64_t)INT64_MAX) return 0;
+  *out = neg ? -(int64_t)v : (int64_t)v;
+  return 1;
+}
+
+static int span_int64(arena *a, span sp, int64_t *out) {
+  if (!sp.s) return 0;
+  if (plain_int(sp, out)) return 1;
+  value v = parse_span(a, sp);
+  return int64_of(&v, out);
+}
+
+static int span_num(arena *a, span sp, double *out) {
+  if (!sp.s) return 0;
+  int64_t i;
+  if (sp.n == 3 && sp.s[1] == '.' && sp.s[2] == '0' && (sp.s[0] == '0' || sp.s[0] == '1')) {
+    *out = sp.s[0] == '1' ? 1.0 : 0.0;
+    return 1;
+  }
+  if (plain_int(sp, &i) && i > -(1LL << 53) && i < (1LL << 53)) {
+    *out = (double)i;
+    return 1;
+  }
+  value v = parse_span(a, sp);
+  return num(&v, out);
+}
+
+static uint64_t span_u64_or(arena *a, span sp, uint64_t dflt) {
+  if (!sp.s) return dflt;
+  int64_t i;
+  if (plain_int(sp, &i)) return i > 0 ? (uint64_t)i : dflt;
+  value v = parse_span(a, sp);
+  return u64_or(&v, dflt);
 }
 
 static const char *str_or_null(arena *a, const value *v) {
@@ -459,56 +692,64 @@ static uint64_t cpu_now(void) {
 static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
   arena *a = &rp->mem;
   span f[F_COUNT];
-  if (index_object(rec->payload, rec->payload_len, field_names, F_COUNT, f) != 0) {
+  /* the trace's members in the same pass (for the completeness check) */
+  static const mname trace_names[] = {MNAME("rules"), MNAME("matched")};
+  span t[2];
+  nested trace = {F_TRACE, trace_names, 2, t, 0};
+  if (index_object_in(rec->payload, rec->payload_len, field_names, F_COUNT, f, &trace) != 0) {
     snprintf(rp->msg, sizeof rp->msg, "the snapshot's payload is not a JSON object");
     return VD_EJSON;
   }
-  value reason = parse_span(a, f[F_REASON]), lat = parse_span(a, f[F_LATENCY]),
-        inputs = parse_span(a, f[F_INPUTS]), v;
+  /* the members of the small objects (absent: s NULL, also when the member
+   * is not an object) */
+  static const mname reason_names[] = {MNAME("rule"), MNAME("message")},
+                     lat_names[] = {MNAME("parse"), MNAME("decide"), MNAME("render"),
+                                    MNAME("total")},
+                     input_names[] = {MNAME("clock_ns"), MNAME("model_deadline_missed"),
+                                      MNAME("counters"), MNAME("random")},
+                     limit_names[] = {MNAME("cost"), MNAME("regex_match"), MNAME("memory"),
+                                      MNAME("max_request_bytes")},
+                     model_names[] = {MNAME("version"), MNAME("features_version")};
+  span reason[2], lat[4], inputs[4];
+  index_object(f[F_REASON].s, f[F_REASON].n, reason_names, 2, reason);
+  index_object(f[F_LATENCY].s, f[F_LATENCY].n, lat_names, 4, lat);
+  index_object(f[F_INPUTS].s, f[F_INPUTS].n, input_names, 4, inputs);
 
   /* complete: every required member, and the required parts of a few */
   int complete = 1;
   for (int i = 0; i < F_COUNT; i++)
     if (field_required(i) && !f[i].s) complete = 0;
   if (complete) {
-    static const char *const trace_names[] = {"rules", "matched"};
-    span t[2];
-    complete = index_object(f[F_TRACE].s, f[F_TRACE].n, trace_names, 2, t) == 0 && t[0].s &&
-               t[1].s && get(&reason, "rule") && get(&reason, "message") && get(&lat, "parse") &&
-               get(&lat, "decide") && get(&inputs, "clock_ns") && get(&inputs, "counters") &&
-               get(&inputs, "random");
+    complete = trace.found && t[0].s && t[1].s && reason[0].s && reason[1].s && lat[0].s &&
+               lat[1].s && inputs[0].s && inputs[2].s && inputs[3].s;
   }
   it->complete = complete;
 
   /* the recorded side */
   replay_side *s = &it->recorded;
-  v = parse_span(a, f[F_ACTION]);
-  s->action = str_or_null(a, &v);
-  v = parse_span(a, f[F_ALLOWED]);
-  s->allowed = v.kind == V_BOOL && v.b;
-  v = parse_span(a, f[F_REVIEW]);
-  s->review = v.kind == V_BOOL && v.b;
-  v = parse_span(a, f[F_SOURCE]);
-  s->source = str_or_null(a, &v);
-  s->rule = str_or_null(a, get(&reason, "rule"));
-  s->reason = str_or_null(a, get(&reason, "message"));
+  s->action = span_str(a, f[F_ACTION]);
+  s->allowed = span_true(f[F_ALLOWED]);
+  s->review = span_true(f[F_REVIEW]);
+  s->source = span_str(a, f[F_SOURCE]);
+  s->rule = span_str(a, reason[0]);
+  s->reason = span_str(a, reason[1]);
   s->confidence = 0;
-  v = parse_span(a, f[F_CONFIDENCE]);
-  num(&v, &s->confidence);
-  v = parse_span(a, f[F_POLICY_VERSION]);
-  s->policy_version = str_or_null(a, &v);
+  span_num(a, f[F_CONFIDENCE], &s->confidence);
+  s->policy_version = span_str(a, f[F_POLICY_VERSION]);
   double ns = 0;
-  num(get(&lat, "total"), &ns);
+  span_num(a, lat[3], &ns);
   s->latency_us = ns / 1000.0;
-  v = parse_span(a, f[F_KEY]);
-  if (v.kind == V_STRING) it->key = arena_strndup(a, v.s, v.n);
+  const char *key = span_str(a, f[F_KEY]);
+  if (key) it->key = key;
 
-  v = parse_span(a, f[F_FORMAT]);
-  if (f[F_FORMAT].s && !(v.kind == V_INT && v.i == 1)) {
-    snprintf(rp->msg, sizeof rp->msg,
-             "the snapshot is in format %s; this replay reads format 1 (docs/snapshots.md)",
-             v.kind == V_INT ? "newer than 1" : "(not a number)");
-    return VD_EINVAL;
+  if (f[F_FORMAT].s && !(f[F_FORMAT].n == 1 && f[F_FORMAT].s[0] == '1')) {
+    value v = parse_span(a, f[F_FORMAT]);
+    if (!(v.kind == V_INT && v.i == 1)) {
+      snprintf(rp->msg, sizeof rp->msg,
+               "the snapshot is in format %s; this replay reads format 1 (docs/snapshots.md)",
+               v.kind == V_INT ? "newer than 1" : "(not a number)");
+      return VD_EINVAL;
+    }
   }
   /* the request, as text (NUL-terminated for the callback) */
   if (!f[F_REQUEST].s || f[F_REQUEST].s[0] != '{') {
@@ -524,20 +765,20 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
   it->request_len = f[F_REQUEST].n;
 
   int64_t clock_ns;
-  v = parse_span(a, f[F_TIME_NS]);
-  if (!int64_of(get(&inputs, "clock_ns"), &clock_ns) && !int64_of(&v, &clock_ns)) {
+  if (!span_int64(a, inputs[0], &clock_ns) && !span_int64(a, f[F_TIME_NS], &clock_ns)) {
     snprintf(rp->msg, sizeof rp->msg,
              "the snapshot records no clock reading (inputs.clock_ns): request.time cannot be "
              "fed back");
     return VD_EINVAL;
   }
-  value lims = parse_span(a, f[F_LIMITS]);
+  span lims[4];
+  index_object(f[F_LIMITS].s, f[F_LIMITS].n, limit_names, 4, lims);
   decide_limits lim;
   decide_limits_init(&lim, NULL);
-  lim.cost_limit = u64_or(get(&lims, "cost"), lim.cost_limit);
-  lim.regex_match_limit = (uint32_t)u64_or(get(&lims, "regex_match"), lim.regex_match_limit);
-  lim.memory_limit = (size_t)u64_or(get(&lims, "memory"), lim.memory_limit);
-  lim.max_request_bytes = (size_t)u64_or(get(&lims, "max_request_bytes"), lim.max_request_bytes);
+  lim.cost_limit = span_u64_or(a, lims[0], lim.cost_limit);
+  lim.regex_match_limit = (uint32_t)span_u64_or(a, lims[1], lim.regex_match_limit);
+  lim.memory_limit = (size_t)span_u64_or(a, lims[2], lim.memory_limit);
+  lim.max_request_bytes = (size_t)span_u64_or(a, lims[3], lim.max_request_bytes);
 
   version_entry *ve;
   if (rp->opts->policy_dir) {
@@ -548,11 +789,12 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
       snprintf(rp->msg, sizeof rp->msg, "the snapshot names no policy_version to replay under");
       return VD_ENOTFOUND;
     }
-    value model = parse_span(a, f[F_MODEL]);
-    const value *mv = get(&model, "version"), *fv = get(&model, "features_version");
+    span model[2];
+    index_object(f[F_MODEL].s, f[F_MODEL].n, model_names, 2, model);
+    const char *mv = span_str(a, model[0]), *fv = span_str(a, model[1]);
     char mvb[65] = "", fvb[65] = "";
-    if (mv && mv->kind == V_STRING) snprintf(mvb, sizeof mvb, "%.*s", (int)mv->n, mv->s);
-    if (fv && fv->kind == V_STRING) snprintf(fvb, sizeof fvb, "%.*s", (int)fv->n, fv->s);
+    if (mv) snprintf(mvb, sizeof mvb, "%s", mv);
+    if (fv) snprintf(fvb, sizeof fvb, "%s", fv);
     ve = version_get(rp, pv, strlen(pv), mvb, fvb);
     if (!ve) {
       snprintf(rp->msg, sizeof rp->msg, "out of memory loading policy versions");
@@ -564,20 +806,22 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
     return ve->bundle ? VD_ENOMEM : VD_ENOTFOUND;
   }
 
+  /* The limits' counters as the decision read them (the live store is not
+   * consulted: replay charges nothing); a limit the recording did not read
+   * reads as an empty counter. */
+  static const value no_counters = {.kind = V_MAP};
+  value counters = no_counters;
+  if (inputs[2].s && !(inputs[2].n == 2 && inputs[2].s[0] == '{' && inputs[2].s[1] == '}')) {
+    counters = parse_span(a, inputs[2]);
+    if (counters.kind != V_MAP) counters = no_counters;
+  }
   vd_error err;
   uint64_t c0 = cpu_now();
   /* The model's deadline, as recorded (the clock decided it): replaying
    * the recorded policy takes that outcome; a candidate runs on the clock. */
-  const value *dm = get(&inputs, "model_deadline_missed");
-  int deadline = rp->opts->policy_dir ? -1 : dm && dm->kind == V_BOOL && dm->b ? 1 : 0;
-  /* The limits' counters as the decision read them (the live store is not
-   * consulted: replay charges nothing); a limit the recording did not read
-   * reads as an empty counter. */
-  const value *counters = get(&inputs, "counters");
-  static const value no_counters = {.kind = V_MAP};
-  int rc = engine_decide_json_inputs(
-      ve->bundle, ve->names, &lim, it->request_json, it->request_len, clock_ns, deadline,
-      counters && counters->kind == V_MAP ? counters : &no_counters, rp->d, &err);
+  int deadline = rp->opts->policy_dir ? -1 : span_true(inputs[1]);
+  int rc = engine_decide_json_inputs(ve->bundle, ve->names, &lim, it->request_json, it->request_len,
+                                     clock_ns, deadline, &counters, rp->d, &err);
   it->cpu_ns = cpu_now() - c0;
   if (rc) {
     snprintf(rp->msg, sizeof rp->msg, "%s", err.message);

@@ -7,13 +7,18 @@
  * the counter at a random value below 2048 (room for at least 2048 more ids in
  * that millisecond), the same or an earlier millisecond (the clock stepped
  * back) increments it, and an overflowing counter carries into the
- * millisecond. The 62 random bits of rand_b come from splitmix64 over an
- * atomic counter seeded once from getrandom(): statistically random and
- * unpredictable enough for ids, with no syscall per id. Ids are not secrets. */
+ * millisecond. The 62 random bits of rand_b are splitmix64 of the id's own
+ * (ms, counter) word mixed with a seed drawn once from getrandom(): a
+ * bijection of a word that is unique per id, so statistically random and
+ * unpredictable enough for ids, with no syscall and no second atomic per id
+ * (one atomic operation an id, the compare-and-swap). Ids are not secrets. */
 #include <stdint.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "snapshot/snapshot.h"
 
@@ -35,37 +40,39 @@ void snapshot_idgen_init(snapshot_idgen *g) {
                       (uintptr_t)&seed);
   }
   atomic_init(&g->state, 0);
-  atomic_init(&g->rng, seed);
+  g->seed = seed;
 }
 
-static uint64_t idgen_random(snapshot_idgen *g) {
-  return splitmix64(
-      atomic_fetch_add_explicit(&g->rng, 0x9E3779B97F4A7C15ull, memory_order_relaxed));
+/* Big-endian, as the id's bytes are laid out. */
+static inline void put_be64(uint8_t *p, uint64_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  v = __builtin_bswap64(v);
+  memcpy(p, &v, 8);
+#else
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (56 - 8 * i));
+#endif
 }
 
 void snapshot_id_new_at(snapshot_idgen *g, uint64_t unix_ms, uint8_t out[16]) {
-  uint64_t r = 0; /* drawn only when the millisecond moves on */
   unix_ms &= (1ull << 48) - 1;
   uint64_t old = atomic_load_explicit(&g->state, memory_order_relaxed), next;
   do {
     if (unix_ms > (old >> 12)) {
-      if (!r) r = idgen_random(g) | 1;
-      next = (unix_ms << 12) | (r >> 53); /* counter restarts below 2048 */
+      uint64_t r = splitmix64(g->seed ^ unix_ms); /* where this millisecond's counter starts */
+      next = (unix_ms << 12) | (r >> 53);         /* below 2048 */
     } else {
       next = old + 1; /* same ms (or the clock went back): count on */
     }
   } while (!atomic_compare_exchange_weak_explicit(&g->state, &old, next, memory_order_relaxed,
                                                   memory_order_relaxed));
   uint64_t ms = next >> 12, counter = next & 0xfff;
-  uint64_t tail = idgen_random(g);
+  /* next is unique to this id (the state only grows), and the mix is a
+   * bijection of it: no two ids of this generator share a tail. */
+  uint64_t tail = splitmix64(next * 0x9E3779B97F4A7C15ull + g->seed);
   /* big-endian: ms (48 bits), version 7 and the counter (16); the variant
    * 0b10 and 62 random bits */
-  uint64_t hi = ms << 16 | 0x7000 | counter;
-  uint64_t lo = (tail >> 2) | (1ull << 63);
-  for (int i = 0; i < 8; i++) {
-    out[i] = (uint8_t)(hi >> (56 - 8 * i));
-    out[8 + i] = (uint8_t)(lo >> (56 - 8 * i));
-  }
+  put_be64(out, ms << 16 | 0x7000 | counter);
+  put_be64(out + 8, (tail >> 2) | (1ull << 63));
 }
 
 void snapshot_id_new(snapshot_idgen *g, uint8_t out[16]) {
@@ -81,23 +88,34 @@ uint64_t snapshot_id_time_ms(const uint8_t id[16]) {
   return ms;
 }
 
-/* Once per decision: two hex digits a byte through a table, the dashes at
- * their fixed places. */
+/* Once per decision (and again on the writer thread): with SSE2 the 32
+ * digits at once — each byte's two nibbles side by side, '0' or 'a' - 10
+ * added by comparison — then copied out around the dashes; else two digits
+ * a byte through a table. */
 char *snapshot_id_format(const uint8_t id[16], char out[SNAPSHOT_ID_TEXT]) {
-  static const char hex[513] =
-      "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
-      "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
-      "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
-      "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
-      "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
-      "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
-      "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
-      "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
-#define HEX2(i, at) memcpy(out + (at), hex + 2 * id[i], 2)
-  HEX2(0, 0), HEX2(1, 2), HEX2(2, 4), HEX2(3, 6), HEX2(4, 9), HEX2(5, 11), HEX2(6, 14);
-  HEX2(7, 16), HEX2(8, 19), HEX2(9, 21), HEX2(10, 24), HEX2(11, 26), HEX2(12, 28);
-  HEX2(13, 30), HEX2(14, 32), HEX2(15, 34);
-#undef HEX2
+  char hexd[32];
+#if defined(__SSE2__)
+  __m128i v = _mm_loadu_si128((const __m128i *)(const void *)id);
+  __m128i nib = _mm_set1_epi8(0x0f);
+  __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), nib), lo = _mm_and_si128(v, nib);
+  __m128i a = _mm_unpacklo_epi8(hi, lo), b = _mm_unpackhi_epi8(hi, lo);
+  __m128i nine = _mm_set1_epi8(9), zero = _mm_set1_epi8('0'), gap = _mm_set1_epi8('a' - '0' - 10);
+  a = _mm_add_epi8(_mm_add_epi8(a, zero), _mm_and_si128(_mm_cmpgt_epi8(a, nine), gap));
+  b = _mm_add_epi8(_mm_add_epi8(b, zero), _mm_and_si128(_mm_cmpgt_epi8(b, nine), gap));
+  _mm_storeu_si128((__m128i *)(void *)hexd, a);
+  _mm_storeu_si128((__m128i *)(void *)(hexd + 16), b);
+#else
+  static const char hex[] = "0123456789abcdef";
+  for (int i = 0; i < 16; i++) {
+    hexd[2 * i] = hex[id[i] >> 4];
+    hexd[2 * i + 1] = hex[id[i] & 15];
+  }
+#endif
+  memcpy(out, hexd, 8);
+  memcpy(out + 9, hexd + 8, 4);
+  memcpy(out + 14, hexd + 12, 4);
+  memcpy(out + 19, hexd + 16, 4);
+  memcpy(out + 24, hexd + 20, 12);
   out[8] = out[13] = out[18] = out[23] = '-';
   out[36] = '\0';
   return out;

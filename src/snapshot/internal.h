@@ -199,15 +199,28 @@ int seg_open_indexed(const char *dir, const char *name, int write_back, seg_head
  * reserved-but-unfinished entry from a committed one. */
 #define RING_COMMITTED (1ull << 62)
 #define RING_PAD (1ull << 63)
+#define RING_RAW (1ull << 61) /* a payload alone, header fields to come from opts.format */
 #define RING_LEN_MASK ((1ull << 32) - 1)
 
+/* Producers and the consumer each write their own cache lines: the head
+ * line is written by producers only (the consumer reads head only when it
+ * has caught up with the value it saw last), the tail line by the consumer
+ * only (producers keep a copy of tail on their own line and read the real one
+ * only when the ring looks full). With the two on one line, or read on every
+ * record, the line would cross between the cores for every record. */
 typedef struct ring {
   uint8_t *buf;
   uint64_t cap, mask;
   uint64_t max_records;
-  _Alignas(64) _Atomic uint64_t head;  /* next byte to reserve */
-  _Alignas(64) _Atomic uint64_t tail;  /* bytes below this are free again */
-  _Alignas(64) _Atomic uint64_t count; /* records reserved and not yet released */
+  /* producers' line */
+  _Alignas(64) _Atomic uint64_t head; /* next byte to reserve */
+  _Atomic uint64_t reserved;          /* records reserved, less those cancelled */
+  _Atomic uint64_t tail_seen;         /* a recent tail (never ahead of it) */
+  _Atomic uint64_t released_seen;     /* a recent released (never ahead of it) */
+  /* the consumer's line */
+  _Alignas(64) _Atomic uint64_t tail; /* bytes below this are free again */
+  _Atomic uint64_t released;          /* records given back */
+  uint64_t head_seen;                 /* the consumer's: head when last read */
 } ring;
 
 int ring_init(ring *r, size_t bytes, uint64_t max_records);
@@ -216,19 +229,24 @@ void ring_free(ring *r);
  * ring_commit) and *ticket (end position of the entry), or -1 when full. */
 int ring_reserve(ring *r, size_t len, uint8_t **body, uint64_t *ticket);
 void ring_commit(ring *r, uint8_t *body, size_t len);
+/* The same with flags in the entry's word (RING_RAW). */
+void ring_commit_flags(ring *r, uint8_t *body, size_t len, uint64_t flags);
 /* Commits a body of len bytes in an entry reserved for reserved >= len: the
  * room left over becomes a pad entry. Returns how many bytes that pad took
  * (the record's ticket is that much below the reservation's). */
-uint64_t ring_commit_short(ring *r, uint8_t *body, size_t len, size_t reserved);
+uint64_t ring_commit_short(ring *r, uint8_t *body, size_t len, size_t reserved, uint64_t flags);
 /* Gives up a reservation: the whole entry becomes a pad. */
 void ring_cancel(ring *r, uint8_t *body, size_t reserved);
-/* Consumer: the entry at position pos. 1 a record (body, len, *next), 2 a pad
- * (*next), 0 nothing committed there yet (or pos is at head). */
+/* Consumer: the entry at position pos. 1 a record (body, len, *next), 3 a
+ * record committed with RING_RAW (the same), 2 a pad (*next), 0 nothing
+ * committed there yet (or pos is at head). */
 int ring_peek(ring *r, uint64_t pos, const uint8_t **body, uint32_t *len, uint64_t *next);
 /* Consumer: gives [tail, pos) back to producers (zeroing it), nrec records. */
 void ring_release(ring *r, uint64_t pos, uint64_t nrec);
 /* The biggest body an entry may hold. */
 size_t ring_max_body(const ring *r);
+/* Records reserved and not yet released (any thread; a moment's value). */
+uint64_t ring_count(ring *r);
 
 /* ---- gc helpers shared with the CLI's dry runs (gc.c) ---- */
 /* Position of a 16-byte id in [0, 1): FNV-1a 64 then a splitmix64 finish,

@@ -75,7 +75,7 @@ const char *snapshot_strerror(int code);
  * once from getrandom(): no syscall per id. */
 typedef struct snapshot_idgen {
   _Atomic uint64_t state; /* ms << 12 | counter of the last id */
-  _Atomic uint64_t rng;   /* splitmix64 counter */
+  uint64_t seed;          /* from getrandom(), set once: mixed into each id's tail */
 } snapshot_idgen;
 
 #define SNAPSHOT_ID_TEXT 37 /* 36 characters + NUL */
@@ -218,6 +218,18 @@ int snapshot_log_reserve(snapshot_log *log, const snapshot_rec *rec, size_t max_
 void snapshot_log_commit(snapshot_log *log, snapshot_slot *slot, size_t payload_len,
                          uint64_t *ticket);
 void snapshot_log_cancel(snapshot_log *log, snapshot_slot *slot);
+
+/* Raw records, for a log with a format hook: the payload alone goes into
+ * the queue, and the hook, on the writer thread, fills in the header fields
+ * as well as the payload to write (it is called with every header field
+ * zero and rec->point NULL, and must set at least point; strings it sets
+ * stay valid until its next call). The producer then encodes nothing but
+ * its payload. reserve_raw is reserve's twin (commit and cancel as for a
+ * reserved slot); append_raw copies len bytes. Without a format hook both
+ * return SNAPSHOT_EINVAL. A record the hook refuses, or whose header fields
+ * come out too long, is counted in `rejected` and not written. */
+int snapshot_log_reserve_raw(snapshot_log *log, size_t max_payload, snapshot_slot *slot);
+int snapshot_log_append_raw(snapshot_log *log, const char *payload, size_t len, uint64_t *ticket);
 
 /* Waits until the record with this ticket is durable: fsynced under INTERVAL
  * and ALWAYS (ALWAYS syncs at once, one fsync for every record in the batch;

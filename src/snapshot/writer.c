@@ -11,7 +11,9 @@
  *           not yet known to be durable; the ring space is released at once.
  *           With a format hook (opts.format), each record's payload is first
  *           turned into the one written: producers append a cheap capture
- *           and the formatting happens here, off their threads.
+ *           and the formatting happens here, off their threads; a raw record
+ *           (the payload alone: snapshot_log_reserve_raw) gets its header
+ *           fields from the hook too.
  *   write   pend's unwritten part with pwrite at the segment's end.
  *   sync    fsync per the durability setting: ALWAYS after every write (one
  *           fsync for the whole group gathered meanwhile: group commit),
@@ -83,13 +85,18 @@ struct snapshot_log {
   int inline_writer;      /* no thread: rounds run in append (run_mu) and close */
   pthread_mutex_t run_mu; /* inline: one round at a time */
 
-  /* shared with producers and waiters */
-  _Atomic int closing;
+  /* Shared with producers and waiters, on three cache lines by who writes
+   * them (the struct is allocated 64-aligned): producers write the first on
+   * every append, read the second on every append (the writer writes it
+   * only when it goes to wait or stops), and the writer writes the third
+   * every round. */
+  _Alignas(64) _Atomic uint64_t appended, dropped;
+  _Alignas(64) _Atomic int closing;
   _Atomic int sleeping; /* the writer is in a long sleep: an append must wake it */
   _Atomic int idle;     /* the writer is in any wait: a producer facing a full ring wakes it */
   _Atomic int dead;     /* the writer thread has finished */
   _Atomic int waiters;  /* threads in wait_durable */
-  _Atomic uint64_t appended, dropped, rejected;
+  _Alignas(64) _Atomic uint64_t rejected;
   _Atomic uint64_t unformatted; /* appended, then refused by opts.format (also in rejected) */
   _Atomic uint64_t written, bytes, fsyncs, write_errors, segments;
   _Atomic uint64_t durable_pos, written_pos;
@@ -484,14 +491,25 @@ static uint64_t gather(snapshot_log *L, int *rotate) {
      * a failing disk refused, stops taking records there too, so that the
      * queue's bounds (and BLOCK or DROP) hold while the disk fails. */
     if (L->opts.durability != SNAPSHOT_DURABLE_ALWAYS && L->pend_len >= PEND_CAP) break;
-    uint32_t day = day_of_time_ns(rec_body_time(body));
-    /* With a format hook, the body written is the one it makes. */
+    /* With a format hook, the body written is the one it makes; a raw
+     * record (snapshot_log_reserve_raw) gets its header fields from it too. */
     snapshot_rec fr;
     size_t blen = len;
-    if (L->opts.format) {
+    const uint8_t *id = body;
+    int64_t time_ns = 0;
+    if (L->opts.format || k == 3) {
       blen = 0;
-      if (rec_body_decode(body, len, &fr) == 0 && L->opts.format(L->opts.format_ud, &fr) == 0)
-        blen = rec_body_size(&fr);
+      int ok;
+      if (k == 3) {
+        memset(&fr, 0, sizeof fr);
+        fr.payload = (const char *)body;
+        fr.payload_len = len;
+        ok = L->opts.format && L->opts.format(L->opts.format_ud, &fr) == 0 && fr.point &&
+             fr.source <= SNAPSHOT_SRC_ERROR;
+      } else {
+        ok = rec_body_decode(body, len, &fr) == 0 && L->opts.format(L->opts.format_ud, &fr) == 0;
+      }
+      if (ok) blen = rec_body_size(&fr);
       if (blen == 0 || blen > BODY_MAX) { /* not written: counted, and passed over */
         atomic_fetch_add_explicit(&L->rejected, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&L->unformatted, 1, memory_order_relaxed);
@@ -504,7 +522,12 @@ static uint64_t gather(snapshot_log *L, int *rotate) {
         nrec++;
         continue;
       }
+      id = fr.id;
+      time_ns = fr.time_ns ? fr.time_ns : (int64_t)snapshot_id_time_ms(fr.id) * 1000000;
+    } else {
+      time_ns = rec_body_time(body);
     }
+    uint32_t day = day_of_time_ns(time_ns);
     size_t frame = FRAME_HEADER + blen;
     if (L->fd >= 0) {
       int full = L->idx.records > 0 && L->seg_base + L->pend_len + frame > L->opts.segment_bytes;
@@ -512,7 +535,7 @@ static uint64_t gather(snapshot_log *L, int *rotate) {
         *rotate = 1;
         break;
       }
-    } else if (segment_create(L, body, day) < 0) {
+    } else if (segment_create(L, id, day) < 0) {
       break;
     }
     if (pend_reserve(L, frame) < 0) {
@@ -520,7 +543,7 @@ static uint64_t gather(snapshot_log *L, int *rotate) {
       break;
     }
     uint8_t *f = L->pend + L->pend_len;
-    if (L->opts.format) {
+    if (L->opts.format || k == 3) {
       rec_body_encode(&fr, f + FRAME_HEADER);
       body = f + FRAME_HEADER;
       len = (uint32_t)blen;
@@ -686,7 +709,7 @@ static void *writer_main(void *arg) {
     wait_ms(L, wait, deep);
   }
   /* Whatever could not be written is lost; say how much. */
-  L->lost = atomic_load(&L->q.count) + L->pend_recs;
+  L->lost = ring_count(&L->q) + L->pend_recs;
   if (L->pend_len == 0)
     segment_seal(L);
   else if (L->fd >= 0) {
@@ -743,7 +766,8 @@ int snapshot_log_open(const char *dir, const snapshot_log_opts *opts, snapshot_l
   if (!o.segment_bytes) o.segment_bytes = (uint64_t)64 << 20;
   if (!o.close_timeout_ms) o.close_timeout_ms = 10000;
 
-  snapshot_log *L = calloc(1, sizeof *L);
+  snapshot_log *L = aligned_alloc(64, (sizeof *L + 63) & ~(size_t)63);
+  if (L) memset(L, 0, sizeof *L);
   if (!L) {
     snprintf(err, errlen, "snapshot log %s: out of memory", dir);
     return SNAPSHOT_ENOMEM;
@@ -953,15 +977,60 @@ int snapshot_log_reserve(snapshot_log *L, const snapshot_rec *rec, size_t max_pa
   return 0;
 }
 
-void snapshot_log_commit(snapshot_log *L, snapshot_slot *s, size_t payload_len, uint64_t *ticket) {
-  put_le32(s->len_at, (uint32_t)payload_len);
-  uint64_t pad = ring_commit_short(&L->q, s->body, s->head_len + payload_len, s->reserved);
+/* After a commit: the writer's turn (inline), or a wake-up if it sleeps. */
+static inline void after_commit(snapshot_log *L) {
   atomic_fetch_add_explicit(&L->appended, 1, memory_order_relaxed);
-  if (ticket) *ticket = s->end - pad;
   if (L->inline_writer)
     drain_here(L, 0);
   else if (atomic_load_explicit(&L->sleeping, memory_order_seq_cst))
     wake_writer(L);
+}
+
+void snapshot_log_commit(snapshot_log *L, snapshot_slot *s, size_t payload_len, uint64_t *ticket) {
+  uint64_t pad;
+  if (s->len_at) {
+    put_le32(s->len_at, (uint32_t)payload_len);
+    pad = ring_commit_short(&L->q, s->body, s->head_len + payload_len, s->reserved, 0);
+  } else { /* raw: the entry holds the payload alone */
+    pad = ring_commit_short(&L->q, s->body, payload_len, s->reserved, RING_RAW);
+  }
+  if (ticket) *ticket = s->end - pad;
+  after_commit(L);
+}
+
+int snapshot_log_reserve_raw(snapshot_log *L, size_t max_payload, snapshot_slot *s) {
+  if (atomic_load_explicit(&L->closing, memory_order_relaxed)) return SNAPSHOT_ECLOSED;
+  if (!L->opts.format) return SNAPSHOT_EINVAL;
+  if (max_payload > L->max_record) return SNAPSHOT_ETOOBIG; /* not counted, as reserve */
+  uint8_t *body;
+  uint64_t t;
+  int rc = take_room(L, max_payload, &body, &t);
+  if (rc) return rc;
+  s->body = body;
+  s->len_at = NULL;
+  s->head_len = 0;
+  s->payload = (char *)body;
+  s->cap = max_payload;
+  s->reserved = max_payload;
+  s->end = t;
+  return 0;
+}
+
+int snapshot_log_append_raw(snapshot_log *L, const char *payload, size_t len, uint64_t *ticket) {
+  if (atomic_load_explicit(&L->closing, memory_order_relaxed)) return SNAPSHOT_ECLOSED;
+  if (!L->opts.format || len > L->max_record || len > SNAPSHOT_MAX_PAYLOAD) {
+    atomic_fetch_add_explicit(&L->rejected, 1, memory_order_relaxed);
+    return L->opts.format ? SNAPSHOT_ETOOBIG : SNAPSHOT_EINVAL;
+  }
+  uint8_t *body;
+  uint64_t t;
+  int rc = take_room(L, len, &body, &t);
+  if (rc) return rc;
+  if (len) memcpy(body, payload, len);
+  ring_commit_flags(&L->q, body, len, RING_RAW);
+  if (ticket) *ticket = t;
+  after_commit(L);
+  return 0;
 }
 
 void snapshot_log_cancel(snapshot_log *L, snapshot_slot *s) {
@@ -1010,7 +1079,7 @@ void snapshot_log_status_get(snapshot_log *L, snapshot_log_status *st) {
   /* Waiting to be written: in the queue, or already taken into the writer's
    * buffer while the disk refuses it (appended is counted just after the
    * commit, so the writer can be a record ahead of it for a moment). */
-  uint64_t depth = atomic_load(&L->q.count);
+  uint64_t depth = ring_count(&L->q);
   uint64_t done = st->written + atomic_load(&L->unformatted);
   uint64_t unwritten = st->appended > done ? st->appended - done : 0;
   st->queue_depth = unwritten > depth ? unwritten : depth;

@@ -679,13 +679,13 @@ static char *replace1(const char *text, const char *from, const char *to) {
 
 typedef struct odd_state {
   int n;
-  int error[8], complete[8], same[8];
-  char msg[8][256];
+  int error[10], complete[10], same[10];
+  char msg[10][256];
 } odd_state;
 
 static int odd_cb(void *user, const replay_item *it) {
   odd_state *s = user;
-  if (s->n < 8) {
+  if (s->n < 10) {
     s->error[s->n] = it->error;
     s->complete[s->n] = it->complete;
     s->same[s->n] = it->same;
@@ -722,7 +722,7 @@ static void test_odd_payloads(void) {
   CHECK(genuine != NULL);
   if (!genuine) return;
 
-  char *variants[7];
+  char *variants[9];
   /* 0: spaced out, with a member whose string holds quotes, brackets, backslashes */
   char *t = replace1(genuine, "{\"format\":1,",
                      "{ \"note\" : \"a \\\"quoted\\\" {brace} [x] \\\\\" ,\n  \"format\" : 1 ,\n ");
@@ -739,6 +739,25 @@ static void test_odd_payloads(void) {
   free(t);
   /* 6: the genuine one */
   variants[6] = strdup(genuine);
+  /* 7: the small members spelled another way (escapes in the strings, the
+   * numbers with a fraction or an exponent): read through the full parser,
+   * the same decision */
+  t = replace1(genuine, "\"source\":\"rule\"", "\"source\":\"\\u0072ule\"");
+  char *t2 = replace1(t, "\"source\":\"model\"", "\"source\":\"\\u006dodel\"");
+  free(t);
+  t = replace1(t2, "\"source\":\"default\"", "\"source\":\"\\u0064efault\"");
+  free(t2);
+  t2 = t;
+  t = replace1(t2, "\"cost\":1000000,", "\"cost\":1.0e6,");
+  free(t2);
+  variants[7] = replace1(t, "\"allowed\":", "\"allowed\" : ");
+  free(t);
+  /* 8: a member before the trace, longer than the 64 bytes a block holds,
+   * with escaped quotes and backslashes and brackets inside its strings */
+  variants[8] = replace1(
+      genuine, ",\"trace\":",
+      ",\"extra\":{\"s\":\"a \\\"q\\\" ] } [ { \\\\\",\"l\":[1,[2,{\"x\":\"\\\\\\\"]}\"}]],"
+      "\"t\":\"0123456789012345678901234567890123456789012345678901234567890123\\\\\"},\"trace\":");
 
   snapshot_log *log;
   snapshot_log_opts lo;
@@ -746,7 +765,7 @@ static void test_odd_payloads(void) {
   CHECK(snapshot_log_open(odd, &lo, &log, er, sizeof er) == 0);
   snapshot_idgen g;
   snapshot_idgen_init(&g);
-  for (int i = 0; i < 7; i++) {
+  for (int i = 0; i < 9; i++) {
     snapshot_rec w;
     memset(&w, 0, sizeof w);
     snapshot_id_new(&g, w.id);
@@ -771,7 +790,7 @@ static void test_odd_payloads(void) {
   memset(&os, 0, sizeof os);
   char msg[1024];
   CHECK_MSG(replay_run(&ro, odd_cb, &os, &rs, msg, sizeof msg) == 0, "%s", msg);
-  CHECK(os.n == 7 && rs.seen == 7);
+  CHECK(os.n == 9 && rs.seen == 9);
   CHECK_MSG(os.error[0] == 0 && os.same[0] && os.complete[0], "%s", os.msg[0]);
   CHECK_MSG(os.error[1] == 0 && os.same[1] && !os.complete[1], "%s", os.msg[1]);
   CHECK(os.error[2] == VD_EJSON && strstr(os.msg[2], "not a JSON object"));
@@ -779,13 +798,16 @@ static void test_odd_payloads(void) {
   CHECK(os.error[4] == VD_EINVAL && strstr(os.msg[4], "format"));
   CHECK(os.error[5] == VD_EINVAL && strstr(os.msg[5], "clock"));
   CHECK(os.error[6] == 0 && os.same[6] && os.complete[6]);
-  CHECK(rs.replayed == 3 && rs.reproduced == 3 && rs.errors == 4);
+  CHECK(strstr(variants[7], "\\u00") && strstr(variants[7], "1.0e6"));
+  CHECK_MSG(os.error[7] == 0 && os.same[7] && os.complete[7], "%s", os.msg[7]);
+  CHECK_MSG(os.error[8] == 0 && os.same[8] && os.complete[8], "%s", os.msg[8]);
+  CHECK(rs.replayed == 5 && rs.reproduced == 5 && rs.errors == 4);
   /* incomplete: missing features, not JSON, no request, no clock (the newer format
    * has every member this replay knows) */
   CHECK(!os.complete[2] && !os.complete[3] && os.complete[4] && !os.complete[5]);
   CHECK_MSG(rs.incomplete == 4, "%llu", (unsigned long long)rs.incomplete);
 
-  for (int i = 0; i < 7; i++) free(variants[i]);
+  for (int i = 0; i < 9; i++) free(variants[i]);
   free(genuine);
   vd_decision_free(d);
   rm_rf(root);

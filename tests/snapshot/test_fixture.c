@@ -31,7 +31,7 @@ static int make_fixture(const char *dir) {
   }
   snapshot_idgen g;
   snapshot_idgen_init(&g);
-  atomic_store(&g.rng, 20240101); /* fixed ids */
+  g.seed = 20240101; /* fixed ids */
   trec t;
   for (uint64_t i = 0; i < 60; i++) {
     trec_make(&t, &g, FIXTURE_START_MS + i * 60000, i, 40);

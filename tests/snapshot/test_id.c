@@ -22,6 +22,19 @@ static void test_format_parse(void) {
   CHECK(snapshot_id_time_ms(id) == 1645557742000ull);
   char out[SNAPSHOT_ID_TEXT];
   CHECK_STR(snapshot_id_format(id, out), text);
+  /* every byte value in every position, against printf */
+  for (int b = 0; b < 256; b++) {
+    uint8_t all[16];
+    char want[SNAPSHOT_ID_TEXT];
+    for (int i = 0; i < 16; i++) all[i] = (uint8_t)(b + 17 * i);
+    snprintf(want, sizeof want,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", all[0], all[1],
+             all[2], all[3], all[4], all[5], all[6], all[7], all[8], all[9], all[10], all[11],
+             all[12], all[13], all[14], all[15]);
+    CHECK_STR(snapshot_id_format(all, out), want);
+    uint8_t back[16];
+    CHECK(snapshot_id_parse(out, 36, back) == 0 && memcmp(back, all, 16) == 0);
+  }
   uint8_t up[16];
   CHECK(snapshot_id_parse("017F22E2-79B0-7CC3-98C4-DC0C0C07398F", 36, up) == 0);
   CHECK(memcmp(up, id, 16) == 0);
