@@ -757,6 +757,57 @@ bad:
   return -1;
 }
 
+/* ---- the regex codes kept beside an image ----
+ *
+ *   u32 call sites; per call site u32 overloads, then per overload u32
+ *   length (0: none) and that many bytes (lib_core.c's). */
+
+void expr_image_write_codes(const expr_program *p, json_buf *b) {
+  put_u32(b, p->ncalls);
+  for (uint32_t i = 0; i < p->ncalls; i++) {
+    const pcall *c = &p->calls[i];
+    put_u32(b, c->ncand);
+    for (uint32_t j = 0; j < c->ncand; j++) {
+      size_t at = b->len;
+      put_u32(b, 0);
+      if (lib_regex_code(c->cand[j], c->aux ? c->aux[j] : NULL, b) == 1 && !b->oom) {
+        uint32_t n = (uint32_t)(b->len - at - 4);
+        memcpy(b->data + at, &n, 4);
+      }
+    }
+  }
+}
+
+int expr_image_adopt_codes(expr_program *p, const void *data, size_t len) {
+  rd r;
+  memset(&r, 0, sizeof r);
+  r.p = data;
+  r.end = r.p + len;
+  /* the shape first, so that nothing is adopted from bytes that do not fit */
+  if (get_u32(&r) != p->ncalls) return -1;
+  for (uint32_t i = 0; i < p->ncalls && !r.bad; i++) {
+    if (get_u32(&r) != p->calls[i].ncand) return -1;
+    for (uint32_t j = 0; j < p->calls[i].ncand && !r.bad; j++) {
+      uint32_t n = get_u32(&r);
+      if (!room(&r, n, 1)) return -1;
+      r.p += n;
+    }
+  }
+  if (r.bad || r.p != r.end) return -1;
+  r.p = data;
+  r.p += 4;
+  for (uint32_t i = 0; i < p->ncalls; i++) {
+    const pcall *c = &p->calls[i];
+    r.p += 4;
+    for (uint32_t j = 0; j < c->ncand; j++) {
+      uint32_t n = get_u32(&r);
+      if (n && lib_regex_adopt(c->cand[j], c->aux ? c->aux[j] : NULL, r.p, n)) return -1;
+      r.p += n;
+    }
+  }
+  return 0;
+}
+
 /* ---- the fingerprint ---- */
 
 typedef struct find_note {
@@ -819,8 +870,11 @@ static void fingerprint_make(void) {
   char buf[512];
   int n = snprintf(buf, sizeof buf, "layout %d\nverdict %s\nregistry %016llx\nbuild ", IMAGE_LAYOUT,
                    VD_VERSION_STRING, (unsigned long long)h);
-  for (size_t i = 0; i < f.len && n > 0 && (size_t)n + 2 < sizeof buf; i++)
-    n += snprintf(buf + n, sizeof buf - (size_t)n, "%02x", f.id[i]);
+  static const char hexdig[] = "0123456789abcdef";
+  for (size_t i = 0; i < f.len && n > 0 && (size_t)n + 2 < sizeof buf; i++) {
+    buf[n++] = hexdig[f.id[i] >> 4];
+    buf[n++] = hexdig[f.id[i] & 15];
+  }
   if (!f.len) /* no build id: this object's build time stands in */
     n += snprintf(buf + n, sizeof buf - (size_t)n, "none %s %s", __DATE__, __TIME__);
   char hex[65];

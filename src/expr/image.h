@@ -27,6 +27,7 @@
 
 #include "core/json.h"
 #include "expr/expr.h"
+#include "expr/lib.h"
 
 /* Appends the image of p to b (b->oom says when memory ran out). */
 void expr_image_write(const expr_program *p, json_buf *b);
@@ -45,6 +46,27 @@ int expr_image_read(const void *data, size_t len, const expr_opts *opts, size_t 
  * told), or -1 when the image does not read back. For whoever keeps an
  * image: one that fails here is not worth keeping. */
 int expr_image_check(const void *data, size_t len, const expr_opts *opts, size_t *mem);
+
+/* The compiled code of the constant regexes p's call sites prepared
+ * (PCRE2's serialized form, lib_core.c), appended to b: what a process
+ * that matches a pattern once spent most on after the image was read.
+ * Kept apart from the image because PCRE2 trusts the code it decodes:
+ * expr_image_adopt_codes gives them to a program read from its image, and
+ * must be given only bytes this build wrote (the caller's file named by
+ * expr_image_fingerprint) whose checksum the caller verified. Returns 0;
+ * -1 when a count or length does not fit p (then nothing is adopted), or
+ * when a code is for a call site that is not a regex's or memory ran out
+ * (the codes before it are kept: each still matches as its text would). */
+void expr_image_write_codes(const expr_program *p, json_buf *b);
+int expr_image_adopt_codes(expr_program *p, const void *data, size_t len);
+
+/* lib_core.c's side of the above: appends the code of the regex a call
+ * site's overload b prepared into aux (1), or nothing (0: not a regex, or
+ * one that does not compile); gives such a call site the code bytes
+ * (copied), decoded at its first match instead of compiling the pattern
+ * (0; -1 when b is not that built-in or memory ran out). */
+int lib_regex_code(const builtin *b, void *aux, json_buf *out);
+int lib_regex_adopt(const builtin *b, void *aux, const void *code, size_t len);
 
 /* 32 hex digits that change whenever an image written by this build might
  * not mean the same program to the reader: the image layout, verdict's

@@ -29,7 +29,11 @@
  * constant pattern that only lists literal strings (`sqlmap|nikto|nmap`,
  * `(?i)^/(\.env|\.git)|\.php$`: the usual policy regex) is also read into a
  * literal set (litset.h), which answers for ASCII subjects in one short
- * pass, without PCRE2's per-call setup; other subjects go to PCRE2.
+ * pass, without PCRE2's per-call setup; other subjects go to PCRE2 (with
+ * defer_jit, the pattern is read so at its first match). When a program
+ * is rebuilt from its image (image.h), a constant pattern's compiled code
+ * kept beside the image is decoded at its first PCRE2 match instead of
+ * compiling the text, if the same PCRE2 made it.
  *
  * PCRE2's match context and match data are made once per thread and reused
  * by every match that thread runs (the server decides on several threads,
@@ -50,8 +54,10 @@
 #include <pcre2.h>
 
 #include "core/dtoa.h"
+#include "core/json.h"
 #include "core/timefmt.h"
 #include "core/utf8.h"
+#include "expr/image.h"
 #include "expr/lib.h"
 #include "expr/litset.h"
 
@@ -168,8 +174,23 @@ typedef struct regex_aux {
   const char *pat;
   size_t pat_len;
   int pending;
+  int lits_later; /* lits not looked for yet: at the first match */
   uint32_t uses;
+  /* the pattern's compiled code kept with the program's image (image.h,
+   * expr_image_adopt_codes), decoded instead of compiled: in mem; NULL:
+   * none */
+  const uint8_t *code;
+  size_t code_len;
 } regex_aux;
+
+/* ra->lits, when the pattern only lists literal strings. */
+static void regex_find_lits(regex_aux *ra, const char *pat, size_t len) {
+  lit *lits;
+  uint32_t nlits;
+  int caseless;
+  if (litset_parse_regex(&ra->mem, pat, len, &lits, &nlits, &caseless) == 0)
+    ra->lits = litset_build(&ra->mem, lits, nlits, caseless);
+}
 
 static void *prepare_regex(const value *args, const uint8_t *is_const, uint32_t nargs, char *err,
                            size_t err_size) {
@@ -200,13 +221,76 @@ static void *prepare_regex(const value *args, const uint8_t *is_const, uint32_t 
     ra->pat = arena_strndup(&ra->mem, args[1].s, args[1].n);
     ra->pat_len = args[1].n;
     ra->pending = ra->pat != NULL;
+    ra->lits_later = ra->pat != NULL; /* a pattern never matched costs nothing */
+    if (ra->pat) return ra;
   }
-  lit *lits;
-  uint32_t nlits;
-  int caseless;
-  if (litset_parse_regex(&ra->mem, args[1].s, args[1].n, &lits, &nlits, &caseless) == 0)
-    ra->lits = litset_build(&ra->mem, lits, nlits, caseless);
+  regex_find_lits(ra, args[1].s, args[1].n);
   return ra;
+}
+
+/* The running PCRE2's version, which a kept code must have been made by
+ * (its own header checks only the major and minor numbers). */
+static int regex_version(char *out, size_t size) {
+  int n = pcre2_config(PCRE2_CONFIG_VERSION, NULL); /* code units, NUL included */
+  if (n <= 1 || (size_t)n > size || pcre2_config(PCRE2_CONFIG_VERSION, out) < 0) return -1;
+  return n - 1;
+}
+
+/* The pattern of a deferred call site, compiled: from its kept code when
+ * there is one that decodes, else from its text. */
+static pcre2_code *regex_make(const regex_aux *ra) {
+  if (ra->code) {
+    char version[64];
+    int vn = regex_version(version, sizeof version);
+    const uint8_t *c = ra->code;
+    if (vn > 0 && ra->code_len > 1u + c[0] && c[0] == vn && memcmp(c + 1, version, c[0]) == 0) {
+      pcre2_code *re = NULL;
+      if (pcre2_serialize_decode(&re, 1, c + 1 + c[0], NULL) == 1) return re;
+    }
+  }
+  int code;
+  PCRE2_SIZE offset;
+  return pcre2_compile((PCRE2_SPTR)ra->pat, ra->pat_len, REGEX_COMPILE_OPTIONS, &code, &offset,
+                       NULL);
+}
+
+int lib_regex_code(const builtin *b, void *aux, json_buf *out) {
+  const regex_aux *ra = aux;
+  if (!b || b->prepare != prepare_regex || !ra) return 0;
+  pcre2_code *mine = NULL;
+  const pcre2_code *re = ra->re;
+  if (!re && ra->pat) {
+    int code;
+    PCRE2_SIZE offset;
+    re = mine = pcre2_compile((PCRE2_SPTR)ra->pat, ra->pat_len, REGEX_COMPILE_OPTIONS, &code,
+                              &offset, NULL);
+  }
+  char version[64];
+  int vn = regex_version(version, sizeof version);
+  uint8_t *bytes = NULL;
+  PCRE2_SIZE size = 0;
+  int rc = 0;
+  if (re && vn > 0 && vn < 256 && pcre2_serialize_encode(&re, 1, &bytes, &size, NULL) == 1) {
+    uint8_t vlen = (uint8_t)vn;
+    json_buf_put(out, (const char *)&vlen, 1);
+    json_buf_put(out, version, (size_t)vn);
+    json_buf_put(out, (const char *)bytes, size);
+    rc = 1;
+  }
+  pcre2_serialize_free(bytes);
+  pcre2_code_free(mine);
+  return rc;
+}
+
+int lib_regex_adopt(const builtin *b, void *aux, const void *code, size_t len) {
+  regex_aux *ra = aux;
+  if (!b || b->prepare != prepare_regex || !ra) return -1;
+  if (!ra->pending || ra->re || ra->code) return 0; /* compiled already: nothing to save */
+  uint8_t *c = arena_memdup(&ra->mem, code, len);
+  if (!c) return -1;
+  ra->code = c;
+  ra->code_len = len;
+  return 0;
 }
 
 static void release_regex(void *aux) {
@@ -284,15 +368,17 @@ static value fn_matches(eval_ctx *ctx, const value *args, uint32_t nargs, void *
   const value *subject = &args[0], *pattern = &args[1];
   if (!eval_charge(ctx, subject->n / 8 + 1)) return COST_ERROR;
   const regex_aux *ra = aux;
+  if (ra && ra->lits_later) { /* one thread (defer_jit): see the top of the file */
+    regex_aux *w = (regex_aux *)aux;
+    w->lits_later = 0;
+    regex_find_lits(w, w->pat, w->pat_len);
+  }
   if (ra && ra->lits && ((subject->flags & VF_ASCII) || all_ascii(subject->s, subject->n)))
     return value_bool(litset_match(ra->lits, subject->s, subject->n));
   if (ra && ra->pending) { /* one thread (defer_jit): see the top of the file */
     regex_aux *w = (regex_aux *)aux;
     if (!w->re) {
-      int code;
-      PCRE2_SIZE offset;
-      w->re = pcre2_compile((PCRE2_SPTR)w->pat, w->pat_len, REGEX_COMPILE_OPTIONS, &code, &offset,
-                            NULL);
+      w->re = regex_make(w);
       /* one that does not compile is reported below, on every call */
       if (!w->re) w->pending = 0;
     }

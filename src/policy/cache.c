@@ -423,8 +423,10 @@ ynode *parse_cache_tree(arena *a, const char *canon, size_t len, int without_tes
  *   the hints (below): u64 cut from, u64 cut to, u32 tests member index,
  *   u32 1 when known; the tree: u64 offset, u64 length (0: none); per let
  *   then per rule: u32 offset, u32 length (0: none, that one is compiled
- *   as before), u32 bytes of memory its program takes; the tree; the
- *   images (each read back once before it is kept).
+ *   as before), u32 bytes of memory its program takes, u32 offset and u32
+ *   length of its regexes' compiled code (image.h, expr_image_write_codes;
+ *   0: none); the tree; the images (each read back once before it is
+ *   kept), each followed by its codes.
  *
  * The file is used only with the stored form it was made from (its CRC32C
  * and length: a stored form edited by hand, under the same version name,
@@ -443,7 +445,8 @@ ynode *parse_cache_tree(arena *a, const char *canon, size_t len, int without_tes
  * touches most of it once, and page-cache pages mapped many at a time cost
  * less than fresh ones filled by read(). */
 
-#define COMPILED_MAGIC "VDPROGS4"
+#define COMPILED_MAGIC "VDPROGS5"
+#define COMPILED_ENTRY 20 /* bytes a let or rule takes in the table */
 #define COMPILED_HEAD 72
 
 static void compiled_name(char *name, size_t n, const char *version) {
@@ -455,13 +458,14 @@ struct compiled_map {
   void *at;
   size_t len;
   struct compiled_map *next;
+  int own; /* this user's file, that no one else may write: its regex codes are used */
 };
 
 /* The whole file at path, mapped read-only (NULL when absent, empty or
  * unreadable). Mapped rather than read: a hook touches most of the file
  * once, and pages of the page cache mapped many at a time cost far less
  * than fresh pages written by read(). */
-static char *map_file(const char *path, size_t max, size_t *len) {
+static char *map_file(const char *path, size_t max, size_t *len, int *own) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return NULL;
   struct stat st;
@@ -471,6 +475,7 @@ static char *map_file(const char *path, size_t max, size_t *len) {
   close(fd);
   if (at == MAP_FAILED) return NULL;
   *len = (size_t)st.st_size;
+  *own = st.st_uid == geteuid() && !(st.st_mode & (S_IWGRP | S_IWOTH));
   return at;
 }
 
@@ -596,9 +601,10 @@ const compiled_map *compiled_cache_open(policy_bundle *b, const char *version, u
   snprintf(path, sizeof path, "%s/compiled/%s", store, name);
   size_t len = 0;
   struct compiled_map *m = arena_alloc(&b->mem, sizeof *m);
-  char *f = m ? map_file(path, 1u << 30, &len) : NULL;
+  int own = 0;
+  char *f = m ? map_file(path, 1u << 30, &len, &own) : NULL;
   if (!f) return NULL;
-  *m = (struct compiled_map){f, len, b->maps};
+  *m = (struct compiled_map){f, len, b->maps, own};
   b->maps = m;
   /* damaged, of another layout, or of another text under this version (a
    * stored form edited by hand): this load writes it again */
@@ -622,24 +628,31 @@ void compiled_cache_drop(const char *store, const char *version) {
 int compiled_cache_attach(const compiled_map *m, strategy *s, const char *store) {
   const char *f = m->at;
   const size_t len = m->len;
-  const uint64_t n = (uint64_t)s->nlets + s->nrules, table_end = COMPILED_HEAD + 12 * n;
+  const uint64_t n = (uint64_t)s->nlets + s->nrules, table_end = COMPILED_HEAD + COMPILED_ENTRY * n;
   int ok = rd32(f + 8) == s->nlets && rd32(f + 12) == s->nrules && table_end <= len;
   for (uint64_t i = 0; ok && i < n; i++) {
-    uint32_t off = rd32(f + COMPILED_HEAD + 12 * i), l = rd32(f + COMPILED_HEAD + 12 * i + 4);
-    ok = !l || (off >= table_end && off <= len && l <= len - off);
+    const char *e = f + COMPILED_HEAD + COMPILED_ENTRY * i;
+    uint32_t off = rd32(e), l = rd32(e + 4), coff = rd32(e + 12), cl = rd32(e + 16);
+    ok = (!l || (off >= table_end && off <= len && l <= len - off)) &&
+         (!cl || (l && coff >= table_end && coff <= len && cl <= len - coff));
   }
   if (!ok) {
     compiled_cache_drop(store, s->version);
     return 0;
   }
   for (uint32_t i = 0; i < n; i++) {
-    const char *e = f + COMPILED_HEAD + 12 * (size_t)i;
-    uint32_t off = rd32(e), l = rd32(e + 4);
+    const char *e = f + COMPILED_HEAD + COMPILED_ENTRY * (size_t)i;
+    uint32_t off = rd32(e), l = rd32(e + 4), cl = rd32(e + 16);
     policy_lazy *lz = i < s->nlets ? (policy_lazy *)&s->lets[i].lazy
                                    : (policy_lazy *)&s->rules[i - s->nlets].lazy;
     lz->image = l ? f + off : NULL;
     lz->image_len = l;
     lz->image_mem = l ? rd32(e + 8) : 0;
+    /* PCRE2 trusts a code it decodes: only from a file this user wrote
+     * and no one else may change (the CRC guards against damage, not
+     * against another user writing a shared store) */
+    lz->codes = cl && m->own ? f + rd32(e + 12) : NULL;
+    lz->codes_len = lz->codes ? cl : 0;
   }
   return 1;
 }
@@ -671,7 +684,8 @@ void compiled_cache_fill(strategy *s, const ynode *root, uint32_t canon_crc, siz
   memcpy(head + 52, &h.known, 4);
   memset(head + 56, 0, 16);
   json_buf_put(&out, head, sizeof head);
-  for (uint32_t i = 0; i < 3 * n; i++) json_buf_put(&out, "\0\0\0\0", 4); /* the table, below */
+  for (uint32_t i = 0; i < COMPILED_ENTRY / 4 * n; i++)
+    json_buf_put(&out, "\0\0\0\0", 4); /* the table, below */
   if (root && !out.oom) {
     uint64_t at = out.len;
     tree_put(&out, root);
@@ -695,8 +709,12 @@ void compiled_cache_fill(strategy *s, const ynode *root, uint32_t canon_crc, siz
       out.len = at;
       continue;
     }
-    uint32_t e[3] = {(uint32_t)at, (uint32_t)(out.len - at), (uint32_t)mem};
-    memcpy(out.data + COMPILED_HEAD + 12 * (size_t)i, e, sizeof e);
+    size_t codes = out.len;
+    expr_image_write_codes(p, &out);
+    if (out.oom || out.len > UINT32_MAX) break;
+    uint32_t e[5] = {(uint32_t)at, (uint32_t)(codes - at), (uint32_t)mem, (uint32_t)codes,
+                     (uint32_t)(out.len - codes)};
+    memcpy(out.data + COMPILED_HEAD + COMPILED_ENTRY * (size_t)i, e, sizeof e);
   }
   if (!out.oom && out.len <= UINT32_MAX) {
     uint32_t crc = snapshot_crc32c(0, out.data + 20, out.len - 20);

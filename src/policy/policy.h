@@ -69,6 +69,10 @@ typedef struct policy_lazy {
   const void *image;
   uint32_t image_len;
   uint32_t image_mem; /* bytes its program takes (0: not known) */
+  /* its regexes' compiled code, from the same file (image.h,
+   * expr_image_adopt_codes); NULL: none */
+  const void *codes;
+  uint32_t codes_len;
 } policy_lazy;
 
 typedef struct policy_rule {
@@ -162,12 +166,12 @@ typedef struct strategy {
   uint32_t fallback_timeout_ms;
   const policy_threshold *thresholds; /* binary and regression models */
   uint32_t nthresholds;
-  policy_outcome below;      /* no threshold reached (action -1: not declared) */
-  const int32_t *classes;    /* multiclass: class index -> action index */
+  policy_outcome below;   /* no threshold reached (action -1: not declared) */
+  const int32_t *classes; /* multiclass: class index -> action index */
   uint32_t nclasses;
-  policy_outcome on_timeout; /* the model missed its deadline (-1: default, else on_error) */
-  const char *features_file; /* fallback.features: a spec other than the model's own */
-  const bundle_model *model; /* resolved when the bundle is loaded; NULL without fallback */
+  policy_outcome on_timeout;       /* the model missed its deadline (-1: default, else on_error) */
+  const char *features_file;       /* fallback.features: a spec other than the model's own */
+  const bundle_model *model;       /* resolved when the bundle is loaded; NULL without fallback */
   int fallback_line, fallback_col; /* of fallback.model, for messages */
   const policy_test *tests;
   uint32_t ntests;

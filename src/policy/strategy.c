@@ -200,9 +200,42 @@ static int want_list(cc *c, const ynode *n, const char *key) {
   return -1;
 }
 
+/* i in decimal at out (room for 10 digits); returns the digits written. */
+static size_t uint_text(char *out, uint32_t i) {
+  char rev[10];
+  size_t r = 0;
+  do rev[r++] = (char)('0' + i % 10);
+  while ((i /= 10) != 0);
+  for (size_t k = 0; k < r; k++) out[k] = rev[r - 1 - k];
+  return r;
+}
+
+/* The place `a` `b` (with `[i]` between them when i is not UINT32_MAX),
+ * cut to fit out as snprintf would: what a message names. Made for every
+ * rule and action a load reads, so without printf. */
+static const char *place(char *out, size_t size, const char *a, uint32_t i, const char *b) {
+  char num[12];
+  size_t nn = 0;
+  if (i != UINT32_MAX) {
+    num[nn++] = '[';
+    nn += uint_text(num + nn, i);
+    num[nn++] = ']';
+  }
+  const char *parts[3] = {a, num, b};
+  size_t lens[3] = {strlen(a), nn, strlen(b)}, at = 0;
+  for (int k = 0; k < 3 && size; k++) {
+    size_t take = lens[k] < size - 1 - at ? lens[k] : size - 1 - at;
+    memcpy(out + at, parts[k], take);
+    at += take;
+  }
+  if (size) out[at] = '\0';
+  return out;
+}
+
 /* CEL identifiers for constants and lets. */
 static int valid_ident(const char *s, size_t n) {
-  static const char *const reserved[] = {
+  /* each NUL-terminated, so that the length of `s` (at most 9) tells */
+  static const char reserved[][10] = {
       "true",      "false",  "null",     "in",   "as",     "break",   "const",   "continue",
       "else",      "for",    "function", "if",   "import", "let",     "loop",    "package",
       "namespace", "return", "var",      "void", "while",  "request", "context", "model"};
@@ -213,8 +246,8 @@ static int valid_ident(const char *s, size_t n) {
              (i > 0 && ch >= '0' && ch <= '9');
     if (!ok) return 0;
   }
-  for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
-    if (strlen(reserved[i]) == n && memcmp(reserved[i], s, n) == 0) return 0;
+  for (size_t i = 0; n < sizeof reserved[0] && i < sizeof reserved / sizeof reserved[0]; i++)
+    if (reserved[i][n] == '\0' && memcmp(reserved[i], s, n) == 0) return 0;
   return 1;
 }
 
@@ -304,7 +337,7 @@ static void parse_actions(cc *c, const ynode *n) {
   for (uint32_t i = 0; i < n->n; i++) {
     const ynode *k = n->kids[2 * i], *v = n->kids[2 * i + 1];
     char path[MAX_NAME + 16];
-    snprintf(path, sizeof path, "actions.%s", k->text);
+    place(path, sizeof path, "actions.", UINT32_MAX, k->text);
     const char *name = want_name(c, k, "actions", "action name");
     if (!name) continue;
     int32_t ai = add_action(c, name, k);
@@ -320,16 +353,16 @@ static void parse_actions(cc *c, const ynode *n) {
       const ynode *x;
       char sub[MAX_NAME + 32];
       if ((x = get(v, "allowed"))) {
-        snprintf(sub, sizeof sub, "%s.allowed", path);
+        place(sub, sizeof sub, path, UINT32_MAX, ".allowed");
         want_bool(c, x, sub, &a->allowed);
         if (!get(v, "review")) a->review = false; /* an explicit meaning replaces the default */
       }
       if ((x = get(v, "review"))) {
-        snprintf(sub, sizeof sub, "%s.review", path);
+        place(sub, sizeof sub, path, UINT32_MAX, ".review");
         want_bool(c, x, sub, &a->review);
       }
       if ((x = get(v, "description"))) {
-        snprintf(sub, sizeof sub, "%s.description", path);
+        place(sub, sizeof sub, path, UINT32_MAX, ".description");
         a->description = want_text(c, x, sub);
       }
     } else {
@@ -770,6 +803,9 @@ static const expr_program *compile_later(const policy_lazy *lz, expr_program **s
   /* the program kept in the store (cache.c, compiled/), when it reads back */
   if (lz->image &&
       expr_image_read(lz->image, lz->image_len, &EXPR_OPTS_LATER, lz->image_mem, &p) == 0) {
+    /* and its regexes' code (the file's CRC checked, this build's): one
+     * that does not fit leaves them to be compiled at their first match */
+    if (lz->codes) (void)expr_image_adopt_codes(p, lz->codes, lz->codes_len);
     *slot = p;
     return p;
   }
@@ -920,7 +956,7 @@ static void parse_lets(cc *c, const ynode *n, const char *const *consts, uint32_
       continue;
     }
     char path[MAX_NAME + 8];
-    snprintf(path, sizeof path, "let.%s", lets[i].name);
+    place(path, sizeof path, "let.", UINT32_MAX, lets[i].name);
     lets[i].prog =
         compile_expr(c, info[i].node, path, &info[i].tree, c->lazy ? &lets[i].lazy : NULL);
     info[i].uses = arena_zalloc(c->scratch, k ? k : 1);
@@ -998,25 +1034,23 @@ static void parse_rules(cc *c, const ynode *n, let_info *lets, rule_info **info_
     policy_rule *pr = &rules[i];
     pr->action = -1;
     char path[64], sub[80];
-    snprintf(path, sizeof path, "rules[%u]", i);
+    place(path, sizeof path, "rules", i, "");
     if (want_map(c, r, path)) continue;
     check_keys(c, r, path, keys, 4);
     const ynode *x;
     if ((x = get(r, "name"))) {
-      snprintf(sub, sizeof sub, "%s.name", path);
-      pr->name = want_text(c, x, sub);
+      pr->name = want_text(c, x, place(sub, sizeof sub, path, UINT32_MAX, ".name"));
     } else {
       char def[32];
-      snprintf(def, sizeof def, "rule-%u", i + 1);
+      memcpy(def, "rule-", 5);
+      def[5 + uint_text(def + 5, i + 1)] = '\0';
       pr->name = dup(c, def, strlen(def));
     }
     if ((x = get(r, "reason"))) {
-      snprintf(sub, sizeof sub, "%s.reason", path);
-      pr->reason = want_text(c, x, sub);
+      pr->reason = want_text(c, x, place(sub, sizeof sub, path, UINT32_MAX, ".reason"));
     }
     if ((x = get(r, "action"))) {
-      snprintf(sub, sizeof sub, "%s.action", path);
-      pr->action = use_action(c, x, sub);
+      pr->action = use_action(c, x, place(sub, sizeof sub, path, UINT32_MAX, ".action"));
     } else {
       err_at(c, r, path, "missing 'action' (what the rule answers when its condition holds)");
     }
@@ -1025,7 +1059,7 @@ static void parse_rules(cc *c, const ynode *n, let_info *lets, rule_info **info_
       err_at(c, r, path, "missing 'if' (the rule's condition)");
       continue;
     }
-    snprintf(sub, sizeof sub, "%s.if", path);
+    place(sub, sizeof sub, path, UINT32_MAX, ".if");
     pr->line = x->line;
     pr->column = x->col;
     info[i].node = x;

@@ -12,6 +12,10 @@
  *   change, and thousands of random multi-byte ones, either is refused or
  *   gives a program that evaluates without reading outside its memory
  *   (this test runs under AddressSanitizer in `make test`).
+ * - Regex codes kept beside an image (expr_image_write_codes): a program
+ *   given its own gives the same results at the same cost; the code given
+ *   is the one that runs, unless another PCRE2 made it; codes that do not
+ *   fit the program are refused.
  * - The fingerprint is 32 hex digits and the same on every call. */
 #include <math.h>
 #include <stdio.h>
@@ -297,6 +301,95 @@ static void test_damaged_images(void) {
   json_buf_free(&b);
 }
 
+/* The codes of p's regexes, as the store keeps them beside its image. */
+static json_buf codes_of(const char *src) {
+  expr_program *p = NULL;
+  expr_error err;
+  json_buf b;
+  json_buf_init(&b, NULL);
+  CHECK_MSG(expr_compile(src, strlen(src), &ENGINE, &p, &err) == 0, "`%s`: %s", src, err.message);
+  if (p) expr_image_write_codes(p, &b);
+  expr_free(p);
+  return b;
+}
+
+/* src compiled, read back from its image and given codes (*adopted: what
+ * expr_image_adopt_codes said); what that program gives. own: the codes
+ * are src's, so both programs must give the same, at the same cost. */
+static value with_codes(const char *src, const json_buf *codes, int own, int *adopted, arena *a) {
+  expr_program *p = NULL, *q = NULL;
+  expr_error err;
+  value r = value_null();
+  *adopted = -2;
+  if (expr_compile(src, strlen(src), &ENGINE, &p, &err)) return r;
+  json_buf img;
+  json_buf_init(&img, NULL);
+  expr_image_write(p, &img);
+  if (expr_image_read(img.data, img.len, &ENGINE, 0, &q) == 0) {
+    *adopted = expr_image_adopt_codes(q, codes->data, codes->len);
+    uint64_t c1, c2;
+    value r1 = run(p, a, &c1);
+    r = run(q, a, &c2);
+    if (*adopted == 0 && own)
+      CHECK_MSG(same(a, r1, r) && c1 == c2, "`%s` evaluates differently with its codes", src);
+  }
+  json_buf_free(&img);
+  expr_free(p);
+  expr_free(q);
+  return r;
+}
+
+static void test_regex_codes(void) {
+  arena a;
+  arena_init(&a, NULL, 0, 64u << 20);
+  /* a program given its own codes gives the same results at the same cost */
+  static const char *const own[] = {
+      "ua.matches('sql.ap')",
+      "path.matches(r'^/wp-(admin|login)/.*\\.php$') && !ua.matches('(?i)curl|wget')",
+      "matches(ua, '^Mozilla/[0-9]+') || ua.matches('x{2,}')",
+      "agents.exists(x, x.matches('^cu.l$'))",
+      "ua.matches('(a+)+$')",        /* under the match limit either way */
+      "ua.contains('sql') && n > 1", /* no regex: nothing kept */
+  };
+  for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
+    json_buf c = codes_of(own[i]);
+    int adopted;
+    (void)with_codes(own[i], &c, 1, &adopted, &a);
+    CHECK_MSG(adopted == 0, "`%s`: its own codes refused (%d)", own[i], adopted);
+    json_buf_free(&c);
+  }
+
+  /* the kept code is what runs: another pattern's code given to this call
+   * site answers for that pattern (which is why only bytes this build
+   * wrote and the store checked may be given) */
+  json_buf c = codes_of("ua.matches('sql.ap')");
+  int adopted;
+  CHECK(c.len > 16);
+  value r = with_codes("ua.matches('nik.o')", &c, 0, &adopted, &a);
+  CHECK(adopted == 0 && r.kind == V_BOOL && r.b);
+  /* ... unless the code was made by another PCRE2: the pattern is
+   * compiled from its text then (call, overload, length, version length) */
+  uint8_t vlen = (uint8_t)c.data[12];
+  CHECK(vlen > 0 && (size_t)13 + vlen < c.len);
+  c.data[13] ^= 0x01;
+  r = with_codes("ua.matches('nik.o')", &c, 0, &adopted, &a);
+  CHECK(adopted == 0 && r.kind == V_BOOL && !r.b);
+  c.data[13] ^= 0x01;
+
+  /* codes that do not fit the program are refused, whole */
+  json_buf cut = c;
+  cut.len = c.len - 1;
+  (void)with_codes("ua.matches('nik.o')", &cut, 0, &adopted, &a);
+  CHECK(adopted == -1);
+  (void)with_codes("ua.matches('nik.o') || path.matches('x.')", &c, 0, &adopted, &a);
+  CHECK(adopted == -1);
+  json_buf_putc(&c, 0);
+  (void)with_codes("ua.matches('nik.o')", &c, 0, &adopted, &a);
+  CHECK(adopted == -1);
+  json_buf_free(&c);
+  arena_free(&a);
+}
+
 static void test_fingerprint(void) {
   const char *f = expr_image_fingerprint();
   CHECK(f && strlen(f) == 32 && strspn(f, "0123456789abcdef") == 32);
@@ -307,6 +400,7 @@ int main(void) {
   TEST_RUN(test_every_opcode);
   TEST_RUN(test_conformance_suite);
   TEST_RUN(test_damaged_images);
+  TEST_RUN(test_regex_codes);
   TEST_RUN(test_fingerprint);
   TEST_END();
 }

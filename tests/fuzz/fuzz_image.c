@@ -5,7 +5,8 @@
  * xor'ed into the byte there; a lone last byte cuts the image short. The
  * expression is compiled as policies compile it (and with CEL's defaults),
  * its image written and read back: the program read back must write the
- * same image and evaluate to the same result at the same cost. Then the
+ * same image and evaluate to the same result at the same cost (given its
+ * regexes' compiled code, expr_image_write_codes, as the store does). Then the
  * image with the damage applied is read: refused, or evaluated under a cost
  * limit. Checks: no crash, leak, UB or hang, and the round trip exact. */
 #include <stdio.h>
@@ -89,6 +90,14 @@ static void run(const char *src, size_t len, const uint8_t *damage, size_t ndama
   expr_image_write(q, &b2);
   FUZZ_CHECK(b1.len == b2.len && memcmp(b1.data, b2.data, b1.len) == 0,
              "the program read back writes another image");
+  /* with its regexes' compiled code, as the store keeps it beside the
+   * image (never damaged here: PCRE2 trusts the code it decodes) */
+  json_buf codes;
+  json_buf_init(&codes, NULL);
+  expr_image_write_codes(p, &codes);
+  FUZZ_CHECK(!codes.oom && expr_image_adopt_codes(q, codes.data, codes.len) == 0,
+             "a program's own regex codes are refused");
+  json_buf_free(&codes);
   uint64_t c1, c2;
   char *t1 = text_of(eval(p, &c1)), *t2 = text_of(eval(q, &c2));
   FUZZ_CHECK(t1 && t2 && strcmp(t1, t2) == 0 && c1 == c2,
