@@ -29,6 +29,7 @@
  * leaves its RCU read section. */
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/bytes.h"
@@ -420,31 +421,53 @@ static inline void key_copy(char *dst, const char *src, size_t n) {
 
 /* Each limit is read at most once a decision, so the readings come with a
  * room of this many bytes each for the store's key, which the usual key
- * (a strategy, a limit and an API key or an address) fits: one allocation
- * a decision rather than one a limit. */
+ * (a strategy, a limit and an API key or an address) fits. */
 #define LIMIT_KEY_ROOM 64
 
-/* The readings, then a key room for each (LIMIT_KEY_ROOM). */
-__attribute__((noinline)) static limit_read *limit_reads_new(dctx *x) {
+/* The decision's room for the readings and their keys made bigger (it is
+ * kept across decisions: see limit_reads_get); NULL out of memory. */
+__attribute__((noinline)) static limit_read *limit_room_grow(dctx *x) {
   vd_decision *d = x->d;
-  const strategy *s = x->s;
-  d->limit_reads =
-      arena_alloc(&d->mem, s->nlimits * (sizeof *d->limit_reads + (size_t)LIMIT_KEY_ROOM));
-  if (!d->limit_reads) return NULL;
-  for (uint32_t j = 0; j < s->nlimits; j++) d->limit_reads[j] = (limit_read){0};
-  d->nlimit_reads = s->nlimits;
-  d->limits_of = s;
-  return d->limit_reads;
+  uint32_t n = x->s->nlimits;
+  void *room = malloc((size_t)n * (sizeof *d->limit_reads + (size_t)LIMIT_KEY_ROOM));
+  if (!room) return NULL;
+  free(d->limit_room);
+  d->limit_room = room;
+  d->limit_room_n = n;
+  return room;
 }
 
-/* The store's key for limit i and the caller k, a string: strategy, limit
- * and caller, built once, in the arena (the snapshot's key is its tail).
- * NULL out of memory. */
-static inline __attribute__((always_inline)) char *limit_store_key(dctx *x, uint32_t i,
+/* The readings, then a key room for each (LIMIT_KEY_ROOM), in the
+ * decision's limit_room, which outlives decision_reset: a decision with
+ * limits allocates nothing for them once its decision object has seen its
+ * strategy. Only each reading's state starts over; the rest of a reading is
+ * written when it is read (limit_take), before anything reads it. */
+static inline limit_read *limit_reads_get(dctx *x) {
+  vd_decision *d = x->d;
+  const strategy *s = x->s;
+  if (d->limit_reads) return d->limit_reads;
+  limit_read *r = d->limit_room_n >= s->nlimits ? d->limit_room : limit_room_grow(x);
+  if (!r) return NULL;
+  uint32_t n = s->nlimits;
+  for (uint32_t j = 0; j < n; j++) r[j].state = LIMIT_UNREAD;
+  d->limit_reads = r;
+  d->nlimit_reads = n;
+  d->limits_of = s;
+  return r;
+}
+
+/* Limit i's key room (LIMIT_KEY_ROOM bytes after the readings). */
+static inline char *limit_key_room(dctx *x, uint32_t i) {
+  return (char *)(x->d->limit_reads + x->s->nlimits) + (size_t)i * LIMIT_KEY_ROOM;
+}
+
+/* The store's key for a limit and the caller k, a string: strategy, limit
+ * and caller, built once, in the limit's key room p, or in the arena when
+ * it does not fit (the snapshot's key is its tail). NULL out of memory. */
+static inline __attribute__((always_inline)) char *limit_store_key(dctx *x, char *p,
                                                                    const limit_key *lk,
                                                                    const value *k) {
   size_t hdr = lk->prefix_len, len = hdr + k->n;
-  char *p = (char *)(x->d->limit_reads + x->s->nlimits) + (size_t)i * LIMIT_KEY_ROOM;
   if (len >= LIMIT_KEY_ROOM && !(p = arena_alloc(&x->d->mem, len + 1))) return NULL;
   key_copy(p, lk->prefix, hdr);
   key_copy(p + hdr, k->s, k->n);
@@ -461,6 +484,7 @@ __attribute__((noinline)) static limit_read *limit_take_any(dctx *x, uint32_t i,
   const policy_limit *pl = &s->limits[i];
   const limit_key *lk = x->refs ? &x->refs->limit_keys[i] : NULL;
   lr->state = LIMIT_FAILED;
+  lr->v = value_null(); /* until it says why, or the reading (limit_value) */
   value k;
   if (!lk || !limit_key_direct(x, lk, &k)) k = expr_eval(pl->key, &x->act, &x->ectx);
   if (k.kind == V_ERROR) {
@@ -469,7 +493,7 @@ __attribute__((noinline)) static limit_read *limit_take_any(dctx *x, uint32_t i,
   }
   if (!lk || !lk->prefix || k.kind != V_STRING || k.n >= 512)
     return limit_take_slow(x, i, lr, &k, charge);
-  char *p = limit_store_key(x, i, lk, &k);
+  char *p = limit_store_key(x, limit_key_room(x, i), lk, &k);
   if (!p) return NULL;
   size_t len = lk->prefix_len + k.n;
   lr->key = p + lk->prefix_len;
@@ -482,18 +506,16 @@ __attribute__((noinline)) static limit_read *limit_take_any(dctx *x, uint32_t i,
   return lr;
 }
 
-/* Reads limit i once per decision (charging when `charge`): evaluates its
- * key, then the counter. NULL only when out of memory. The usual case — a
- * key read directly (names.h) that is a string, the live store — is done
- * here, in a few lines inlined where the limits stage calls it; anything
- * else by limit_take_any. */
-static inline __attribute__((always_inline)) limit_read *limit_take(dctx *x, uint32_t i,
-                                                                    bool charge) {
-  vd_decision *d = x->d;
-  if (!d->limit_reads && !limit_reads_new(x)) return NULL;
-  limit_read *lr = &d->limit_reads[i];
+/* Reads limit i once per decision (charging when `charge`) from the live
+ * store, its reading being lr: evaluates its key, then the counter. NULL
+ * only when out of memory. The usual case — a key read directly (names.h)
+ * that is a string — is done here, in a few lines inlined where the limits
+ * stage calls it; anything else by limit_take_any. */
+static inline __attribute__((always_inline)) limit_read *limit_take_live(dctx *x, uint32_t i,
+                                                                         limit_read *lr, char *room,
+                                                                         bool charge) {
   if (lr->state != LIMIT_UNREAD) return lr;
-  if (!x->refs || !d->state || d->counters_in) return limit_take_any(x, i, charge);
+  vd_decision *d = x->d;
   const limit_key *lk = &x->refs->limit_keys[i];
   const value *k;
   if (lk->how == LIMIT_KEY_REQUEST) {
@@ -512,13 +534,23 @@ static inline __attribute__((always_inline)) limit_read *limit_take(dctx *x, uin
   if (k->kind != V_STRING || k->n >= 512 || !lk->prefix ||
       (x->ectx.cost_limit && x->ectx.cost > x->ectx.cost_limit))
     return limit_take_any(x, i, charge);
-  char *p = limit_store_key(x, i, lk, k);
+  char *p = limit_store_key(x, room, lk, k);
   if (!p) return NULL;
   lr->key = p + lk->prefix_len;
   lr->key_len = k->n;
+  lr->v.kind = V_NULL; /* built when a rule reads it (limit_value) */
   state_hit(d->state, p, lk->prefix_len + k->n, &lk->spec, d->clock_ns, charge, &lr->r);
-  lr->state = LIMIT_READ; /* lr->v is built when a rule reads it (limit_value) */
+  lr->state = LIMIT_READ;
   return lr;
+}
+
+/* Reads limit i once per decision (charging when `charge`), from wherever
+ * the decision's counters come. NULL only when out of memory. */
+static limit_read *limit_take(dctx *x, uint32_t i, bool charge) {
+  limit_read *lr = limit_reads_get(x);
+  if (!lr) return NULL;
+  if (!x->refs || !x->d->state || x->d->counters_in) return limit_take_any(x, i, charge);
+  return limit_take_live(x, i, lr + i, limit_key_room(x, i), charge);
 }
 
 /* `limits.NAME` as rules see it: the map, built on the first read. */
@@ -558,6 +590,31 @@ static int limits_value(dctx *x, const char *name, size_t len, value *out) {
   return 0;
 }
 
+/* A limit's `when` and `charge`: 1 when `when` is false (the limit is
+ * passed over), 0 with *charge, or -1 when one of them failed (*failed,
+ * *why; *why NULL out of memory). Out of the stage's loop: the usual limit
+ * has neither. */
+__attribute__((noinline)) static int limit_conds(dctx *x, const policy_limit *pl, bool *charge,
+                                                 const policy_limit **failed, const char **why) {
+  const expr_program *conds[2] = {pl->when, pl->charge};
+  for (int c = 0; c < 2; c++) {
+    if (!conds[c]) continue;
+    value v = expr_eval(conds[c], &x->act, &x->ectx);
+    if (v.kind == V_BOOL) {
+      if (c == 0 && !v.b) return 1;
+      if (c == 1) *charge = v.b;
+      continue;
+    }
+    *failed = pl;
+    *why = v.kind == V_ERROR ? cat(&x->d->mem, "limit '", pl->name,
+                                   c ? "' charge failed: " : "' when failed: ", v.s, v.n)
+                             : cat(&x->d->mem, "limit '", pl->name, c ? "' charge" : "' when",
+                                   " is not a bool", (size_t)-1);
+    return -1;
+  }
+  return 0;
+}
+
 /* The limits stage: each limit in order, passed over when its action is not
  * a candidate or its `when` is false; the first one that refuses and has an
  * action decides (*limited). A `when`, `charge` or `key` that fails stops
@@ -566,28 +623,23 @@ static int run_limits(dctx *x, const uint8_t *mask, const policy_limit **limited
                       const policy_limit **failed, const char **why) {
   const strategy *s = x->s;
   vd_decision *d = x->d;
-  for (uint32_t i = 0; i < s->nlimits; i++) {
+  uint32_t n = s->nlimits;
+  limit_read *reads = limit_reads_get(x);
+  if (!reads) return -1;
+  bool live = x->refs && d->state && !d->counters_in; /* the same for every limit */
+  char *rooms = (char *)(reads + n);                  /* the key rooms (limit_key_room) */
+  for (uint32_t i = 0; i < n; i++) {
     const policy_limit *pl = &s->limits[i];
     if (mask && pl->action >= 0 && !mask[pl->action]) continue;
-    const expr_program *conds[2] = {pl->when, pl->charge};
-    bool hold[2] = {true, true};
-    for (int c = 0; c < 2 && (pl->when || pl->charge); c++) {
-      if (!conds[c]) continue;
-      value v = expr_eval(conds[c], &x->act, &x->ectx);
-      if (v.kind == V_BOOL) {
-        hold[c] = v.b;
-        if (c == 0 && !v.b) break;
-        continue;
-      }
-      *failed = pl;
-      *why = v.kind == V_ERROR ? cat(&d->mem, "limit '", pl->name,
-                                     c ? "' charge failed: " : "' when failed: ", v.s, v.n)
-                               : cat(&d->mem, "limit '", pl->name, c ? "' charge" : "' when",
-                                     " is not a bool", (size_t)-1);
-      return *why ? 0 : -1;
+    bool charge = true;
+    if (pl->when || pl->charge) {
+      int rc = limit_conds(x, pl, &charge, failed, why);
+      if (rc > 0) continue;
+      if (rc < 0) return *why ? 0 : -1;
     }
-    if (!hold[0]) continue;
-    limit_read *lr = limit_take(x, i, hold[1]);
+    limit_read *lr =
+        live ? limit_take_live(x, i, reads + i, rooms + (size_t)i * LIMIT_KEY_ROOM, charge)
+             : limit_take_any(x, i, charge);
     if (!lr) return -1;
     if (lr->state == LIMIT_FAILED) {
       *failed = pl;

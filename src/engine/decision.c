@@ -33,6 +33,7 @@ vd_decision *vd_decision_new(void) {
 void vd_decision_free(vd_decision *d) {
   if (!d) return;
   arena_free(&d->mem);
+  free(d->limit_room);
   free(d);
 }
 
@@ -44,9 +45,13 @@ void decision_reset(vd_decision *d) {
   arena_reset(&d->mem);
   int trace_on = d->trace_on;
   arena mem = d->mem;
+  void *room = d->limit_room; /* the limits' readings: kept (decide.c) */
+  uint32_t room_n = d->limit_room_n;
   memset(d, 0, sizeof *d);
   d->mem = mem;
   d->trace_on = trace_on;
+  d->limit_room = room;
+  d->limit_room_n = room_n;
 }
 
 size_t decision_arena_mallocs(const vd_decision *d) { return d->mem.mallocs; }

@@ -117,14 +117,14 @@ struct vd_decision {
 
   /* the fallback model, when this decision asked it (decide.c): on the
    * first read of `model` by a rule, or when no rule decided */
-  uint8_t model_run;        /* MODEL_* */
-  int8_t model_replay;      /* replay: -1 live clock, 0 the recorded deadline was met, 1 missed */
-  const char *model_name;   /* in mem */
-  char model_version[65];   /* the model file's SHA-256 */
+  uint8_t model_run;         /* MODEL_* */
+  int8_t model_replay;       /* replay: -1 live clock, 0 the recorded deadline was met, 1 missed */
+  const char *model_name;    /* in mem */
+  char model_version[65];    /* the model file's SHA-256 */
   char features_version[65]; /* the feature spec's SHA-256 */
-  double model_score;       /* binary: P(positive); multiclass: the top class's probability */
-  double model_confidence;  /* gbdt_confidence (NaN for regression) */
-  int32_t model_class;      /* multiclass: the top class; -1 otherwise */
+  double model_score;        /* binary: P(positive); multiclass: the top class's probability */
+  double model_confidence;   /* gbdt_confidence (NaN for regression) */
+  int32_t model_class;       /* multiclass: the top class; -1 otherwise */
   uint32_t model_timeout_ms;
   uint32_t nfeatures;
   const char **feature_names; /* in mem */
@@ -142,6 +142,12 @@ struct vd_decision {
   limit_read *limit_reads; /* one per limit of the strategy; NULL until one is read */
   uint32_t nlimit_reads;
   const strategy *limits_of; /* whose limits limit_reads follows (names in the bundle) */
+  /* where limit_reads lives: malloc'd, kept across decisions (decision_reset
+   * keeps it; vd_decision_free frees it), so that a decision with limits
+   * allocates nothing for them; room for limit_room_n readings and a key
+   * room each (decide.c) */
+  void *limit_room;
+  uint32_t limit_room_n;
 
   /* request.time: the wall clock read once per decision (unix ns), or the
    * recorded reading fed back by replay; decision_time() reads the clock on
@@ -321,7 +327,6 @@ int record_format(const char *capture, size_t len, const char *id, const char *n
 
 /* engine.c: calls fn(ud, bundle) with the live bundle held (under the RCU
  * read lock: fn must not block or reload). For GET /v1/policies. */
-void engine_with_live_bundle(vd_engine *e, void (*fn)(void *ud, const policy_bundle *b),
-                             void *ud);
+void engine_with_live_bundle(vd_engine *e, void (*fn)(void *ud, const policy_bundle *b), void *ud);
 
 #endif
