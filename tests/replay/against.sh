@@ -17,9 +17,8 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+TEST_NAME=against.sh
+. tests/lib.sh
 
 if ! command -v python3 >/dev/null; then
   echo "python3 not found: skipped"; echo "0 passed, 0 failed"; exit 0
@@ -184,5 +183,5 @@ grep -q "port must be a number" "$T/err" && ok || bad "a bad port is named"
 "$V" replay -s "$T/snaps" --against http://x --policy "$T/bundle" >"$T/out" 2>&1
 [ $? = 2 ] && ok || bad "--against with --policy is a usage error"
 
-echo "$pass passed, $fail failed"
+summary
 [ "$fail" = 0 ]

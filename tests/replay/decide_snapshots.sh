@@ -11,10 +11,8 @@ BUILD=${1:?usage: decide_snapshots.sh BUILD_DIR}
 V="$BUILD/verdict"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+TEST_NAME=decide_snapshots.sh
+. tests/lib.sh
 expect_rc() { # expect_rc WANT DESCRIPTION -- command...
   local want=$1 what=$2; shift 3
   "$@" >"$T/out" 2>"$T/err"
@@ -23,9 +21,6 @@ expect_rc() { # expect_rc WANT DESCRIPTION -- command...
     bad "$what: exit $rc, want $want"; sed 's/^/  out: /' "$T/out" | head -20 >&2
     sed 's/^/  err: /' "$T/err" | head -20 >&2
   fi
-}
-has() { # has FILE TEXT DESCRIPTION
-  if grep -qF -- "$2" "$1"; then ok; else bad "$3: no '$2' in $(basename "$1")"; sed 's/^/  | /' "$1" | head -20 >&2; fi
 }
 # the snapshot_id of a decision line on stdin ("" when null)
 id_of() { sed -n 's/.*"snapshot_id":"\([0-9a-f-]\{36\}\)".*/\1/p'; }
@@ -113,5 +108,5 @@ has "$T/out" "--no-snapshots" "help: --no-snapshots"
 has "$T/out" "--durability none|interval|always" "help: --durability"
 has "$T/out" ".verdict/snapshots" "help: the default folder"
 
-echo "$pass passed, $fail failed"
+summary
 [ "$fail" = 0 ]

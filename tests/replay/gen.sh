@@ -10,9 +10,8 @@ BUILD=${1:?usage: gen.sh BUILD_DIR}
 V="$BUILD/verdict"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+TEST_NAME=gen.sh
+. tests/lib.sh
 
 # ---- determinism of the output ----
 "$V" gen --count 3000 --seed 42 --labels "$T/l1" >"$T/r1" && ok || bad "verdict gen --seed 42"
@@ -119,5 +118,5 @@ done
 "$V" gen --help | grep -q "usage: verdict gen" && ok || bad "gen --help"
 "$V" --help | grep -q "  gen " && ok || bad "gen is listed in verdict --help"
 
-echo "$pass passed, $fail failed"
+summary
 [ "$fail" = 0 ]

@@ -14,9 +14,8 @@ BUILD=${1:?usage: replay.sh BUILD_DIR}
 V="$BUILD/verdict"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+TEST_NAME=replay.sh
+. tests/lib.sh
 
 # check_json FILE KEY=VALUE...: fields of a JSON report (dotted paths)
 check_json() {
@@ -238,5 +237,5 @@ check_json "$T/l.json" seen=5 && ok || bad "\$VERDICT_SNAPSHOTS"
 "$V" replay --help | grep -q "usage: verdict replay" && ok || bad "replay --help"
 "$V" help replay | grep -q -- "--against URL" && ok || bad "verdict help replay"
 
-echo "$pass passed, $fail failed"
+summary
 [ "$fail" = 0 ]

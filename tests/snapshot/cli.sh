@@ -7,10 +7,8 @@ set -u
 BUILD=${1:-build}
 V="$BUILD/verdict"
 FIX="$BUILD/snapshot_test_fixture"
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+TEST_NAME=snapshot/cli.sh
+. tests/lib.sh
 
 unset VERDICT_SNAPSHOTS
 TMP=$(mktemp -d -t verdict-snap-cli-XXXXXX)
@@ -197,5 +195,5 @@ help=$("$V" snapshots gc --help)
 if echo "$help" | grep -q -- "--keep-days"; then ok; else bad "gc --help"; fi
 if "$V" --help | grep -q "snapshots"; then ok; else bad "verdict --help does not list snapshots"; fi
 
-echo "$pass passed, $fail failed"
+summary
 [ $fail -eq 0 ]

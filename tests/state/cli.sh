@@ -15,12 +15,9 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-eq() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', want '$2'"; fi; }
+TEST_NAME=state/cli.sh
+. tests/lib.sh
 action() { sed -n 's/^{"action":"\([a-z_]*\)".*/\1/p'; }
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 mkdir -p "$T/b"
 cat >"$T/b/reset.yaml" <<'YAML'
@@ -96,5 +93,5 @@ serve
 eq "$(ask)" block "serve after a restart: the penalty is still running"
 kill -TERM "$PID"; wait "$PID"; PID=
 
-echo "$pass passed, $fail failed"
+summary
 [ "$fail" = 0 ]

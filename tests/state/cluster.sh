@@ -28,11 +28,8 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-eq() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', want '$2'"; fi; }
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+TEST_NAME=cluster.sh
+. tests/lib.sh
 
 mkdir -p "$T/bundle" "$T/nginx/logs" "$T/nginx/tmp"
 cat >"$T/bundle/api.yaml" <<'YAML'
@@ -187,5 +184,5 @@ for _ in 1 2 3 4 5; do
 done
 eq "$allowed" 5 "k01 on its new node: five allowed again, then blocked"
 
-echo "$pass passed, $fail failed"
+summary
 [ "$fail" = 0 ]
