@@ -66,15 +66,15 @@ wait_ready verdict "$T/verdict.log"
 cat >"$T/nginx/nginx.conf" <<EOF
 daemon off;
 master_process off;
-pid $T/nginx/nginx.pid;
-error_log $T/nginx/logs/error.log warn;
+pid "$T/nginx/nginx.pid";
+error_log "$T/nginx/logs/error.log" warn;
 events { worker_connections 128; }
 http {
-  client_body_temp_path $T/nginx/tmp/body;
-  proxy_temp_path $T/nginx/tmp/proxy;
-  fastcgi_temp_path $T/nginx/tmp/fastcgi;
-  uwsgi_temp_path $T/nginx/tmp/uwsgi;
-  scgi_temp_path $T/nginx/tmp/scgi;
+  client_body_temp_path "$T/nginx/tmp/body";
+  proxy_temp_path "$T/nginx/tmp/proxy";
+  fastcgi_temp_path "$T/nginx/tmp/fastcgi";
+  uwsgi_temp_path "$T/nginx/tmp/uwsgi";
+  scgi_temp_path "$T/nginx/tmp/scgi";
   access_log off;
   log_format upstream '\$request_method \$request_uri action=\$http_x_verdict_action snapshot=\$http_x_verdict_snapshot';
 
@@ -86,7 +86,7 @@ http {
   # The application: logs every request that reaches it.
   server {
     listen 127.0.0.1:$UP;
-    access_log $T/nginx/logs/upstream.log upstream;
+    access_log "$T/nginx/logs/upstream.log" upstream;
     location / { return 200 "upstream got \$request_uri\n"; }
   }
 

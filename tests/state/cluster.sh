@@ -65,15 +65,15 @@ done
 cat >"$T/nginx/nginx.conf" <<EOF
 daemon off;
 master_process off;
-pid $T/nginx/nginx.pid;
-error_log $T/nginx/logs/error.log warn;
+pid "$T/nginx/nginx.pid";
+error_log "$T/nginx/logs/error.log" warn;
 events { worker_connections 128; }
 http {
-  client_body_temp_path $T/nginx/tmp/body;
-  proxy_temp_path $T/nginx/tmp/proxy;
-  fastcgi_temp_path $T/nginx/tmp/fastcgi;
-  uwsgi_temp_path $T/nginx/tmp/uwsgi;
-  scgi_temp_path $T/nginx/tmp/scgi;
+  client_body_temp_path "$T/nginx/tmp/body";
+  proxy_temp_path "$T/nginx/tmp/proxy";
+  fastcgi_temp_path "$T/nginx/tmp/fastcgi";
+  uwsgi_temp_path "$T/nginx/tmp/uwsgi";
+  scgi_temp_path "$T/nginx/tmp/scgi";
   access_log off;
   upstream verdict {
     hash \$http_x_verdict_key consistent;
