@@ -195,9 +195,9 @@ if grep -q skipped "$T/export.err"; then bad "damaged bytes in the log: $(cat "$
 
 # ---- torn entries made on purpose: detected, parsed again, repaired ----
 # (the live bundle's strategy versions and the model: what a start loads)
-for f in $(sed "s|^|$STORE/|; s|\$|.json|" "$T/live-versions") "$STORE"/models/*; do
+while IFS= read -r f; do
   head -c "$(($(stat -c %s "$f") / 2))" "$f" >"$f.cut" && mv "$f.cut" "$f"
-done
+done < <(sed "s|^|$STORE/|; s|\$|.json|" "$T/live-versions"; printf '%s\n' "$STORE"/models/*)
 [ "$(store_check)" != ok ] && ok || bad "the torn entries were not made"
 start torn
 eq "$(curl -s "$URL/v1/policies" | $PY -c 'import json,sys; print(json.load(sys.stdin)["live"]["version"])')" "$LIVE" \
