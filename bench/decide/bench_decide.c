@@ -46,6 +46,7 @@
 #include "core/json.h"
 #include "core/value.h"
 #include "verdict.h"
+#include "../bench.h"
 
 #ifndef VD_SOURCE_DIR
 #define VD_SOURCE_DIR "."
@@ -55,17 +56,6 @@ static uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* A fresh folder for a bundle the bench writes: under $TMPDIR, else /tmp. */
-static int make_tmpdir(char *dir, size_t cap) {
-  const char *base = getenv("TMPDIR");
-  if (!base || !*base) base = "/tmp";
-  if ((size_t)snprintf(dir, cap, "%s/vd-bench-decide-XXXXXX", base) >= cap || !mkdtemp(dir)) {
-    fprintf(stderr, "bench-decide: cannot make a temporary folder under %s\n", base);
-    return -1;
-  }
-  return 0;
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -738,7 +728,7 @@ int main(int argc, char **argv) {
     /* skipped */
   } else if (stat(gate_file, &st) == 0) {
     char dir[1024];
-    if (make_tmpdir(dir, sizeof dir) != 0) return 1;
+    if (!bench_tmpdir(dir, sizeof dir, "decide")) return 1;
     size_t tlen = 0;
     char *text = rules_only(gate_file, &tlen);
     if (!text) {
@@ -781,7 +771,7 @@ int main(int argc, char **argv) {
   result design_v = {0};
   if (!only || strcmp(only, "design") == 0) {
     char dir[1024];
-    if (make_tmpdir(dir, sizeof dir) != 0) return 1;
+    if (!bench_tmpdir(dir, sizeof dir, "decide")) return 1;
     write_file(dir, "request_gate.yaml", DESIGN_GATE, sizeof DESIGN_GATE - 1);
     char models[1200], link[1200], absx[1024];
     if (!realpath(examples, absx)) snprintf(absx, sizeof absx, "%s", examples);
@@ -818,7 +808,7 @@ int main(int argc, char **argv) {
   const int sizes[2] = {10, 1000};
   for (int s = 0; s < 2 && !(only && strcmp(only, "gen") != 0); s++) {
     char dir[1024];
-    if (make_tmpdir(dir, sizeof dir) != 0) return 1;
+    if (!bench_tmpdir(dir, sizeof dir, "decide")) return 1;
     write_generated(dir, sizes[s]);
     vd_engine *e = open_or_die(dir);
     char **reqs = gen_requests(NREQ, sizes[s]);

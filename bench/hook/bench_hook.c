@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../bench.h"
+
 static double now_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -108,11 +110,8 @@ int main(int argc, char **argv) {
     }
   }
   if (runs < 10) runs = 10;
-  char tmp[] = "/tmp/bench-hook-XXXXXX";
-  if (!mkdtemp(tmp)) {
-    perror("mkdtemp");
-    return 1;
-  }
+  char tmp[256];
+  if (!bench_tmpdir(tmp, sizeof tmp, "hook")) return 1;
   char pdir[512], snaps[512], input[512], path[600];
   snprintf(pdir, sizeof pdir, "%s/policy", tmp);
   snprintf(snaps, sizeof snaps, "%s/snapshots", tmp);

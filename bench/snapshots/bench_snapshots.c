@@ -44,6 +44,7 @@
 #include "replay/score.h"
 #include "snapshot/snapshot.h"
 #include "verdict.h"
+#include "../bench.h"
 
 #ifndef VD_SOURCE_DIR
 #define VD_SOURCE_DIR "."
@@ -280,8 +281,8 @@ int main(int argc, char **argv) {
   }
   if (rounds < 1) rounds = 1;
 
-  char tmpl[] = "/tmp/bench-snapshots-XXXXXX";
-  char *tmp = mkdtemp(tmpl);
+  char tmpl[1024];
+  char *tmp = bench_tmpdir(tmpl, sizeof tmpl, "snapshots");
   if (!tmp) return 1;
   char store[4200], snaps_a[4200], snaps_b[4200];
   snprintf(store, sizeof store, "%s/versions", tmp);

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "verdict.h"
+#include "../bench.h"
 
 static const char RULES[] =
     "decision_points: [api]\n"
@@ -136,8 +137,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench-state: --only takes plain, local, expiring or redis (with --redis)\n");
     return 2;
   }
-  char root[] = "/tmp/bench-state-XXXXXX";
-  if (!mkdtemp(root)) return 1;
+  char root[160];
+  if (!bench_tmpdir(root, sizeof root, "state")) return 1;
 
   /* the requests: 10,000 keys, 1,000 addresses, mostly ordinary calls */
   char **reqs = malloc((size_t)nreq * sizeof *reqs);
