@@ -42,11 +42,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../bench.h"
 #include "core/arena.h"
 #include "core/json.h"
 #include "core/value.h"
 #include "verdict.h"
-#include "../bench.h"
 
 #ifndef VD_SOURCE_DIR
 #define VD_SOURCE_DIR "."
@@ -837,9 +837,10 @@ int main(int argc, char **argv) {
 
   printf("\n");
   if (gate_v.p50)
-    printf("request_gate (examples, rules) p50: %llu ns (target <= 1000 ns including JSON "
-           "parsing): %s\n",
-           (unsigned long long)gate_v.p50, gate_v.p50 <= 1000 ? "met" : "NOT met");
+    printf(
+        "request_gate (examples, rules) p50: %llu ns (target <= 1000 ns including JSON "
+        "parsing): %s\n",
+        (unsigned long long)gate_v.p50, gate_v.p50 <= 1000 ? "met" : "NOT met");
   if (gate_model_v.p50)
     printf("request_gate (examples, with its model) p50: %llu ns\n",
            (unsigned long long)gate_model_v.p50);
