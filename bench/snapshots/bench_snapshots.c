@@ -40,11 +40,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../bench.h"
 #include "replay/replay.h"
 #include "replay/score.h"
 #include "snapshot/snapshot.h"
 #include "verdict.h"
-#include "../bench.h"
 
 #ifndef VD_SOURCE_DIR
 #define VD_SOURCE_DIR "."

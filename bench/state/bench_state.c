@@ -32,8 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "verdict.h"
 #include "../bench.h"
+#include "verdict.h"
 
 static const char RULES[] =
     "decision_points: [api]\n"
