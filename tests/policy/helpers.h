@@ -36,6 +36,31 @@ static inline void dump_diags(const policy_diags *d) {
   for (size_t i = 0; i < d->n; i++) policy_diag_print(&d->items[i], stderr);
 }
 
+/* Loads the bundle in dir with the version store `store` (lazily when
+ * `lazy`): checks that it loads, prints any diagnostic, returns it. */
+static inline policy_bundle *load_dir(const char *dir, const char *store, int lazy) {
+  policy_load_opts o;
+  memset(&o, 0, sizeof o);
+  o.store_dir = store;
+  o.lazy = lazy;
+  policy_diags d;
+  memset(&d, 0, sizeof d);
+  policy_bundle *b = NULL;
+  CHECK(policy_bundle_load(dir, &o, &b, &d) == 0);
+  if (d.n) dump_diags(&d);
+  policy_diags_free(&d);
+  return b;
+}
+
+/* Writes n bytes of text to path (checked). */
+static inline void put_file(const char *path, const char *text, size_t n) {
+  FILE *f = fopen(path, "w");
+  CHECK(f != NULL);
+  if (!f) return;
+  fwrite(text, 1, n, f);
+  fclose(f);
+}
+
 /* Loads text as "t.yaml"; returns the bundle (or NULL) and fills d. */
 static inline policy_bundle *load_text(const char *text, policy_diags *d) {
   policy_bundle *b = NULL;

@@ -22,13 +22,7 @@ static const char GATE[] =
     "tests:\n"
     "  - {context: {ua: sqlmap}, expect: block}\n";
 
-static void write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  CHECK(f != NULL);
-  if (!f) return;
-  fputs(text, f);
-  fclose(f);
-}
+static void write_file(const char *path, const char *text) { put_file(path, text, strlen(text)); }
 
 static int count_entries(const char *dir) {
   DIR *d = opendir(dir);
@@ -41,21 +35,7 @@ static int count_entries(const char *dir) {
   return n;
 }
 
-static policy_bundle *load_as(const char *dir, const char *store, int lazy) {
-  policy_load_opts o;
-  memset(&o, 0, sizeof o);
-  o.store_dir = store;
-  o.lazy = lazy;
-  policy_diags d;
-  memset(&d, 0, sizeof d);
-  policy_bundle *b = NULL;
-  CHECK(policy_bundle_load(dir, &o, &b, &d) == 0);
-  if (d.n) dump_diags(&d);
-  policy_diags_free(&d);
-  return b;
-}
-
-static policy_bundle *load(const char *dir, const char *store) { return load_as(dir, store, 0); }
+static policy_bundle *load(const char *dir, const char *store) { return load_dir(dir, store, 0); }
 
 static char *slurp(const char *path, size_t *n) {
   FILE *f = fopen(path, "r");
@@ -65,14 +45,6 @@ static char *slurp(const char *path, size_t *n) {
   *n = buf ? fread(buf, 1, 8191, f) : 0;
   fclose(f);
   return buf;
-}
-
-static void spill(const char *path, const char *text, size_t n) {
-  FILE *f = fopen(path, "w");
-  CHECK(f != NULL);
-  if (!f) return;
-  fwrite(text, 1, n, f);
-  fclose(f);
 }
 
 /* Makes every cache entry of the store vouch for `text` as the stored form
@@ -94,7 +66,7 @@ static void vouch(const char *store, const char *text, size_t n) {
     CHECK(old && m == 74);
     if (old && m == 74) {
       snprintf(line, sizeof line, "%.65s%08x\n", old, (unsigned)snapshot_crc32c(0, text, n));
-      spill(path, line, 74);
+      put_file(path, line, 74);
     }
     free(old);
   }
@@ -106,7 +78,7 @@ static void vouch(const char *store, const char *text, size_t n) {
  * the file writes its stored form again: so it comes second.) */
 static void expect_name(const char *dir, const char *store, const char *name) {
   for (int lazy = 1; lazy >= 0; lazy--) {
-    policy_bundle *b = load_as(dir, store, lazy);
+    policy_bundle *b = load_dir(dir, store, lazy);
     CHECK(b != NULL);
     if (b) {
       CHECK_STR(b->strategies[0].rules[0].name, name);
@@ -153,9 +125,9 @@ static void test_lazy_load_cuts_tests_wherever_they_are(void) {
     CHECK_MSG(at != NULL, "file %zu", k);
     if (at) {
       memcpy(at, "\"scannerz\"", 10);
-      spill(canon, text, n);
+      put_file(canon, text, n);
       vouch(store, text, n);
-      b = load_as(dir, store, 1);
+      b = load_dir(dir, store, 1);
       CHECK(b != NULL);
       if (b) {
         const strategy *st = &b->strategies[0];
@@ -218,8 +190,8 @@ int main(void) {
   CHECK(p != NULL);
   if (p) {
     memcpy(p, "\"scannerz\"", 10);
-    spill(canon, orig, n0);
-    b = load_as(dir, store, 1);
+    put_file(canon, orig, n0);
+    b = load_dir(dir, store, 1);
     if (b) CHECK_STR(b->strategies[0].rules[0].name, "scanners");
     policy_bundle_free(b);
     /* ...and the damaged stored form is removed, to be written again whole
@@ -233,7 +205,7 @@ int main(void) {
     free(again);
     /* proof that the cache is read: the same edit, vouched for in the entry
      * (as a trusted hand editing the store would), is what loads */
-    spill(canon, orig, n0);
+    put_file(canon, orig, n0);
     vouch(store, orig, n0);
   }
   free(orig);
@@ -252,9 +224,9 @@ int main(void) {
     char *ua = t ? strstr(strstr(t, "\"tests\":[{"), "\"sqlmap\"") : NULL;
     CHECK(ua != NULL);
     if (ua) memcpy(ua, "\"sqlmaq\"", 8);
-    spill(canon, t, n);
+    put_file(canon, t, n);
     vouch(store, t, n);
-    b = load_as(dir, store, 1);
+    b = load_dir(dir, store, 1);
     if (b) CHECK_STR(b->strategies[0].rules[0].name, "scannerz");
     policy_bundle_free(b);
     free(t);
@@ -278,7 +250,7 @@ int main(void) {
       memcpy(bad + pre + pl, good + pre + fl, n - pre - fl);
       m = n - fl + pl;
     }
-    spill(canon, bad, m);
+    put_file(canon, bad, m);
     vouch(store, bad, m); /* past the checksum: the canonical check refuses it */
     expect_name(dir, store, "scanners");
   }
@@ -288,10 +260,10 @@ int main(void) {
     memcpy(bad, good, n);
     char *at = strstr(bad, "\"tests\":[{");
     if (at) at[9] = '(';
-    spill(canon, bad, n);
+    put_file(canon, bad, n);
     vouch(store, bad, n);
     expect_name(dir, store, "scanners");
-    spill(canon, good, n); /* as it was */
+    put_file(canon, good, n); /* as it was */
     vouch(store, good, n);
     expect_name(dir, store, "scannerz");
   }

@@ -39,14 +39,6 @@ static const char GATE[] =
     "tests:\n"
     "  - {context: {ua: sqlmap}, expect: block}\n";
 
-static void write_file(const char *path, const char *text, size_t n) {
-  FILE *f = fopen(path, "w");
-  CHECK(f != NULL);
-  if (!f) return;
-  fwrite(text, 1, n, f);
-  fclose(f);
-}
-
 static char *slurp(const char *path, size_t *n) {
   FILE *f = fopen(path, "r");
   if (!f) return NULL;
@@ -69,20 +61,6 @@ static int only_file(const char *dir, char *out, size_t cap) {
     }
   closedir(d);
   return n;
-}
-
-static policy_bundle *load_as(const char *dir, const char *store, int lazy) {
-  policy_load_opts o;
-  memset(&o, 0, sizeof o);
-  o.store_dir = store;
-  o.lazy = lazy;
-  policy_diags d;
-  memset(&d, 0, sizeof d);
-  policy_bundle *b = NULL;
-  CHECK(policy_bundle_load(dir, &o, &b, &d) == 0);
-  if (d.n) dump_diags(&d);
-  policy_diags_free(&d);
-  return b;
 }
 
 static const char *ua_now;
@@ -152,20 +130,20 @@ int main(void) {
   snprintf(file, sizeof file, "%s/gate.yaml", dir);
   snprintf(store, sizeof store, "%s/store", dir);
   snprintf(cdir, sizeof cdir, "%s/compiled", store);
-  write_file(file, GATE, sizeof GATE - 1);
+  put_file(file, GATE, sizeof GATE - 1);
   sleep(3); /* files changed in the last 2 s are not cached */
 
-  policy_bundle *b = load_as(dir, store, 0);        /* parsed, remembered */
+  policy_bundle *b = load_dir(dir, store, 0);       /* parsed, remembered */
   CHECK(only_file(cdir, cfile, sizeof cfile) == 0); /* an eager load writes none */
   char v[65] = "";
   if (b) snprintf(v, sizeof v, "%s", b->strategies[0].version);
   policy_bundle_free(b);
-  b = load_as(dir, store, 0);
+  b = load_dir(dir, store, 0);
   policy_bundle_free(b);
   CHECK(only_file(cdir, cfile, sizeof cfile) == 0);
 
   /* the first lazy load compiles everything and writes the file */
-  b = load_as(dir, store, 1);
+  b = load_dir(dir, store, 1);
   CHECK(b && has_programs(b) && !has_images(b));
   if (b) CHECK(matches(b, "NMAP") == 1 && matches(b, "curl") == 0 && matches(b, "xxxx") == 1);
   policy_bundle_free(b);
@@ -174,7 +152,7 @@ int main(void) {
   CHECK(stat(cfile, &st1) == 0);
 
   /* the next one rebuilds from the images, and answers the same */
-  b = load_as(dir, store, 1);
+  b = load_dir(dir, store, 1);
   CHECK(b && !has_programs(b) && has_images(b));
   if (b) CHECK(matches(b, "NMAP") == 1 && matches(b, "curl") == 0 && matches(b, "xxxx") == 1);
   policy_bundle_free(b);
@@ -187,7 +165,7 @@ int main(void) {
   CHECK(at != NULL);
   if (at) {
     memcpy(at, "curl", 4);
-    write_file(canon, text, n);
+    put_file(canon, text, n);
     char pdir[400], entry[1024], line[80];
     snprintf(pdir, sizeof pdir, "%s/parsed", store);
     CHECK(only_file(pdir, entry, sizeof entry) == 1);
@@ -196,14 +174,14 @@ int main(void) {
     CHECK(old && m == 74);
     if (old && m == 74) {
       snprintf(line, sizeof line, "%.65s%08x\n", old, (unsigned)snapshot_crc32c(0, text, n));
-      write_file(entry, line, 74);
+      put_file(entry, line, 74);
     }
     free(old);
-    b = load_as(dir, store, 1); /* the file is of the old text: compiled again */
+    b = load_dir(dir, store, 1); /* the file is of the old text: compiled again */
     CHECK(b && has_programs(b));
     if (b) CHECK(matches(b, "curl") == 1 && matches(b, "xxxx") == 0);
     policy_bundle_free(b);
-    b = load_as(dir, store, 1); /* and written again for the new one */
+    b = load_dir(dir, store, 1); /* and written again for the new one */
     CHECK(b && !has_programs(b) && has_images(b));
     if (b) CHECK(matches(b, "curl") == 1 && matches(b, "xxxx") == 0 && matches(b, "nikto") == 1);
     policy_bundle_free(b);
@@ -213,13 +191,13 @@ int main(void) {
   /* cut short: removed and written again by the load that finds it */
   CHECK(only_file(cdir, cfile, sizeof cfile) == 1);
   CHECK(truncate(cfile, 30) == 0);
-  b = load_as(dir, store, 1);
+  b = load_dir(dir, store, 1);
   CHECK(b && has_programs(b));
   if (b) CHECK(matches(b, "curl") == 1);
   policy_bundle_free(b);
   struct stat st2;
   CHECK(stat(cfile, &st2) == 0 && st2.st_size > 30);
-  b = load_as(dir, store, 1);
+  b = load_dir(dir, store, 1);
   CHECK(b && !has_programs(b) && has_images(b));
   policy_bundle_free(b);
 
@@ -244,7 +222,7 @@ int main(void) {
       bad[i] ^= (char)(i % 2 ? 0x01 : 0x40);
       uint32_t crc = snapshot_crc32c(0, bad + 20, flen - 20);
       memcpy(bad + 16, &crc, 4);
-      write_file(cfile, bad, flen);
+      put_file(cfile, bad, flen);
       free(bad);
       policy_load_opts o;
       memset(&o, 0, sizeof o);
@@ -260,12 +238,12 @@ int main(void) {
       policy_bundle_free(b);
       tried++;
       /* whatever that load made of it, the next one is the strategy */
-      b = load_as(dir, store, 1);
+      b = load_dir(dir, store, 1);
       CHECK(b && b->nstrategies == 1 && b->strategies[0].nrules == 1 && matches(b, "curl") == 1);
       policy_bundle_free(b);
     }
     CHECK_MSG(tried > 100 && loaded > tried / 2, "%u of %u loads", loaded, tried);
-    if (good) write_file(cfile, good, flen);
+    if (good) put_file(cfile, good, flen);
     free(good);
   }
 
