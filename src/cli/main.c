@@ -34,6 +34,7 @@ static const command commands[] = {
     {"mcp", "serve the policy to coding agents as an MCP server on stdio", cmd_mcp, cmd_mcp_help},
     {"hook", "answer a coding agent's pre-tool-call hook (claude, codex, gemini, opencode)",
      cmd_hook, cmd_hook_help},
+    {"store", "show a policy version store, clean its caches", cmd_store, cmd_store_help},
 };
 
 static void usage(FILE *out) {

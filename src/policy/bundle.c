@@ -7,7 +7,9 @@
  * copied into the bundle's arena. Then the checks that need every strategy:
  * names unique, each decision point served once. Last, versions: each
  * strategy's canonical form is hashed and written to the store, and the
- * bundle's version is hashed from its strategies' names and versions.
+ * bundle's version is hashed from its strategies' names and versions. A
+ * load that wrote to the store's caches tidies them (cache.c, "keeping the
+ * store small"). policy_bundle_from_stored loads one stored form back.
  *
  * A bundle with any error is freed and not returned; warnings are returned
  * with it. Nothing here runs while deciding except policy_bundle_find and
@@ -170,7 +172,7 @@ static void load_text(policy_bundle *b, strategy_marks *marks, const char *file,
  * or -1 having added nothing when the text does not give a usable tree. */
 static int load_cached(policy_bundle *b, strategy_marks *marks, const char *file, const char *canon,
                        size_t clen, uint32_t crc, const char *version, uint32_t min_rules,
-                       unsigned flags, const char *store, policy_diags *d) {
+                       unsigned flags, const char *store, int *wrote, policy_diags *d) {
   size_t first = d->n, errors = d->errors;
   arena scratch;
   arena_init(&scratch, NULL, 0, 0);
@@ -195,7 +197,7 @@ static int load_cached(policy_bundle *b, strategy_marks *marks, const char *file
    * a kept tree that does not compile (a damaged file whose checksum
    * fits) is dropped, for the next load to read the stored form again */
   if (lazy && d->errors == errors && !(compiled && compiled_cache_attach(compiled, s, store)))
-    compiled_cache_fill(s, tree_kept ? NULL : root, crc, clen, store, &hints);
+    *wrote |= compiled_cache_fill(s, tree_kept ? NULL : root, crc, clen, store, &hints);
   else if (tree_kept && d->errors != errors)
     compiled_cache_drop(store, version);
   arena_free(&scratch);
@@ -339,7 +341,12 @@ int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bun
 
   policy_bundle *b = oom ? NULL : bundle_new(dir, nnames);
   strategy_marks *marks = calloc(nnames + 1, sizeof *marks);
-  if (!marks) {
+  /* the parsed/ keys of this load's files, kept by a tidy of the store */
+  char(*keys)[65] = calloc(nnames + 1, sizeof *keys);
+  const char **kept = calloc(nnames + 1, sizeof *kept);
+  size_t nkept = 0;
+  int wrote = 0; /* a cache entry was written: the store may need tidying */
+  if (!marks || !keys || !kept) {
     policy_bundle_free(b);
     b = NULL;
   }
@@ -363,13 +370,16 @@ int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bun
     int caching = file && store && *store;
     if (caching) {
       parse_cache_key(path, &st, key);
+      memcpy(keys[nkept], key, 65);
+      kept[nkept] = keys[nkept];
+      nkept++;
       canon = parse_cache_get(store, key, ver, &clen, &crc);
     }
     if (canon) {
       int used = point && !memmem(canon, clen, point, strlen(point));
       if (!used)
         used = load_cached(b, marks, file, canon, clen, crc, ver, index_min(opts),
-                           opts && opts->lazy ? STRATEGY_LAZY : 0, store, d) == 0;
+                           opts && opts->lazy ? STRATEGY_LAZY : 0, store, &wrote, d) == 0;
       free(canon);
       if (used) continue;
     }
@@ -393,11 +403,22 @@ int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bun
      * calls "racily clean"). */
     if (caching && d->n == diags0 && b->nstrategies == n0 + 1 &&
         time(NULL) - st.st_ctim.tv_sec > 2 && time(NULL) - st.st_mtim.tv_sec > 2)
-      parse_cache_put(store, key, b->strategies[n0].version);
+      wrote |= parse_cache_put(store, key, b->strategies[n0].version);
   }
   for (uint32_t i = 0; i < nnames; i++) free(names[i]);
   free(names);
-  if (!b) return -1;
+  /* Only a load that wrote to the store's caches tidies them (cache.c,
+   * "keeping the store small"): the usual load lists no folder. */
+  if (wrote && b) {
+    policy_store_stats ts;
+    policy_store_tidy(store, kept, nkept, b, 0, &ts);
+  }
+  free(keys);
+  free(kept);
+  if (!b) {
+    free(marks);
+    return -1;
+  }
   if (d->errors == errors0) {
     char mdir[4200];
     snprintf(mdir, sizeof mdir, "%.*s/models", (int)dlen, dir);
@@ -435,6 +456,47 @@ int policy_bundle_from_text_opts(const char *file, const char *text, size_t len,
 int policy_bundle_from_text(const char *file, const char *text, size_t len, policy_bundle **out,
                             policy_diags *d) {
   return policy_bundle_from_text_opts(file, text, len, NULL, out, d);
+}
+
+int policy_bundle_from_stored(const char *file, const char *text, size_t len, policy_bundle **out,
+                              policy_diags *d) {
+  /* The stored form is the canonical JSON of the strategy, so our JSON
+   * reader gives its tree (cache.c) far faster than libfyaml; that tree,
+   * tests left out (nothing here runs them), is checked to write back to
+   * exactly the stored bytes around them, and the version is the SHA-256
+   * of all of them: the strategy compiled is the one the text names. Any
+   * text that is not such a form, or a strategy with errors (whose
+   * messages want the places only the YAML loader knows), is loaded as
+   * YAML, as before. */
+  *out = NULL;
+  size_t errors0 = d->errors, warnings0 = d->warnings;
+  arena scratch;
+  arena_init(&scratch, NULL, 0, 0);
+  ynode *root = parse_cache_tree(&scratch, text, len, 1, NULL);
+  policy_bundle *b = root ? bundle_new("", 1) : NULL;
+  const char *f = b ? arena_strndup(&b->mem, file, strlen(file)) : NULL;
+  if (f) {
+    policy_diags own = {0};
+    strategy_marks marks[1] = {{0}};
+    strategy *s = (strategy *)&b->strategies[0];
+    b->nstrategies = 1; /* counted now so that free_programs sees its programs */
+    strategy_compile(&b->mem, &scratch, f, text, len, root, s, &marks[0], DEFAULT_INDEX_MIN_RULES,
+                     0, &own);
+    policy_sha256_hex(text, len, s->version);
+    if (own.errors == 0) finish(b, marks, &own);
+    for (size_t i = 0; own.errors == 0 && i < own.n; i++) {
+      const policy_diag *x = &own.items[i];
+      diag_add(d, x->severity, x->file, x->line, x->column, x->key, "%s", x->message);
+    }
+    int used = own.errors == 0;
+    policy_diags_free(&own);
+    arena_free(&scratch);
+    if (used) return done(b, NULL, out, d, errors0, warnings0);
+  } else {
+    arena_free(&scratch);
+  }
+  policy_bundle_free(b);
+  return policy_bundle_from_text(file, text, len, out, d);
 }
 
 const strategy *policy_bundle_find(const policy_bundle *b, const char *point, size_t len) {

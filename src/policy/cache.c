@@ -12,8 +12,8 @@
  * change times, and the content is the version the file compiled to (and a
  * checksum, below). Any edit, copy or move changes the key; a key never
  * changes meaning, so entries are written once and never updated (one cut
- * short or of an older layout is written again); old ones are a few bytes
- * each, left for whoever cleans the store.
+ * short or of an older layout is written again); old ones go as "keeping
+ * the store small" (at the end) says.
  *
  * The entry also holds the CRC32C of the stored form, which was checked
  * against its SHA-256 name when the entry was written: a stored form changed
@@ -35,6 +35,7 @@
  * Not here: when the cache is used (bundle.c: a store must be configured;
  * `verdict check` and `verdict test` keep none, so they always parse). */
 #define _GNU_SOURCE /* memmem */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -44,6 +45,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/dtoa.h"
@@ -65,7 +67,19 @@ void parse_cache_key(const char *path, const struct stat *st, char key[65]) {
   sha256_hex(buf, (size_t)n, key);
 }
 
-static char *read_small(const char *path, size_t max, size_t *len) {
+/* A cache entry is "used" when its modification time says so (see
+ * "keeping the store small"): one found older than this is touched, so
+ * that a use costs at most one futimens an hour per file, not a write. */
+#define TIDY_TOUCH_AFTER 3600
+
+static void touch_if_stale(int fd, const struct stat *st) {
+  struct timespec now; /* clock_gettime, which the engine calls anyway, not time() */
+  clock_gettime(CLOCK_REALTIME, &now);
+  if (now.tv_sec - st->st_mtim.tv_sec > TIDY_TOUCH_AFTER)
+    (void)futimens(fd, NULL); /* best effort: another user's store stays as it is */
+}
+
+static char *read_small(const char *path, size_t max, size_t *len, int touch) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return NULL;
   struct stat st;
@@ -73,6 +87,7 @@ static char *read_small(const char *path, size_t max, size_t *len) {
     close(fd);
     return NULL;
   }
+  if (touch) touch_if_stale(fd, &st);
   size_t n = (size_t)st.st_size;
   char *buf = malloc(n + 1);
   size_t got = 0;
@@ -98,7 +113,7 @@ char *parse_cache_get(const char *store, const char *key, char version[65], size
   char path[4400];
   snprintf(path, sizeof path, "%s/parsed/%s", store, key);
   size_t vlen = 0;
-  char *v = read_small(path, 128, &vlen);
+  char *v = read_small(path, 128, &vlen, 1);
   if (!v) return NULL;
   /* "<version>\n<crc32c of the stored form, 8 hex digits>\n" */
   int ok = vlen == 74 && v[64] == '\n' && v[73] == '\n';
@@ -111,9 +126,12 @@ char *parse_cache_get(const char *store, const char *key, char version[65], size
     want = (uint32_t)strtoul(v + 65, NULL, 16);
   }
   free(v);
-  if (!ok) return NULL;
+  if (!ok) { /* not an entry this code writes: removed, so that it is written again */
+    unlink(path);
+    return NULL;
+  }
   snprintf(path, sizeof path, "%s/%s.json", store, version);
-  char *canon = read_small(path, 64u << 20, len);
+  char *canon = read_small(path, 64u << 20, len, 0);
   if (canon && snapshot_crc32c(0, canon, *len) != want) { /* changed since it was verified */
     free(canon);
     return NULL;
@@ -122,14 +140,14 @@ char *parse_cache_get(const char *store, const char *key, char version[65], size
   return canon;
 }
 
-void parse_cache_put(const char *store, const char *key, const char *version) {
+int parse_cache_put(const char *store, const char *key, const char *version) {
   char dir[4400], err[256], line[80], path[4400], digest[65];
   /* The stored form, checked once here against the digest it is named by;
    * its CRC32C in the entry then catches any later change to it cheaply. */
   snprintf(path, sizeof path, "%s/%.64s.json", store, version);
   size_t len = 0;
-  char *canon = read_small(path, 64u << 20, &len);
-  if (!canon) return;
+  char *canon = read_small(path, 64u << 20, &len, 0);
+  if (!canon) return 0;
   sha256_hex(canon, len, digest);
   uint32_t crc = snapshot_crc32c(0, canon, len);
   free(canon);
@@ -137,11 +155,11 @@ void parse_cache_put(const char *store, const char *key, const char *version) {
     /* damaged, yet of the right size (the store keeps those): removed, so
      * that the next load that parses the file writes it again, whole */
     unlink(path);
-    return;
+    return 0;
   }
   snprintf(dir, sizeof dir, "%s/parsed", store);
   snprintf(line, sizeof line, "%.64s\n%08" PRIx32 "\n", version, crc);
-  (void)policy_store_put_as(dir, key, "", line, 74, err, sizeof err); /* best effort */
+  return policy_store_put_as(dir, key, "", line, 74, err, sizeof err) == 0; /* best effort */
 }
 
 /* The tree yaml.c would have built, from the canonical JSON's values:
@@ -472,6 +490,7 @@ static char *map_file(const char *path, size_t max, size_t *len, int *own) {
   void *at = MAP_FAILED;
   if (fstat(fd, &st) == 0 && st.st_size > 0 && (size_t)st.st_size <= max)
     at = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  if (at != MAP_FAILED) touch_if_stale(fd, &st);
   close(fd);
   if (at == MAP_FAILED) return NULL;
   *len = (size_t)st.st_size;
@@ -657,13 +676,14 @@ int compiled_cache_attach(const compiled_map *m, strategy *s, const char *store)
   return 1;
 }
 
-void compiled_cache_fill(strategy *s, const ynode *root, uint32_t canon_crc, size_t canon_len,
-                         const char *store, const cache_hints *hints) {
+int compiled_cache_fill(strategy *s, const ynode *root, uint32_t canon_crc, size_t canon_len,
+                        const char *store, const cache_hints *hints) {
   /* A store this process cannot write (another user's, read-only): then
    * compiling everything now would be work for nothing, every time. */
   char dir[4400];
   snprintf(dir, sizeof dir, "%s/compiled", store);
-  if (access(dir, W_OK) != 0 && (errno != ENOENT || access(store, W_OK) != 0)) return;
+  if (access(dir, W_OK) != 0 && (errno != ENOENT || access(store, W_OK) != 0)) return 0;
+  int wrote = 0;
   const uint32_t n = s->nlets + s->nrules;
   arena why_mem;
   arena_init(&why_mem, NULL, 0, 0);
@@ -721,8 +741,220 @@ void compiled_cache_fill(strategy *s, const ynode *root, uint32_t canon_crc, siz
     memcpy(out.data + 16, &crc, 4);
     char name[128], err[256];
     compiled_name(name, sizeof name, s->version);
-    (void)policy_store_put_as(dir, name, "", out.data, out.len, err, sizeof err); /* best effort */
+    wrote = policy_store_put_as(dir, name, "", out.data, out.len, err, sizeof err) == 0;
   }
   json_buf_free(&out);
   arena_free(&why_mem);
+  return wrote;
+}
+
+/* ---- keeping the store small ----
+ *
+ * parsed/ and compiled/ are caches: everything in them can be made again,
+ * from the strategy files and the stored forms, by one parse or one
+ * compile. They grow with every edit (a parsed/ entry per edited file, a
+ * compiled/ file of ~100 KB per strategy version) and every verdict build
+ * (compiled/ files are per build), so a user editing policies under an
+ * agent's hook all day, or rebuilding verdict, would pile up megabytes. The
+ * stored forms themselves (<store>/<version>.json) and models/ are the
+ * record replay needs: they are never removed here.
+ *
+ * When: by a load that has just written an entry to either cache, once at
+ * its end (policy_store_tidy), so the usual call — which finds everything and
+ * writes nothing — never lists a folder. The store grows only by such
+ * writes, so it is checked exactly when it may have grown.
+ *
+ * Use: a file's modification time. It is set when the file is written and
+ * brought up to date when a load uses a file whose time is more than an
+ * hour old (read_small, map_file: one futimens per file per hour at most,
+ * on a descriptor already open; the hot path writes nothing else). The
+ * access time would need no write but is not kept on most mounts
+ * (relatime, noatime).
+ *
+ * What goes, in this order:
+ *  - a temporary file left by a writer that died (".NAME.XXXXXX", not
+ *    changed for an hour: a live writer renames its file within a second);
+ *  - a compiled/ file of another build not used for a day: that build has
+ *    been replaced (a rebuild makes a new fingerprint) or is not in use; one
+ *    used daily (a second verdict beside this one) keeps its files;
+ *  - any entry not used for 30 days;
+ *  - then, beyond 64 files or 16 MiB in compiled/ (1024 entries in parsed/),
+ *    the least recently used, other builds' files first. 64 files of ~125
+ *    KB (8 MB) hold a dozen bundles of five strategies for two builds; a
+ *    parsed/ entry is 74 bytes, a disk block, so 1024 are a few MB.
+ * Never the entries the load that tidies has just used: its files' parsed/
+ * keys and its strategy versions' compiled/ files of this build, which would
+ * only be written again by the next call. Names this code does not write
+ * are left alone.
+ *
+ * Safe beside other processes: a file is only ever unlinked, never
+ * truncated or rewritten in place. A reader that has the file mapped or
+ * open keeps reading it (Linux keeps an unlinked file's pages until the
+ * last reference goes); one that comes after finds no file and compiles or
+ * parses, as on a first load, writing the file again. Writers write a
+ * temporary file and rename it, so a file being written is never seen
+ * under its name, and its temporary name is left alone for an hour. Two
+ * processes tidying at once unlink the same names; the second's unlink
+ * fails and is ignored. A writer renaming a fresh file over a name just
+ * chosen for removal loses that file: the next load writes it again. */
+
+#define TIDY_TEMP_AGE 3600
+#define TIDY_OTHER_BUILD_AGE (24 * 3600)
+#define TIDY_UNUSED_AGE (30 * 24 * 3600)
+#define TIDY_COMPILED_FILES 64
+#define TIDY_COMPILED_BYTES (16u << 20)
+#define TIDY_PARSED_FILES 1024
+
+typedef struct tidy_file {
+  char name[160];
+  time_t mtime;
+  uint64_t bytes;
+  int other; /* 1: a compiled/ file of another build */
+} tidy_file;
+
+static int is_hex(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+  return 1;
+}
+
+/* What a compiled/ or parsed/ name is: 1 an entry (*other set for a
+ * compiled/ file of another build), 2 a writer's temporary file, 0 a name
+ * this code does not write. */
+static int tidy_kind(const char *name, int compiled, const char *fingerprint, int *other) {
+  size_t n = strlen(name);
+  int temp = 0;
+  char base[160];
+  if (name[0] == '.') { /* ".NAME.XXXXXX" (policy_store_put_as) */
+    if (n < 9 || n - 8 >= sizeof base || name[n - 7] != '.') return 0;
+    memcpy(base, name + 1, n - 8);
+    base[n - 8] = '\0';
+    name = base;
+    n -= 8;
+    temp = 1;
+  }
+  if (n < 64 || !is_hex(name, 64)) return 0;
+  if (!compiled) return n == 64 ? 1 + temp : 0;
+  if (n < 66 || name[64] != '-') return 0;
+  *other = strcmp(name + 65, fingerprint) != 0;
+  return 1 + temp;
+}
+
+static int by_eviction(const void *pa, const void *pb) {
+  const tidy_file *a = pa, *b = pb;
+  if (a->other != b->other) return b->other - a->other; /* other builds' first */
+  return (a->mtime > b->mtime) - (a->mtime < b->mtime); /* then the least recently used */
+}
+
+static int kept(const char *name, const char *const *keep, size_t nkeep) {
+  for (size_t i = 0; i < nkeep; i++)
+    if (strcmp(name, keep[i]) == 0) return 1;
+  return 0;
+}
+
+/* Tidies one folder of store (compiled/ or parsed/): removes what the
+ * rules above say (everything, with POLICY_STORE_ALL; nothing, only
+ * counting, with POLICY_STORE_DRY) and adds what it found to *st. */
+static void tidy_dir(const char *store, int compiled, const char *const *keep, size_t nkeep,
+                     unsigned flags, time_t now, policy_store_stats *st) {
+  char dir[4400], path[4400 + 258];
+  snprintf(dir, sizeof dir, "%s/%s", store, compiled ? "compiled" : "parsed");
+  DIR *dh = opendir(dir);
+  if (!dh) return;
+  const char *fp = expr_image_fingerprint();
+  const int all = (flags & POLICY_STORE_ALL) != 0, dry = (flags & POLICY_STORE_DRY) != 0;
+  tidy_file *files = NULL;
+  size_t n = 0, cap = 0;
+  uint64_t count = 0, bytes = 0, other_count = 0, other_bytes = 0, gone = 0, gone_bytes = 0;
+  struct dirent *de;
+  while ((de = readdir(dh))) {
+    int other = 0, kind = strlen(de->d_name) < sizeof files->name
+                              ? tidy_kind(de->d_name, compiled, fp, &other)
+                              : 0;
+    struct stat sb;
+    if (!kind || fstatat(dirfd(dh), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(sb.st_mode))
+      continue;
+    const time_t age = now - sb.st_mtim.tv_sec;
+    const int keep_it = kind == 1 && kept(de->d_name, keep, nkeep);
+    const int go = kind == 2 ? age > TIDY_TEMP_AGE
+                             : !keep_it && (all || (other && age > TIDY_OTHER_BUILD_AGE) ||
+                                            age > TIDY_UNUSED_AGE);
+    if (kind == 2 && !go) continue; /* being written */
+    if (go) {
+      other_count += kind == 1 && other;
+      other_bytes += kind == 1 && other ? (uint64_t)sb.st_size : 0;
+      snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+      if (dry || unlink(path) == 0) {
+        gone++;
+        gone_bytes += (uint64_t)sb.st_size;
+      }
+      continue;
+    }
+    count++;
+    bytes += (uint64_t)sb.st_size;
+    other_count += other;
+    other_bytes += other ? (uint64_t)sb.st_size : 0;
+    if (keep_it) continue; /* counted, never evicted */
+    if (n == cap) {
+      size_t nc = cap ? 2 * cap : 64;
+      tidy_file *nf = realloc(files, nc * sizeof *nf);
+      if (!nf) break; /* tidied less, this time */
+      files = nf;
+      cap = nc;
+    }
+    tidy_file *f = &files[n++];
+    memcpy(f->name, de->d_name, strlen(de->d_name) + 1); /* shorter than name: above */
+    f->mtime = sb.st_mtim.tv_sec;
+    f->bytes = (uint64_t)sb.st_size;
+    f->other = other;
+  }
+  closedir(dh);
+  const uint64_t max_files = compiled ? TIDY_COMPILED_FILES : TIDY_PARSED_FILES;
+  const uint64_t max_bytes = compiled ? TIDY_COMPILED_BYTES : UINT64_MAX;
+  if (n > 1) qsort(files, n, sizeof *files, by_eviction);
+  size_t first = 0; /* files[first..n) stay */
+  for (; first < n && (count > max_files || bytes > max_bytes); first++) {
+    snprintf(path, sizeof path, "%s/%s", dir, files[first].name);
+    if (!dry && unlink(path) != 0) continue;
+    count--;
+    bytes -= files[first].bytes;
+    gone++;
+    gone_bytes += files[first].bytes;
+  }
+  free(files);
+  if (compiled) {
+    st->compiled += count;
+    st->compiled_bytes += bytes;
+    st->compiled_other += other_count;
+    st->compiled_other_bytes += other_bytes;
+    st->compiled_removed += gone;
+    st->compiled_removed_bytes += gone_bytes;
+  } else {
+    st->parsed += count;
+    st->parsed_bytes += bytes;
+    st->parsed_removed += gone;
+    st->parsed_removed_bytes += gone_bytes;
+  }
+}
+
+void policy_store_tidy(const char *store, const char *const *keys, size_t nkeys,
+                       const policy_bundle *b, unsigned flags, policy_store_stats *st) {
+  memset(st, 0, sizeof *st);
+  if (!store || !*store) return;
+  const time_t now = time(NULL);
+  tidy_dir(store, 0, keys, nkeys, flags, now, st);
+  /* this load's strategies, by their compiled/ names */
+  const uint32_t ns = b ? b->nstrategies : 0;
+  char(*names)[160] = ns ? malloc(ns * sizeof *names) : NULL;
+  const char **keep = ns ? malloc(ns * sizeof *keep) : NULL;
+  size_t nkeep = 0;
+  for (uint32_t i = 0; names && keep && i < ns; i++) {
+    compiled_name(names[i], sizeof names[i], b->strategies[i].version);
+    keep[nkeep++] = names[i];
+  }
+  if (nkeep == ns) /* else out of memory: not knowing what to keep, nothing goes */
+    tidy_dir(store, 1, keep, nkeep, flags, now, st);
+  free(names);
+  free(keep);
 }

@@ -176,8 +176,9 @@ void parse_cache_key(const char *path, const struct stat *st, char key[65]);
  * know the key. */
 char *parse_cache_get(const char *store, const char *key, char version[65], size_t *len,
                       uint32_t *crc);
-/* Remembers that key compiled to version (best effort). */
-void parse_cache_put(const char *store, const char *key, const char *version);
+/* Remembers that key compiled to version (best effort); 1 when the entry
+ * was written (or found whole), 0 when not. */
+int parse_cache_put(const char *store, const char *key, const char *version);
 /* The options a lazy let or rule is compiled with (strategy.c): what its
  * image must be read back with (cache.c). */
 extern const expr_opts STRATEGY_EXPR_OPTS_LATER;
@@ -221,12 +222,11 @@ void compiled_cache_drop(const char *store, const char *version);
 /* Compiles every let and rule of the lazy strategy s now (as on first use)
  * and writes their images, root (the tree s was compiled from) and the
  * hints as s's compiled/ entry (best effort; nothing at all when the store
- * cannot be written). */
-void compiled_cache_fill(strategy *s, const ynode *root, uint32_t canon_crc, size_t canon_len,
-                         const char *store, const cache_hints *hints);
+ * cannot be written). 1 when the file was written, else 0. */
+int compiled_cache_fill(strategy *s, const ynode *root, uint32_t canon_crc, size_t canon_len,
+                        const char *store, const cache_hints *hints);
 /* Unmaps what compiled_cache_open mapped for b. */
 void compiled_cache_release(policy_bundle *b);
-
 /* ---- models.c ---- */
 /* Loads the models the bundle's strategies name (models_dir/NAME.json and
  * its feature spec), checks each against its strategy's fallback settings,

@@ -222,6 +222,12 @@ int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bun
 /* One strategy from text (tests, tools): file names the source in messages. */
 int policy_bundle_from_text(const char *file, const char *text, size_t len, policy_bundle **out,
                             policy_diags *diags);
+/* One strategy from its stored form (the version store's <version>.json,
+ * replay): the same bundle policy_bundle_from_text makes of that text, its
+ * version the SHA-256 of the text, loaded several times faster when the
+ * text is a canonical form (the inline tests are then not kept). */
+int policy_bundle_from_stored(const char *file, const char *text, size_t len, policy_bundle **out,
+                              policy_diags *diags);
 /* Loads the model and feature spec of strategy si's fallback from the given
  * files (replay: the versions a snapshot names, from the version store).
  * Returns 0, or -1 with errors in d. */
@@ -233,6 +239,26 @@ int policy_bundle_from_text_opts(const char *file, const char *text, size_t len,
                                  const policy_load_opts *opts, policy_bundle **out,
                                  policy_diags *diags);
 void policy_bundle_free(policy_bundle *b);
+
+/* The version store's caches: removes from store's parsed/ and compiled/
+ * what will likely not be used again (cache.c, "keeping the store small",
+ * has the rule), keeping the parsed/ entries named by keys and the
+ * compiled/ files of b's strategy versions for this build (b may be NULL).
+ * A load that writes to the caches calls it; `verdict store` too. Never
+ * touches the stored forms or models/. POLICY_STORE_ALL: every parsed/ and
+ * compiled/ entry but those kept goes; POLICY_STORE_DRY: nothing is
+ * removed, only counted. *st: what is left and what went (or would go). */
+#define POLICY_STORE_ALL 1u
+#define POLICY_STORE_DRY 2u
+typedef struct policy_store_stats {
+  uint64_t parsed, parsed_bytes;                     /* parsed/ entries left */
+  uint64_t compiled, compiled_bytes;                 /* compiled/ files left, all builds */
+  uint64_t compiled_other, compiled_other_bytes;     /* other builds' files found */
+  uint64_t parsed_removed, parsed_removed_bytes;     /* what went (or would go), */
+  uint64_t compiled_removed, compiled_removed_bytes; /* leftover temporary files included */
+} policy_store_stats;
+void policy_store_tidy(const char *store, const char *const *keys, size_t nkeys,
+                       const policy_bundle *b, unsigned flags, policy_store_stats *st);
 
 /* The strategy serving a decision point, or NULL. */
 const strategy *policy_bundle_find(const policy_bundle *b, const char *point, size_t len);

@@ -8,9 +8,10 @@
  * (engine_decide_json_at), with the recorded clock reading as request.time
  * and the limits the recorded decision ran under. The bundle is either the
  * recorded strategy version, loaded from the content-addressed store
- * (<store>/<version>.json, which holds the strategy's canonical form — JSON,
- * hence YAML, so policy_bundle_from_text loads it) and cached by version, or
- * the candidate bundle of opts->policy_dir, loaded once.
+ * (<store>/<version>.json, which holds the strategy's canonical form: JSON,
+ * read by policy_bundle_from_stored with verdict's JSON reader, or as YAML
+ * when it is not canonical) and cached by version, or the candidate bundle
+ * of opts->policy_dir, loaded once.
  *
  * A stored version must load back to the same version: if the canonical
  * form did not hash to its own name the replay would run some other policy
@@ -52,6 +53,8 @@ typedef struct replayer {
   char *store; /* where recorded versions are read from */
   version_entry *versions;
   size_t nversions, cap;
+  uint32_t *slots;     /* versions by hash (entry_hash): index + 1, 0 empty */
+  size_t nslots;       /* a power of two, at least twice nversions */
   version_entry *last; /* the version the previous snapshot used */
   version_entry candidate;
   arena mem; /* per snapshot: the parsed members and strings handed out */
@@ -139,18 +142,26 @@ static void version_load(replayer *rp, version_entry *v) {
   size_t len;
   v->text = read_whole(path, &len);
   if (!v->text) {
-    char buf[4400];
-    snprintf(buf, sizeof buf,
-             "policy version %.12s… is not in the version store (%s: %s); it is kept there by "
-             "the engine that recorded the snapshot unless it ran with no store",
-             v->version, path, strerror(errno));
-    v->error = strdup(buf);
+    if (asprintf(&v->error,
+                 "policy version %.12s… is not in the version store (%s: %s); it is kept there "
+                 "by the engine that recorded the snapshot unless it ran with no store: give that "
+                 "engine's store with --store DIR, or replay against a bundle with --policy DIR",
+                 v->version, path, strerror(errno)) < 0)
+      v->error = NULL;
     return;
   }
   policy_diags dg;
   memset(&dg, 0, sizeof dg);
-  if (policy_bundle_from_text(path, v->text, len, &v->bundle, &dg) != 0 || !v->bundle) {
-    v->error = diags_message(path, &dg);
+  if (policy_bundle_from_stored(path, v->text, len, &v->bundle, &dg) != 0 || !v->bundle) {
+    /* it loaded when the decision was made: the file is not what was written */
+    char *m = diags_message(path, &dg);
+    if (m && asprintf(&v->error,
+                      "%s; the stored version was damaged since it was written: restore it from a "
+                      "copy of the store, or remove it and load the strategy file that made it "
+                      "once with `verdict decide` (which writes it again)",
+                      m) < 0)
+      v->error = NULL;
+    free(m);
     policy_diags_free(&dg);
     policy_bundle_free(v->bundle);
     v->bundle = NULL;
@@ -158,12 +169,14 @@ static void version_load(replayer *rp, version_entry *v) {
   }
   policy_diags_free(&dg);
   if (v->bundle->nstrategies != 1 || strcmp(v->bundle->strategies[0].version, v->version) != 0) {
-    char buf[4400];
-    snprintf(buf, sizeof buf,
-             "%s loads as version %.12s…, not as the version its name says: replaying under it "
-             "would not be replaying the recorded policy",
-             path, v->bundle->nstrategies ? v->bundle->strategies[0].version : "(none)");
-    v->error = strdup(buf);
+    if (asprintf(&v->error,
+                 "%s loads as version %.12s…, not as the version its name says: replaying under "
+                 "it would not be replaying the recorded policy; the file was changed or damaged "
+                 "since it was written: restore it from a copy of the store, or remove it and "
+                 "load the strategy file that made it once with `verdict decide` (which writes "
+                 "it again)",
+                 path, v->bundle->nstrategies ? v->bundle->strategies[0].version : "(none)") < 0)
+      v->error = NULL;
     policy_bundle_free(v->bundle);
     v->bundle = NULL;
     return;
@@ -195,17 +208,45 @@ static int entry_is(const version_entry *v, const char *ver, size_t n, const cha
          !strcmp(v->features, fv);
 }
 
+/* A log that spans many policy edits names many versions, and traffic to
+ * several strategies alternates between them: a version is found by hash,
+ * not by a scan of every version loaded (which made a replay quadratic in
+ * the number of versions). The versions are hex digests: their first 16
+ * characters are hash enough, with the model's and the spec's. */
+static size_t entry_hash(const char *ver, size_t n, const char *mv, const char *fv) {
+  uint64_t h = 1469598103934665603u;
+  for (size_t i = 0; i < n && i < 16; i++) h = (h ^ (unsigned char)ver[i]) * 1099511628211u;
+  for (size_t i = 0; mv[i] && i < 8; i++) h = (h ^ (unsigned char)mv[i]) * 1099511628211u;
+  for (size_t i = 0; fv[i] && i < 8; i++) h = (h ^ (unsigned char)fv[i]) * 1099511628211u;
+  return (size_t)(h ^ (h >> 29));
+}
+
+static void slots_put(replayer *rp, size_t index) {
+  const version_entry *v = &rp->versions[index];
+  size_t i = entry_hash(v->version, strlen(v->version), v->model, v->features);
+  while (rp->slots[i & (rp->nslots - 1)]) i++;
+  rp->slots[i & (rp->nslots - 1)] = (uint32_t)index + 1;
+}
+
 static version_entry *version_get(replayer *rp, const char *ver, size_t n, const char *mv,
                                   const char *fv) {
   if (rp->last && entry_is(rp->last, ver, n, mv, fv)) return rp->last;
-  for (size_t i = 0; i < rp->nversions; i++)
-    if (entry_is(&rp->versions[i], ver, n, mv, fv)) return rp->last = &rp->versions[i];
+  for (size_t i = rp->nslots ? entry_hash(ver, n, mv, fv) : 0; rp->nslots; i++) {
+    uint32_t at = rp->slots[i & (rp->nslots - 1)];
+    if (!at) break;
+    if (entry_is(&rp->versions[at - 1], ver, n, mv, fv)) return rp->last = &rp->versions[at - 1];
+  }
   if (rp->nversions == rp->cap) {
     size_t cap = rp->cap ? rp->cap * 2 : 8;
-    version_entry *nv = realloc(rp->versions, cap * sizeof *nv);
-    if (!nv) return NULL;
-    rp->versions = nv;
+    version_entry *nv = cap < UINT32_MAX ? realloc(rp->versions, cap * sizeof *nv) : NULL;
+    uint32_t *ns = nv ? calloc(2 * cap, sizeof *ns) : NULL;
+    if (nv) rp->versions = nv;
+    if (!ns) return NULL;
+    free(rp->slots);
+    rp->slots = ns;
+    rp->nslots = 2 * cap;
     rp->cap = cap;
+    for (size_t i = 0; i < rp->nversions; i++) slots_put(rp, i);
   }
   version_entry *v = &rp->versions[rp->nversions++];
   memset(v, 0, sizeof *v);
@@ -223,6 +264,7 @@ static version_entry *version_get(replayer *rp, const char *ver, size_t n, const
     v->version[64] = '\0';
     version_load(rp, v);
   }
+  slots_put(rp, (size_t)(v - rp->versions));
   rp->last = NULL; /* realloc may have moved the entries */
   return rp->last = v;
 }
@@ -844,6 +886,7 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
 static void replayer_free(replayer *rp) {
   for (size_t i = 0; i < rp->nversions; i++) entry_free(&rp->versions[i]);
   free(rp->versions);
+  free(rp->slots);
   entry_free(&rp->candidate);
   arena_free(&rp->mem);
   vd_decision_free(rp->d);
