@@ -560,7 +560,21 @@ static value limit_value(dctx *x, uint32_t i, limit_read *lr) {
   return lr->v;
 }
 
-/* `limits.NAME` (read only), or `limits` — every limit, read. */
+/* Whether the strategy has a let or a constant named `limits` (which
+ * `limits` then reads instead of the limits). */
+static int limits_shadowed(const dctx *x) {
+  const strategy *s = x->s;
+  if (x->names) return name_table_find(x->names, "limits", 6) != NULL;
+  for (uint32_t i = 0; i < s->nlets; i++)
+    if (s->lets[i].name_len == 6 && memcmp(s->lets[i].name, "limits", 6) == 0) return 1;
+  return s->constants.kind == V_MAP && value_map_get(&s->constants, "limits", 6) != NULL;
+}
+
+/* `limits` — every limit, read — or `limits.NAME`: that limit alone, read
+ * (policy programs ask for it as one name: the compiler's options claim
+ * `limits`, expr.h). `limits.NAME` is unbound (-1) when NAME is no limit of
+ * the strategy, or when `limits` is a let or a constant: the evaluator then
+ * reads `limits` and selects NAME, which says what is wrong. */
 static int limits_value(dctx *x, const char *name, size_t len, value *out) {
   const strategy *s = x->s;
   if (len == 6) {
@@ -578,16 +592,13 @@ static int limits_value(dctx *x, const char *name, size_t len, value *out) {
   }
   const char *nm = name + 7;
   size_t nl = len - 7;
-  const char *dot = memchr(nm, '.', nl);
-  if (dot) return -1; /* limits.NAME.field: the evaluator asks for limits.NAME next */
+  if (memchr(nm, '.', nl) || limits_shadowed(x)) return -1; /* limits.NAME.field: NAME next */
   for (uint32_t i = 0; i < s->nlimits; i++)
     if (s->limits[i].name_len == nl && memcmp(s->limits[i].name, nm, nl) == 0) {
       *out = limit_value(x, i, limit_take(x, i, false));
       return 0;
     }
-  *out =
-      value_errorf(x->ectx.arena, "no limit named '%.*s' in strategy '%s'", (int)nl, nm, s->name);
-  return 0;
+  return -1;
 }
 
 /* A limit's `when` and `charge`: 1 when `when` is false (the limit is
@@ -745,8 +756,10 @@ static int resolve_request(dctx *x, const char *name, size_t len, value *out) {
     *out = model_value(x);
     return 0;
   }
-  if (x->s->nlimits && len >= 6 && memcmp(name, "limits", 6) == 0 && (len == 6 || name[6] == '.'))
-    return limits_value(x, name, len, out);
+  if (len >= 6 && memcmp(name, "limits", 6) == 0 && (len == 6 || name[6] == '.')) {
+    if (x->s->nlimits) return limits_value(x, name, len, out);
+    if (len > 6) return -1; /* no limits: `limits` is an ordinary name, its fields fields */
+  }
   const value *f = context_field(&x->req->context, name, len);
   if (f) {
     *out = *f;

@@ -402,6 +402,47 @@ static uint32_t emit_select_rest(compiler *c, uint32_t node, const ast *const *c
   return node;
 }
 
+/* Whether `name` is a variable the caller claims (expr_opts.claimed). */
+static int claimed(const compiler *c, const char *name, size_t len) {
+  if (!c->opts || !c->opts->simple_names || (c->opts->container && *c->opts->container)) return 0;
+  for (size_t i = 0; i < c->opts->nclaimed; i++)
+    if (strlen(c->opts->claimed[i]) == len && memcmp(c->opts->claimed[i], name, len) == 0) return 1;
+  return 0;
+}
+
+/* `R.F` for a claimed R: a qualified name whose candidates are "R.F", then
+ * R with F selected (or, with `test`, has(R.F): flags PQVAR_HAS). */
+static uint32_t emit_claimed(compiler *c, const ast *root, const ast *field, int test) {
+  uint32_t pos = root->pos;
+  const ast *comps[2] = {root, field};
+  char buf[1024];
+  size_t l = join_name(buf, sizeof buf, NULL, 0, comps, 2);
+  if (!l) {
+    fail_at(c, pos, "name is too long");
+    return NONE;
+  }
+  pcand *cands = arena_alloc(c->mem, 2 * sizeof *cands);
+  value *cv = arena_alloc(c->mem, 2 * sizeof *cv);
+  const char *dotted = own_str(c, buf, l, pos);
+  const char *r = own_str(c, root->name, root->name_len, pos);
+  const char *f = own_str(c, field->name, field->name_len, pos);
+  if (!cands || !cv || !dotted || !r || !f) {
+    if (!c->failed) fail_nomem(c, pos);
+    return NONE;
+  }
+  cv[0] = value_str(r, root->name_len);
+  cv[1] = value_str(f, field->name_len);
+  cands[0] = (pcand){dotted, (uint32_t)l, 2};
+  cands[1] = (pcand){r, root->name_len, 1};
+  /* unbound altogether: the message names the root, as a plain variable's does */
+  pqual q = {
+      .full = r, .full_len = root->name_len, .comps = cv, .ncomp = 2, .ncand = 2, .cands = cands};
+  if (vec_push(c, &c->quals, &q, sizeof q)) return NONE;
+  uint32_t node = emit(c, OP_QVAR, pos, NULL, 0, c->quals.n - 1, value_null());
+  if (node != NONE && test) NODES(c)[node].flags = PQVAR_HAS;
+  return node;
+}
+
 /* A name or chain comps[0..k) whose root is not a comprehension variable. */
 static uint32_t compile_name(compiler *c, const ast *const *comps, uint32_t k) {
   const char *container = c->opts ? c->opts->container : NULL;
@@ -435,6 +476,9 @@ static uint32_t compile_name(compiler *c, const ast *const *comps, uint32_t k) {
     fail_at(c, pos, "undeclared reference to '%.*s'", (int)full_len, buf);
     return NONE;
   }
+
+  if (k >= 2 && claimed(c, comps[0]->name, comps[0]->name_len)) /* R.F, then fields */
+    return emit_select_rest(c, emit_claimed(c, comps[0], comps[1], 0), comps, 2, k);
 
   if ((k == 1 || (c->opts && c->opts->simple_names)) && nprefix == 1) {
     /* One variable, then plain field selections: no dotted-name candidates. */
@@ -1073,6 +1117,10 @@ static uint32_t compile_select(compiler *c, const ast *e, mark m) {
       return emit_select_rest(c, node, comps, 1, k);
     }
   }
+  if (e->test_only && e->target->kind == A_IDENT &&
+      !scope_find(c, e->target->name, e->target->name_len) &&
+      claimed(c, e->target->name, e->target->name_len))
+    return emit_claimed(c, e->target, e, 1); /* has(R.F) */
   uint32_t t = compile(c, e->target);
   if (t == NONE) return NONE;
   const char *s = own_str(c, e->name, e->name_len, e->pos);

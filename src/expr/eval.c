@@ -144,6 +144,27 @@ static inline value eval_qvar(est *s, const pqual *q) {
   return qvar_unbound(s, q);
 }
 
+/* has() of a qualified name (PQVAR_HAS): a bound candidate that covers
+ * every component answers true (the caller binds it only when the field is
+ * there: expr_opts.claimed); otherwise the last component is tested on what
+ * the bound candidate selects, as OP_HAS tests it. */
+NOINLINE static value eval_qvar_has(est *s, const pqual *q) {
+  for (uint32_t c = 0; c < q->ncand; c++) {
+    const pcand *cand = &q->cands[c];
+    value v;
+    if (!lookup(s, cand->name, cand->len, &v)) continue;
+    if (cand->used >= q->ncomp) return value_bool(1);
+    for (uint32_t j = cand->used; j + 1 < q->ncomp && v.kind != V_ERROR; j++)
+      v = select_field(s, &v, &q->comps[j]);
+    const value *f = &q->comps[q->ncomp - 1];
+    if (v.kind == V_MAP) return value_bool(map_get_str(&v, f->s, f->n) != NULL);
+    if (v.kind == V_ERROR) return v;
+    return value_errorf(s->ctx->arena, "has(): type '%s' does not support field selection",
+                        kname(&v));
+  }
+  return qvar_unbound(s, q);
+}
+
 /* ---- index and membership ---- */
 
 NOINLINE static value eval_index(est *s, const value *c, const value *k) {
@@ -757,7 +778,10 @@ OPFN op_var(est *s, const pnode *n) {
   return value_error_lazy(VE_UNDECLARED, n->k.s, n->k.n);
 }
 
-OPFN op_qvar(est *s, const pnode *n) { return eval_qvar(s, &s->p->quals[n->aux]); }
+OPFN op_qvar(est *s, const pnode *n) {
+  const pqual *q = &s->p->quals[n->aux];
+  return n->flags & PQVAR_HAS ? eval_qvar_has(s, q) : eval_qvar(s, q);
+}
 
 OPFN op_slot(est *s, const pnode *n) { return s->slots[n->aux]; }
 
@@ -969,6 +993,7 @@ static inline __attribute__((always_inline)) value evk(est *s, uint32_t i) {
       return op_var(s, n); /* unbound: a type name or an error */
     }
     case OP_QVAR:
+      if (n->flags & PQVAR_HAS) return op_qvar(s, n);
       return eval_qvar(s, &s->p->quals[n->aux]);
     case OP_EQ_CONST:
     case OP_NE_CONST:

@@ -44,6 +44,15 @@ typedef struct expr_opts {
    * (faster; what the policy engine uses). CEL's default is to try the
    * longest bound dotted prefix first ("a.b.c", then "a.b", then "a"). */
   int simple_names;
+  /* With simple_names: variables some of whose fields the caller binds as
+   * dotted names of their own (the engine claims `limits`, and answers
+   * "limits.NAME" by reading that one limit rather than all of them). For a
+   * claimed R, `R.F` (then any further fields) and `has(R.F)` ask for "R.F"
+   * first and, when it is unbound, read R and select or test F, as without
+   * the claim. A bound "R.F" must be what R's field F would be: has(R.F) is
+   * true when it is bound. `R` alone, `R[x]` and macros over R read R. */
+  const char *const *claimed;
+  size_t nclaimed;
   /* For a program evaluated by one thread only: work a built-in may leave
    * for its first call (compiling a constant regex pattern with PCRE2) is
    * left until then, so a program whose regex never runs never pays for it,

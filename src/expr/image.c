@@ -57,8 +57,9 @@
 #include "expr/litset.h"
 #include "expr/program.h"
 
-/* Bump whenever what is written, or what it means, changes. */
-#define IMAGE_LAYOUT 1
+/* Bump whenever what is written, or what it means, changes (2: a
+ * qualified name's node may carry PQVAR_HAS). */
+#define IMAGE_LAYOUT 2
 
 #define MAX_DEPTH 1024      /* nesting of nodes */
 #define MAX_VALUE_DEPTH 512 /* nesting of constant values */
@@ -436,7 +437,7 @@ static int node_ok(const pnode *n, const expr_program *p, uint32_t nquals, uint3
     case OP_VAR:
       return is_str(&n->k) && n->aux <= (uint32_t)V_TYPE + 1;
     case OP_QVAR:
-      return n->aux < nquals;
+      return n->aux < nquals && n->flags <= PQVAR_HAS;
     case OP_SLOT:
     case OP_BIND:
       return n->aux < p->nslots;

@@ -25,7 +25,7 @@
 typedef enum opcode {
   OP_CONST,  /* k */
   OP_VAR,    /* variable named k; aux: type kind to fall back on (+1), 0 = none */
-  OP_QVAR,   /* qualified name: quals[aux] */
+  OP_QVAR,   /* qualified name: quals[aux]; flags PQVAR_HAS: has() of its last component */
   OP_SLOT,   /* comprehension / bind / block slot aux */
   OP_SELECT, /* kid0.k (k is the field name) */
   OP_HAS,    /* has(kid0.k) */
@@ -87,6 +87,11 @@ typedef value (*pnode_fn)(struct est *s, const pnode *n);
 /* OP_CALL flags: the call's result may be kept for the next call of the
  * same built-in on the same string (eval_ctx.memo). */
 #define PCALL_MEMO 0x01
+
+/* OP_QVAR flags: has(a.b) rather than a.b — true when a candidate that
+ * covers every component is bound, else the last component is tested on
+ * what the bound candidate selects (expr_opts.claimed). */
+#define PQVAR_HAS 0x01
 
 struct pnode {
   uint8_t op;

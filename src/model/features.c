@@ -280,7 +280,9 @@ struct feature_spec {
   uint32_t *name_at;
 };
 
-static const expr_opts EXPR_OPTS = {.simple_names = 1};
+/* as a strategy's rules compile: `limits.NAME` reads that limit alone */
+static const char *const CLAIMED[] = {"limits"};
+static const expr_opts EXPR_OPTS = {.simple_names = 1, .claimed = CLAIMED, .nclaimed = 1};
 
 static int is_key(const ynode *k, const char *s) {
   return k->kind == N_SCALAR && k->len == strlen(s) && memcmp(k->text, s, k->len) == 0;

@@ -422,12 +422,16 @@ static void bare_message(const char *m, char *out, size_t cap) {
  * fields selected (no variable name holds a dot: context fields are
  * top-level names), so names resolve at compile time. The rule index
  * (index.c) resolves paths the same way. */
-static const expr_opts EXPR_OPTS = {.simple_names = 1};
+/* `limits.NAME` is one name the engine answers by reading that limit alone
+ * (expr_opts.claimed), not `limits` (every limit) with NAME selected. */
+static const char *const CLAIMED[] = {"limits"};
+static const expr_opts EXPR_OPTS = {.simple_names = 1, .claimed = CLAIMED, .nclaimed = 1};
 /* The same for compiling on first use: one thread, so a regex is compiled
  * on its first match (a program reached only for a rule that never gets to
  * its `matches` never pays for it) and JIT-compiled only once it has run a
  * few dozen times (expr_opts.defer_jit). */
-const expr_opts STRATEGY_EXPR_OPTS_LATER = {.simple_names = 1, .defer_jit = 1};
+const expr_opts STRATEGY_EXPR_OPTS_LATER = {
+    .simple_names = 1, .claimed = CLAIMED, .nclaimed = 1, .defer_jit = 1};
 #define EXPR_OPTS_LATER STRATEGY_EXPR_OPTS_LATER
 
 /* ---- constants, inlined ----

@@ -33,6 +33,14 @@ static value bindings;
 static int lookup(void *user, const char *name, size_t len, value *out) {
   (void)user;
   const value *m = &bindings;
+  /* "m.F" for the claimed `m` (expr_opts.claimed): m's field F, when it has one */
+  if (len > 2 && name[0] == 'm' && name[1] == '.') {
+    const value *mv = value_map_get(m, "m", 1);
+    const value *f = mv ? value_map_get(mv, name + 2, len - 2) : NULL;
+    if (!f) return -1;
+    *out = *f;
+    return 0;
+  }
   for (uint32_t i = 0; i < m->n; i++) {
     const value *k = &m->entries[i].key;
     if (k->n == len && memcmp(k->s, name, len) == 0) {
@@ -62,6 +70,9 @@ static void run(const char *src, size_t len, int simple) {
   expr_opts o;
   memset(&o, 0, sizeof o);
   o.simple_names = simple;
+  static const char *const claimed[] = {"m", "context"}; /* "context.F" is never bound */
+  o.claimed = claimed;
+  o.nclaimed = 2;
   expr_program *p = NULL;
   expr_error err;
   memset(&err, 0, sizeof err);

@@ -139,7 +139,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t len = nul ? (size_t)(nul - data) : size;
   const uint8_t *damage = nul ? nul + 1 : NULL;
   size_t ndamage = nul ? size - len - 1 : 0;
-  static const expr_opts engine = {.simple_names = 1, .defer_jit = 1}, defaults = {0};
+  static const char *const claimed[] = {"ctx"}; /* as the engine claims `limits` */
+  static const expr_opts engine = {.simple_names = 1,
+                                   .claimed = claimed,
+                                   .nclaimed = 1,
+                                   .defer_jit = 1},
+                         defaults = {0};
   run((const char *)data, len, damage, ndamage, &engine);
   run((const char *)data, len, damage, ndamage, &defaults);
   return 0;
