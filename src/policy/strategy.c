@@ -1341,9 +1341,22 @@ static int want_duration(cc *c, const ynode *n, const char *key, int64_t *ns) {
   return 0;
 }
 
-static void parse_limits(cc *c, const ynode *n) {
+/* A limit's key, when and charge as parsed (parse_limits), for
+ * check_limit_reads once every limit is known. */
+typedef struct limit_info {
+  const ast *tree[3];
+  const ynode *node[3];
+} limit_info;
+
+static void parse_limits(cc *c, const ynode *n, limit_info **linfo) {
   strategy *s = c->s;
   if (want_map(c, n, "limits")) return;
+  limit_info *info = n->n ? arena_zalloc(c->scratch, n->n * sizeof *info) : NULL;
+  if (n->n && !info) {
+    nomem(c);
+    return;
+  }
+  *linfo = info;
   policy_limit *v = n->n ? arena_zalloc(c->mem, n->n * sizeof *v) : NULL;
   if (n->n && !v) {
     nomem(c);
@@ -1378,14 +1391,20 @@ static void parse_limits(cc *c, const ynode *n) {
     else {
       snprintf(sub, sizeof sub, "%s.key", path);
       pl->key = compile_expr(c, x, sub, &tree, NULL);
+      info[i].tree[0] = pl->key ? tree : NULL;
+      info[i].node[0] = x;
     }
     if ((x = get(l, "when"))) {
       snprintf(sub, sizeof sub, "%s.when", path);
       pl->when = compile_expr(c, x, sub, &tree, NULL);
+      info[i].tree[1] = pl->when ? tree : NULL;
+      info[i].node[1] = x;
     }
     if ((x = get(l, "charge"))) {
       snprintf(sub, sizeof sub, "%s.charge", path);
       pl->charge = compile_expr(c, x, sub, &tree, NULL);
+      info[i].tree[2] = pl->charge ? tree : NULL;
+      info[i].node[2] = x;
     }
     snprintf(sub, sizeof sub, "%s.window", path);
     if (!(x = get(l, "window")))
@@ -1691,7 +1710,8 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
 
   rule_info *rinfo = NULL;
   if ((x = get(root, "rules"))) parse_rules(&c, x, lets, &rinfo);
-  if ((x = get(root, "limits"))) parse_limits(&c, x);
+  limit_info *linfo = NULL;
+  if ((x = get(root, "limits"))) parse_limits(&c, x, &linfo);
   if (s->nlimits && !value_map_get(&s->constants, "limits", 6)) {
     int shadowed = 0;
     for (uint32_t i = 0; i < s->nlets; i++) shadowed |= !strcmp(s->lets[i].name, "limits");
@@ -1705,6 +1725,13 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
       snprintf(key, sizeof key, "let.%.128s", s->lets[i].name);
       if (lets[i].tree) check_limit_reads(&c, lets[i].tree, lets[i].node, key);
     }
+    static const char *const parts[3] = {"key", "when", "charge"};
+    for (uint32_t i = 0; !shadowed && linfo && i < s->nlimits; i++)
+      for (int k = 0; k < 3 && s->limits[i].name; k++) {
+        char key[192];
+        snprintf(key, sizeof key, "limits.%.160s.%s", s->limits[i].name, parts[k]);
+        if (linfo[i].tree[k]) check_limit_reads(&c, linfo[i].tree[k], linfo[i].node[k], key);
+      }
   }
 
   if ((x = get(root, "default"))) {

@@ -202,6 +202,16 @@ static void test_bad_limits(void) {
        "let: {busy: 'limits.y.exceeded'}\n"
        "rules: [{if: busy, action: block}]\n",
        "no limit named 'y'"},
+      /* another limit's key, when and charge are checked the same way */
+      {"limits: {x: {key: ip, window: 1m, budget: 1},"
+       " y: {key: ip, when: 'limits.xx.exceeded', window: 1m, budget: 1}}\n",
+       "no limit named 'xx'"},
+      {"limits: {x: {key: ip, window: 1m, budget: 1},"
+       " y: {key: ip, charge: '!limits.xy.exceeded', window: 1m, budget: 1}}\n",
+       "no limit named 'xy'"},
+      {"limits: {x: {key: ip, window: 1m, budget: 1},"
+       " y: {key: 'ip + string(limits.xz.count)', window: 1m, budget: 1}}\n",
+       "no limit named 'xz'"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char text[512];
