@@ -38,6 +38,7 @@
 #include "engine/names.h"
 #include "expr/expr.h"
 #include "model/model.h"
+#include "state/local_fast.h"
 
 enum { LET_TODO = 0, LET_BUSY, LET_DONE };
 
@@ -372,6 +373,12 @@ static inline __attribute__((always_inline)) int limit_key_direct(dctx *x, const
   return !(x->ectx.cost_limit && x->ectx.cost > x->ectx.cost_limit);
 }
 
+/* Whether the decision's store is a local one, whose keys start with a
+ * limit's id rather than its names (names.h). */
+static inline bool limit_head_id(const vd_decision *d) {
+  return d->state && state_local_only(d->state);
+}
+
 /* limit_take for keys other than a string with a prebuilt head: the head
  * built here, a number, bool or list written as text (key_text). */
 __attribute__((noinline)) static limit_read *limit_take_slow(dctx *x, uint32_t i, limit_read *lr,
@@ -382,17 +389,25 @@ __attribute__((noinline)) static limit_read *limit_take_slow(dctx *x, uint32_t i
   const limit_key *lk = x->refs ? &x->refs->limit_keys[i] : NULL;
   const char *why = NULL;
   char buf[600];
-  size_t hdr = lk && lk->prefix ? lk->prefix_len : strlen(s->name) + pl->name_len + 2, len = hdr;
-  if (lk && lk->prefix) {
-    memcpy(buf, lk->prefix, hdr);
-  } else if (hdr < 80) {
-    memcpy(buf, s->name, hdr - pl->name_len - 2);
-    buf[hdr - pl->name_len - 2] = '\x1f';
-    memcpy(buf + hdr - pl->name_len - 1, pl->name, pl->name_len);
-    buf[hdr - 1] = '\x1f';
-  } else {
+  size_t sn = strlen(s->name);
+  size_t hdr = lk && lk->prefix ? lk->prefix_len : sn + pl->name_len + 2;
+  if (hdr >= 80) {
     why = "the strategy and limit names are too long";
+  } else if (limit_head_id(d)) { /* a local store: the limit's id */
+    if (lk && lk->prefix)
+      memcpy(buf, lk->id, 8);
+    else
+      state_limit_id(s->name, sn, pl->name, pl->name_len, buf);
+    hdr = 8;
+  } else if (lk && lk->prefix) {
+    memcpy(buf, lk->prefix, hdr);
+  } else {
+    memcpy(buf, s->name, sn);
+    buf[sn] = '\x1f';
+    memcpy(buf + sn + 1, pl->name, pl->name_len);
+    buf[hdr - 1] = '\x1f';
   }
+  size_t len = hdr;
   if (why || key_text(k, buf, hdr + 512, &len, &why)) {
     lr->v = value_errorf(x->ectx.arena, "limit '%s': key: %s", pl->name, why ? why : "?");
     return lr;
@@ -421,7 +436,8 @@ static inline void key_copy(char *dst, const char *src, size_t n) {
 
 /* Each limit is read at most once a decision, so the readings come with a
  * room of this many bytes each for the store's key, which the usual key
- * (a strategy, a limit and an API key or an address) fits. */
+ * (a limit's head — its id, or its names for Redis — and an API key or an
+ * address) fits. */
 #define LIMIT_KEY_ROOM 64
 
 /* The decision's room for the readings and their keys made bigger (it is
@@ -449,7 +465,9 @@ static inline limit_read *limit_reads_get(dctx *x) {
   limit_read *r = d->limit_room_n >= s->nlimits ? d->limit_room : limit_room_grow(x);
   if (!r) return NULL;
   uint32_t n = s->nlimits;
-  for (uint32_t j = 0; j < n; j++) r[j].state = LIMIT_UNREAD;
+  r[0].state = LIMIT_UNREAD; /* n >= 1; the usual one or two without a loop */
+  if (n > 1) r[1].state = LIMIT_UNREAD;
+  for (uint32_t j = 2; j < n; j++) r[j].state = LIMIT_UNREAD;
   d->limit_reads = r;
   d->nlimit_reads = n;
   d->limits_of = s;
@@ -461,17 +479,21 @@ static inline char *limit_key_room(dctx *x, uint32_t i) {
   return (char *)(x->d->limit_reads + x->s->nlimits) + (size_t)i * LIMIT_KEY_ROOM;
 }
 
-/* The store's key for a limit and the caller k, a string: strategy, limit
- * and caller, built once, in the limit's key room p, or in the arena when
- * it does not fit (the snapshot's key is its tail). NULL out of memory. */
+/* The store's key for a limit and the caller k, a string: the limit's head
+ * (hdr bytes: its id for a local store, else "STRATEGY\x1fLIMIT\x1f"; names.h)
+ * and the caller, built once, in the limit's key room p, or in the arena
+ * when it does not fit (the snapshot's key is its tail). NULL out of
+ * memory. */
 static inline __attribute__((always_inline)) char *limit_store_key(dctx *x, char *p,
-                                                                   const limit_key *lk,
+                                                                   const char *head, size_t hdr,
                                                                    const value *k) {
-  size_t hdr = lk->prefix_len, len = hdr + k->n;
-  if (len >= LIMIT_KEY_ROOM && !(p = arena_alloc(&x->d->mem, len + 1))) return NULL;
-  key_copy(p, lk->prefix, hdr);
-  key_copy(p + hdr, k->s, k->n);
-  p[len] = '\0';
+  size_t len = hdr + k->n;
+  if (len > LIMIT_KEY_ROOM && !(p = arena_alloc(&x->d->mem, len))) return NULL;
+  if (hdr == 8) /* an id (or a head of 8 bytes): one word */
+    memcpy(p, head, 8);
+  else
+    key_copy(p, head, hdr);
+  key_copy(p + hdr, k->s, k->n); /* (no NUL: keys go with their lengths) */
   return p;
 }
 
@@ -493,10 +515,12 @@ __attribute__((noinline)) static limit_read *limit_take_any(dctx *x, uint32_t i,
   }
   if (!lk || !lk->prefix || k.kind != V_STRING || k.n >= 512)
     return limit_take_slow(x, i, lr, &k, charge);
-  char *p = limit_store_key(x, limit_key_room(x, i), lk, &k);
+  bool id = limit_head_id(d);
+  size_t hdr = id ? 8 : lk->prefix_len;
+  char *p = limit_store_key(x, limit_key_room(x, i), id ? lk->id : lk->prefix, hdr, &k);
   if (!p) return NULL;
-  size_t len = lk->prefix_len + k.n;
-  lr->key = p + lk->prefix_len;
+  size_t len = hdr + k.n;
+  lr->key = p + hdr;
   lr->key_len = k.n;
   if (d->state && !d->counters_in) /* the live store: counter_in's usual case, without the call */
     state_hit(d->state, p, len, &lk->spec, d->clock_ns, charge, &lr->r);
@@ -506,14 +530,25 @@ __attribute__((noinline)) static limit_read *limit_take_any(dctx *x, uint32_t i,
   return lr;
 }
 
+/* A local store's charge (local_fast.h) in one call, instead of state_hit's
+ * and local_hit's two. Inlined into the limits stage, it would crowd the
+ * stage's registers (measured: more instructions, not fewer). */
+__attribute__((noinline)) static void limit_charge_local(local_store *ls, const char *key,
+                                                         size_t klen, const limit_spec *sp,
+                                                         int64_t now_us, bool charge,
+                                                         limit_reading *r) {
+  local_charge(ls, key, klen, sp, now_us, charge, r);
+}
+
 /* Reads limit i once per decision (charging when `charge`) from the live
  * store, its reading being lr: evaluates its key, then the counter. NULL
  * only when out of memory. The usual case — a key read directly (names.h)
  * that is a string — is done here, in a few lines inlined where the limits
- * stage calls it; anything else by limit_take_any. */
-static inline __attribute__((always_inline)) limit_read *limit_take_live(dctx *x, uint32_t i,
-                                                                         limit_read *lr, char *room,
-                                                                         bool charge) {
+ * stage calls it; anything else by limit_take_any. ls: the store when it
+ * is a local one (state_local_only), charged by limit_charge_local at
+ * now_us (the decision's clock in microseconds); NULL: by state_hit. */
+static inline __attribute__((always_inline)) limit_read *limit_take_live(
+    dctx *x, uint32_t i, limit_read *lr, char *room, bool charge, local_store *ls, int64_t now_us) {
   if (lr->state != LIMIT_UNREAD) return lr;
   vd_decision *d = x->d;
   const limit_key *lk = &x->refs->limit_keys[i];
@@ -531,15 +566,19 @@ static inline __attribute__((always_inline)) limit_read *limit_take_live(dctx *x
   } else {
     return limit_take_any(x, i, charge);
   }
-  if (k->kind != V_STRING || k->n >= 512 || !lk->prefix ||
+  if (k->kind != V_STRING || k->n >= 512 || /* (a key read directly has a prefix: names.c) */
       (x->ectx.cost_limit && x->ectx.cost > x->ectx.cost_limit))
     return limit_take_any(x, i, charge);
-  char *p = limit_store_key(x, room, lk, k);
+  size_t hdr = ls ? 8 : lk->prefix_len;
+  char *p = limit_store_key(x, room, ls ? lk->id : lk->prefix, hdr, k);
   if (!p) return NULL;
-  lr->key = p + lk->prefix_len;
+  lr->key = p + hdr;
   lr->key_len = k->n;
   lr->v.kind = V_NULL; /* built when a rule reads it (limit_value) */
-  state_hit(d->state, p, lk->prefix_len + k->n, &lk->spec, d->clock_ns, charge, &lr->r);
+  if (ls)
+    limit_charge_local(ls, p, hdr + k->n, &lk->spec, now_us, charge, &lr->r);
+  else
+    state_hit(d->state, p, hdr + k->n, &lk->spec, d->clock_ns, charge, &lr->r);
   lr->state = LIMIT_READ;
   return lr;
 }
@@ -550,7 +589,8 @@ static limit_read *limit_take(dctx *x, uint32_t i, bool charge) {
   limit_read *lr = limit_reads_get(x);
   if (!lr) return NULL;
   if (!x->refs || !x->d->state || x->d->counters_in) return limit_take_any(x, i, charge);
-  return limit_take_live(x, i, lr + i, limit_key_room(x, i), charge);
+  return limit_take_live(x, i, lr + i, limit_key_room(x, i), charge, state_local_only(x->d->state),
+                         x->d->clock_ns / 1000);
 }
 
 /* `limits.NAME` as rules see it: the map, built on the first read. */
@@ -639,6 +679,8 @@ static int run_limits(dctx *x, const uint8_t *mask, const policy_limit **limited
   if (!reads) return -1;
   bool live = x->refs && d->state && !d->counters_in; /* the same for every limit */
   char *rooms = (char *)(reads + n);                  /* the key rooms (limit_key_room) */
+  local_store *ls = live ? state_local_only(d->state) : NULL;
+  int64_t now_us = d->clock_ns / 1000;
   for (uint32_t i = 0; i < n; i++) {
     const policy_limit *pl = &s->limits[i];
     if (mask && pl->action >= 0 && !mask[pl->action]) continue;
@@ -648,9 +690,9 @@ static int run_limits(dctx *x, const uint8_t *mask, const policy_limit **limited
       if (rc > 0) continue;
       if (rc < 0) return *why ? 0 : -1;
     }
-    limit_read *lr =
-        live ? limit_take_live(x, i, reads + i, rooms + (size_t)i * LIMIT_KEY_ROOM, charge)
-             : limit_take_any(x, i, charge);
+    limit_read *lr = live ? limit_take_live(x, i, reads + i, rooms + (size_t)i * LIMIT_KEY_ROOM,
+                                            charge, ls, now_us)
+                          : limit_take_any(x, i, charge);
     if (!lr) return -1;
     if (lr->state == LIMIT_FAILED) {
       *failed = pl;

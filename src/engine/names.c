@@ -140,7 +140,10 @@ static limit_key *limit_keys_build(arena *a, const strategy *s, const name_table
                               .penalty_ns = pl->penalty_ns,
                               .spacing_us = state_spacing_us(pl->window_ns, pl->budget)};
     size_t n = sn + pl->name_len + 2;
-    if (n >= 80) continue; /* decide.c says why the limit fails */
+    if (n >= 80) { /* decide.c says why the limit fails, the key evaluated */
+      lk[i].how = LIMIT_KEY_EVAL;
+      continue;
+    }
     char *p = arena_alloc(a, n + 1);
     if (!p) return NULL;
     memcpy(p, s->name, sn);
@@ -150,6 +153,7 @@ static limit_key *limit_keys_build(arena *a, const strategy *s, const name_table
     p[n] = '\0';
     lk[i].prefix = p;
     lk[i].prefix_len = (uint32_t)n;
+    state_limit_id(s->name, sn, pl->name, pl->name_len, lk[i].id);
   }
   return lk;
 }

@@ -39,7 +39,8 @@ typedef struct name_ref {
  * request's context (no let or constant of the strategy has its name, and
  * it is not `context`, `request`, `model`, `limits…`, a type name or
  * dotted) is looked for in the context directly (LIMIT_KEY_FIELD); another
- * variable goes through the engine's lookup (LIMIT_KEY_VAR). */
+ * variable goes through the engine's lookup (LIMIT_KEY_VAR). A limit whose
+ * names are too long for a key's head (no prefix) is LIMIT_KEY_EVAL. */
 enum { LIMIT_KEY_EVAL = 0, LIMIT_KEY_VAR, LIMIT_KEY_REQUEST, LIMIT_KEY_FIELD };
 
 typedef struct limit_key {
@@ -51,8 +52,12 @@ typedef struct limit_key {
    * first (a caller sends its fields in the same order every time); only a
    * guess, read and written atomically by every thread deciding */
   uint32_t field_at;
-  const char *prefix; /* "STRATEGY\x1fLIMIT\x1f", the head of the store's key; NULL: too long */
+  const char *prefix; /* "STRATEGY\x1fLIMIT\x1f", the head of a Redis key; NULL: too long */
   uint32_t prefix_len;
+  /* the head of a local store's key (when prefix is set): 8 bytes made from
+   * the two names (names.c, limit_id), the same in every process and after
+   * every reload, so the keys a charge hashes and compares are short */
+  char id[8];
   limit_spec spec; /* what the store needs, made once */
 } limit_key;
 

@@ -1,10 +1,15 @@
-/* internal.h — what the files of src/state/ share and nobody else needs.
+/* internal.h — what the files of src/state/ share; outside them, only the
+ * limits stage sees it, through local_fast.h.
  *
  *   store.c  state_store: the public calls, dispatching to a kind of store
  *   local.c  the in-process store (sharded, expiring, memory-bound)
- *   redis.c  the Redis store (hiredis, one Lua script) */
+ *   redis.c  the Redis store (hiredis, one Lua script)
+ *   local_fast.h  the local store's layout and usual charge, inlined by the
+ *            limits stage (src/engine/decide.c) */
 #ifndef VD_STATE_INTERNAL_H
 #define VD_STATE_INTERNAL_H
+
+#include <stdatomic.h>
 
 #include "state/state.h"
 
@@ -45,5 +50,17 @@ void redis_close(redis_store *r);
 /* 0 with *r filled, or -1 when Redis failed or missed its deadline. */
 int redis_hit(redis_store *rs, const char *key, size_t klen, const limit_spec *sp, int64_t now_ns,
               bool charge, limit_reading *r);
+
+/* The store the engine holds (store.c). Here, not in store.c, so that
+ * local_fast.h can tell a local store from a Redis one. */
+struct state_store {
+  local_store *local;
+  redis_store *redis; /* NULL: local only */
+  state_on_error on_error;
+  char desc[300];
+  char *persist_path; /* local: the counter file, or NULL */
+  char last_error[256];
+  _Atomic uint64_t remote_errors, remote_fallbacks, refusals;
+};
 
 #endif

@@ -12,8 +12,9 @@
  *
  * A counter is one 64-byte slot, aligned to a cache line, in the table
  * itself: its hash, its TAT and the end of its penalty (microseconds,
- * state.h), and its key when the key fits in 40 bytes (a strategy, a limit
- * and an API key or an address do), else a pointer to the key. So a charge
+ * state.h), and its key when the key fits in 40 bytes (the engine's keys
+ * are a limit's 8-byte id and the caller's key: an API key or an address
+ * fits), else a pointer to the key. So a charge
  * usually reads and writes one cache line: no bucket array to go through,
  * no chain, no entry allocated apart — in a store bigger than the CPU's
  * caches, each of those was a miss. Linear probing; a removal shifts the
@@ -45,13 +46,17 @@
  *
  * Persistence (local_save / local_load, for --state-file): the live entries
  * written to a file when the store closes and read back when it opens, so a
- * restart keeps counts and penalties. The file: "VDSTATE2", then per entry
+ * restart keeps counts and penalties. The file: "VDSTATE3", then per entry
  * its key length (u32), key, TAT and penalty end (i64, microseconds),
  * native byte order, ending with a key length of 0xffffffff and a count of
  * entries (u64) as a check. Written to a temporary name and renamed; a file
- * that does not read back whole, or one of the sliding-window logs of
- * earlier versions ("VDSTATE1"), is ignored (the store starts empty) and
- * said so. Entries already expired when read are skipped.
+ * that does not read back whole, or one of the sliding-window logs of an
+ * earlier version ("VDSTATE1"), is ignored (the store starts empty) and
+ * said so. A "VDSTATE2" file (keys headed by the strategy's and the limit's
+ * names, where the engine now puts the limit's 8-byte id, state_limit_id)
+ * is read, each key turned into the id and the caller, so that an upgrade
+ * keeps counts and penalties. Entries already expired when read are
+ * skipped.
  *
  * Not here: Redis (redis.c). */
 #include <errno.h>
@@ -65,74 +70,24 @@
 
 #include <unistd.h>
 
-#include "core/bytes.h"
-#include "state/internal.h"
+#include "state/local_fast.h"
 
-#define NSHARDS 64
+#define NSHARDS LOCAL_NSHARDS
 #define MIN_SLOTS 16
-#define INLINE_KEY 40
+#define INLINE_KEY LOCAL_INLINE_KEY
 /* Room a table leaves in its shard's bound for the keys kept apart: with it,
  * removing entries can always make room for a new key of up to this many
  * bytes (decide.c's keys are at most about 600). */
 #define KEY_RESERVE 1024
 
-/* One counter, one cache line. */
-typedef struct slot {
-  uint32_t hash; /* the key hash's low half, never 0; 0: an empty slot */
-  uint16_t klen; /* keys are at most a few hundred bytes (decide.c) */
-  uint8_t used;  /* charged since the clock hand last passed */
-  uint8_t pad;
-  int64_t tat;           /* µs: when every charge is paid back */
-  int64_t penalty_until; /* µs */
-  union {
-    char key[INLINE_KEY]; /* klen <= INLINE_KEY */
-    char *long_key;       /* else, malloc'd */
-  } k;
-} slot;
-
-_Static_assert(sizeof(slot) == 64, "a slot is one cache line");
-
-static inline const char *slot_key(const slot *e) {
-  return e->klen <= INLINE_KEY ? e->k.key : e->k.long_key;
-}
+/* The slot, the shard, the store, the hash and the usual charge are in
+ * local_fast.h (the limits stage compiles the charge into its own code). */
+typedef local_slot slot;
+typedef local_shard shard;
 
 /* Live until its charges are paid back and its penalty is over. */
 static inline int64_t slot_expires(const slot *e) {
   return e->tat > e->penalty_until ? e->tat : e->penalty_until;
-}
-
-typedef struct shard {
-  atomic_int lock; /* 0 free, 1 taken (shard_lock) */
-  uint32_t mask;   /* slots - 1; 0 with no table yet */
-  uint32_t nkeys;
-  uint32_t hand;  /* the clock hand: a slot index */
-  uint32_t sweep; /* where inserts look for expired entries next */
-  slot *slots;
-  size_t key_bytes;                               /* keys kept apart from their slots */
-  uint64_t charges, refusals, evictions, expired; /* under the lock: no atomics */
-  char pad[56]; /* shards apart in memory; 128 bytes, so finding one is a shift */
-} shard;
-
-_Static_assert(sizeof(shard) == 128, "a shard is two cache lines");
-
-struct local_store {
-  shard shards[NSHARDS];
-  size_t shard_limit;
-  uint64_t seed, seed2; /* key_hash's secrets */
-};
-
-static inline void shard_lock(shard *s) {
-  while (atomic_exchange_explicit(&s->lock, 1, memory_order_acquire)) {
-    for (int spins = 0; atomic_load_explicit(&s->lock, memory_order_relaxed); spins++)
-      if (spins >= 64) {
-        sched_yield();
-        spins = 0;
-      }
-  }
-}
-
-static inline void shard_unlock(shard *s) {
-  atomic_store_explicit(&s->lock, 0, memory_order_release);
 }
 
 static inline uint64_t mix(uint64_t h) {
@@ -141,58 +96,6 @@ static inline uint64_t mix(uint64_t h) {
   h ^= h >> 33;
   h *= 0xc4ceb9fe1a85ec53ull;
   return h ^ (h >> 33);
-}
-
-/* 64 x 64 -> 128-bit product, its halves folded: one multiply mixes every
- * bit of both words into both halves. */
-static inline uint64_t fold_mul(uint64_t a, uint64_t b) {
-  __uint128_t p = (__uint128_t)a * b;
-  return (uint64_t)p ^ (uint64_t)(p >> 64);
-}
-
-static inline uint64_t load8(const char *p) {
-  uint64_t w;
-  memcpy(&w, p, 8);
-  return w;
-}
-
-/* Seeded with two secrets, so that keys chosen by callers cannot be made to
- * collide: every word is combined with a secret before it is multiplied (a
- * word that could be made 0 would erase the other). Keys are short (a
- * strategy, a limit and a caller: 15 to 60 bytes), so the work is one
- * multiply per 16 bytes, the last 16 read overlapping the ones before (no
- * byte loop, no call), and one to finish: the shard is taken from the top
- * bits and the slot from the bottom ones. */
-static inline uint64_t key_hash(const local_store *l, const char *k, size_t n) {
-  uint64_t h = l->seed ^ n, a, b;
-  if (n > 16) {
-    size_t i = 0;
-    if (n > 32) /* long keys: a loop */
-      for (; i + 16 < n - 16; i += 16) h = fold_mul(load8(k + i) ^ l->seed2, load8(k + i + 8) ^ h);
-    h = fold_mul(load8(k + i) ^ l->seed2, load8(k + i + 8) ^ h);
-    a = load8(k + n - 16);
-    b = load8(k + n - 8);
-  } else if (n >= 8) {
-    a = load8(k);
-    b = load8(k + n - 8);
-  } else if (n >= 4) {
-    uint32_t x, y;
-    memcpy(&x, k, 4);
-    memcpy(&y, k + n - 4, 4);
-    a = x;
-    b = y;
-  } else {
-    a = n ? (uint64_t)(unsigned char)k[0] << 16 | (uint64_t)(unsigned char)k[n >> 1] << 8 |
-                (unsigned char)k[n - 1]
-          : 0;
-    b = 0;
-  }
-  return fold_mul(fold_mul(a ^ l->seed2, b ^ h) ^ l->seed, n ^ l->seed2);
-}
-
-static inline uint32_t slot_hash(uint64_t h) {
-  uint32_t x = (uint32_t)h;
-  return x ? x : 1;
 }
 
 local_store *local_open(size_t max_bytes) {
@@ -251,31 +154,6 @@ static void slot_remove(shard *s, uint32_t i) {
   s->nkeys--;
 }
 
-/* a[0..n) == b[0..n) for a key: words compared without a branch each (the
- * hashes already agree, so the keys are almost always the same), the first
- * and last 16 bytes first, read overlapping: the usual key (17 to 32 bytes)
- * is four pairs of words and one test. */
-static inline __attribute__((always_inline)) int key_same(const char *a, const char *b, size_t n) {
-  if (n < 8) return bytes_same(a, b, n);
-  uint64_t d = (load8(a) ^ load8(b)) | (load8(a + n - 8) ^ load8(b + n - 8));
-  if (n <= 16) return d == 0;
-  d |= (load8(a + 8) ^ load8(b + 8)) | (load8(a + n - 16) ^ load8(b + n - 16));
-  for (size_t i = 16; i + 16 < n; i += 16) /* longer keys: the middle */
-    d |= (load8(a + i) ^ load8(b + i)) | (load8(a + i + 8) ^ load8(b + i + 8));
-  return d == 0;
-}
-
-/* The slot of key (hash h32), or the empty slot where it would go. */
-static inline __attribute__((always_inline)) slot *slot_find(shard *s, uint32_t h32,
-                                                             const char *key, size_t klen) {
-  uint32_t m = s->mask;
-  for (uint32_t i = h32 & m;; i = (i + 1) & m) {
-    slot *e = &s->slots[i];
-    if (!e->hash || (e->hash == h32 && e->klen == klen && key_same(slot_key(e), key, klen)))
-      return e;
-  }
-}
-
 /* A table twice as big (or the first one), if the bound allows. */
 static int grow_table(local_store *l, shard *s) {
   uint32_t n = s->slots ? (s->mask + 1) * 2 : MIN_SLOTS;
@@ -285,7 +163,7 @@ static int grow_table(local_store *l, shard *s) {
   memset(t, 0, (size_t)n * sizeof(slot));
   slot *old = s->slots;
   uint32_t oldn = old ? s->mask + 1 : 0;
-  /* atomic stores: slot_prefetch reads these two without the lock */
+  /* atomic stores: local_slot_prefetch reads these two without the lock */
   __atomic_store_n(&s->slots, t, __ATOMIC_RELAXED);
   __atomic_store_n(&s->mask, n - 1, __ATOMIC_RELAXED);
   s->hand = s->sweep = 0;
@@ -328,7 +206,7 @@ static void evict_one(shard *s, int64_t now) {
 }
 
 /* Makes room for one more key in shard s (locked) and returns the empty
- * slot for key; NULL out of memory. Kept out of local_hit, whose usual
+ * slot for key; NULL out of memory. Kept out of local_charge, whose usual
  * charge finds its entry. */
 __attribute__((noinline)) static slot *slot_insert(local_store *l, shard *s, const char *key,
                                                    size_t klen, uint32_t h32, int64_t now) {
@@ -354,7 +232,7 @@ __attribute__((noinline)) static slot *slot_insert(local_store *l, shard *s, con
   }
   char *kp = NULL;
   if (extra && !(kp = malloc(klen))) return NULL;
-  slot *e = slot_find(s, h32, key, klen);
+  slot *e = local_slot_find(s, h32, key, klen);
   e->hash = h32;
   e->klen = (uint16_t)klen;
   e->used = 0;
@@ -370,70 +248,58 @@ __attribute__((noinline)) static slot *slot_insert(local_store *l, shard *s, con
   return e;
 }
 
-/* Asks for the cache line of the counter of the key hashed h without
- * waiting for it: local_hit does so before it takes the lock, whose atomic
- * exchange holds back the loads after it (a miss on the slot would only
- * start once the lock is held). A prefetch is a hint: the table is read
- * without the lock (atomically: grow_table may be replacing it), and a
- * line of a table being replaced is only a wasted load. */
-static inline void slot_prefetch(local_store *l, uint64_t h) {
-  shard *s = &l->shards[(h >> 58) & (NSHARDS - 1)];
-  uintptr_t tab = (uintptr_t)__atomic_load_n(&s->slots, __ATOMIC_RELAXED);
-  if (tab) {
-    uint32_t m = __atomic_load_n(&s->mask, __ATOMIC_RELAXED);
-    __builtin_prefetch((const void *)(tab + (uintptr_t)(slot_hash(h) & m) * sizeof(slot)), 1, 3);
+void local_lock_wait(shard *s) {
+  while (atomic_exchange_explicit(&s->lock, 1, memory_order_acquire)) {
+    for (int spins = 0; atomic_load_explicit(&s->lock, memory_order_relaxed); spins++)
+      if (spins >= 64) {
+        sched_yield();
+        spins = 0;
+      }
   }
+}
+
+/* A key with no slot reads as an empty counter; a charge inserts it. */
+void local_hit_rest(local_store *l, shard *s, const char *key, size_t klen, uint32_t h32,
+                    const limit_spec *sp, int64_t now, bool charge, limit_reading *r) {
+  limit_reading rd = {0}; /* written to *r once, at the end */
+  int starts_penalty = state_apply(sp, charge, &rd);
+  if (rd.exceeded) s->refusals++;
+  slot *e = NULL;
+  if (rd.charged && (klen > UINT16_MAX || !(e = slot_insert(l, s, key, klen, h32, now))))
+    rd.charged = false; /* out of memory: counted as not charged */
+  if (rd.charged) {
+    e->tat = now + sp->spacing_us;
+    s->charges++;
+    if (starts_penalty) e->penalty_until = now + sp->penalty_ns / 1000;
+  }
+  local_unlock(s);
+  *r = rd;
 }
 
 void local_hit(local_store *l, const char *key, size_t klen, const limit_spec *sp, int64_t now_ns,
                bool charge, limit_reading *r) {
-  uint64_t h = key_hash(l, key, klen);
-  uint32_t h32 = slot_hash(h);
-  shard *s = &l->shards[(h >> 58) & (NSHARDS - 1)];
-  slot_prefetch(l, h);
-  limit_reading rd = {0}; /* written to *r once, at the end */
-  int64_t now = now_ns / 1000, t = gcra_spacing_us(sp);
-  shard_lock(s);
-  slot *e = s->slots ? slot_find(s, h32, key, klen) : NULL;
-  if (e && !e->hash) e = NULL;
-  if (e) { /* an expired entry reads as empty: its TAT and penalty are past */
-    rd.count = gcra_count(e->tat, now, t);
-    rd.penalized = now < e->penalty_until;
-  }
-  int starts_penalty = state_apply(sp, charge, &rd);
-  if (rd.exceeded) s->refusals++;
-  if (rd.charged) {
-    if (e)
-      e->used = 1;
-    else if (klen > UINT16_MAX || !(e = slot_insert(l, s, key, klen, h32, now)))
-      rd.charged = false; /* out of memory: counted as not charged */
-  }
-  if (rd.charged) {
-    e->tat = (e->tat > now ? e->tat : now) + t;
-    s->charges++;
-    if (starts_penalty) e->penalty_until = now + sp->penalty_ns / 1000;
-  }
-  shard_unlock(s);
-  *r = rd;
+  limit_spec spec = *sp;
+  spec.spacing_us = gcra_spacing_us(sp);
+  local_charge(l, key, klen, &spec, now_ns / 1000, charge, r);
 }
 
 void local_stats(local_store *l, state_stats *out) {
   for (int i = 0; i < NSHARDS; i++) {
     shard *s = &l->shards[i];
-    shard_lock(s);
+    local_lock(s);
     out->keys += s->nkeys;
     out->bytes += shard_bytes(s);
     out->charges += s->charges;
     out->refusals += s->refusals;
     out->evictions += s->evictions;
     out->expired += s->expired;
-    shard_unlock(s);
+    local_unlock(s);
   }
 }
 
 /* ---- persistence ---- */
 
-static const char MAGIC[8] = "VDSTATE2";
+static const char MAGIC[8] = "VDSTATE3";
 
 int local_save(local_store *l, const char *path, int64_t now_ns, char *err, size_t errlen) {
   char tmp[4096];
@@ -454,16 +320,16 @@ int local_save(local_store *l, const char *path, int64_t now_ns, char *err, size
   int ok = fwrite(MAGIC, 1, 8, f) == 8;
   for (int i = 0; i < NSHARDS && ok; i++) {
     shard *s = &l->shards[i];
-    shard_lock(s);
+    local_lock(s);
     for (uint32_t j = 0; s->slots && j <= s->mask && ok; j++) {
       const slot *e = &s->slots[j];
       if (!e->hash || slot_expires(e) <= now) continue;
       uint32_t klen = e->klen;
-      ok = fwrite(&klen, 4, 1, f) == 1 && fwrite(slot_key(e), 1, klen, f) == klen &&
+      ok = fwrite(&klen, 4, 1, f) == 1 && fwrite(local_slot_key(e), 1, klen, f) == klen &&
            fwrite(&e->tat, 8, 1, f) == 1 && fwrite(&e->penalty_until, 8, 1, f) == 1;
       n++;
     }
-    shard_unlock(s);
+    local_unlock(s);
   }
   uint32_t end = UINT32_MAX; /* no key is this long: marks the end */
   ok = ok && fwrite(&end, 4, 1, f) == 1 && fwrite(&n, 8, 1, f) == 1;
@@ -480,11 +346,11 @@ int local_save(local_store *l, const char *path, int64_t now_ns, char *err, size
 
 /* Inserts a loaded entry (the store is not shared yet). */
 static int load_entry(local_store *l, const char *key, uint32_t klen, int64_t tat, int64_t pen) {
-  uint64_t h = key_hash(l, key, klen);
-  shard *s = &l->shards[(h >> 58) & (NSHARDS - 1)];
-  slot *e = s->slots ? slot_find(s, slot_hash(h), key, klen) : NULL;
+  uint64_t h = local_key_hash(l, key, klen);
+  shard *s = local_shard_of(l, h);
+  slot *e = s->slots ? local_slot_find(s, local_slot_hash(h), key, klen) : NULL;
   if ((!e || !e->hash) &&
-      (klen > UINT16_MAX || !(e = slot_insert(l, s, key, klen, slot_hash(h), 0))))
+      (klen > UINT16_MAX || !(e = slot_insert(l, s, key, klen, local_slot_hash(h), 0))))
     return -1;
   e->tat = tat;
   e->penalty_until = pen;
@@ -512,7 +378,10 @@ int local_load(local_store *l, const char *path, int64_t now_ns, char *err, size
              path);
     return -1;
   }
-  ok = ok && memcmp(magic, MAGIC, 8) == 0;
+  /* "VDSTATE2": the same entries, keys headed by the names themselves
+   * ("STRATEGY\x1fLIMIT\x1fCALLER"), read into keys headed by the id */
+  int v2 = ok && memcmp(magic, "VDSTATE2", 8) == 0;
+  ok = ok && (v2 || memcmp(magic, MAGIC, 8) == 0);
   while (ok) {
     uint32_t klen;
     int64_t tat, pen;
@@ -526,8 +395,20 @@ int local_load(local_store *l, const char *path, int64_t now_ns, char *err, size
     }
     ok = klen < 65536 && fread(key, 1, klen, f) == klen && fread(&tat, 8, 1, f) == 1 &&
          fread(&pen, 8, 1, f) == 1;
-    if (ok && (tat > now || pen > now)) ok = load_entry(l, key, klen, tat, pen) == 0;
     n++;
+    if (!ok || (tat <= now && pen <= now)) continue;
+    if (v2) { /* the names' id, then the caller, in place */
+      const char *a = memchr(key, 0x1f, klen);
+      const char *b = a ? memchr(a + 1, 0x1f, klen - (size_t)(a + 1 - key)) : NULL;
+      if (!b) continue; /* not a limit's counter: nothing reads it */
+      char id[8];
+      state_limit_id(key, (size_t)(a - key), a + 1, (size_t)(b - a - 1), id);
+      size_t caller = klen - (size_t)(b + 1 - key);
+      memmove(key + 8, b + 1, caller);
+      memcpy(key, id, 8);
+      klen = (uint32_t)(8 + caller);
+    }
+    ok = load_entry(l, key, klen, tat, pen) == 0;
   }
   fclose(f);
   free(key);

@@ -58,6 +58,12 @@ static inline int64_t state_spacing_us(int64_t window_ns, uint32_t budget) {
   return t > 0 ? t : 1;
 }
 
+/* A limit's id, which heads its counters' keys in the local store: 8 bytes
+ * from the strategy's and the limit's names (a fixed hash, the same in
+ * every process, so that a counter file outlives the process that wrote
+ * it). The engine makes it once per limit (names.c, limit_key.id). */
+void state_limit_id(const char *strategy, size_t slen, const char *limit, size_t llen, char out[8]);
+
 /* What one decision read from a counter: the state before this decision
  * (what the snapshot records and replay feeds back) and what the decision
  * did to it. */

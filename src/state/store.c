@@ -16,16 +16,6 @@
 
 #include "state/internal.h"
 
-struct state_store {
-  local_store *local;
-  redis_store *redis; /* NULL: local only */
-  state_on_error on_error;
-  char desc[300];
-  char *persist_path; /* local: the counter file, or NULL */
-  char last_error[256];
-  _Atomic uint64_t remote_errors, remote_fallbacks, refusals;
-};
-
 static int64_t wall_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -138,3 +128,20 @@ void state_get_stats(state_store *s, state_stats *out) {
 }
 
 const char *state_describe(const state_store *s) { return s ? s->desc : "none"; }
+
+/* FNV-1a over "STRATEGY\x1fLIMIT", then a finisher that spreads every bit,
+ * written least significant byte first. Fixed, not seeded: a counter file
+ * written by one process is read by the next (two limits' ids colliding is
+ * a 1 in 2^64 chance, and would only make them share counters). */
+void state_limit_id(const char *sn, size_t sl, const char *ln, size_t ll, char out[8]) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < sl; i++) h = (h ^ (unsigned char)sn[i]) * 0x100000001b3ull;
+  h = (h ^ 0x1f) * 0x100000001b3ull;
+  for (size_t i = 0; i < ll; i++) h = (h ^ (unsigned char)ln[i]) * 0x100000001b3ull;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
+  for (int i = 0; i < 8; i++) out[i] = (char)(h >> (8 * i));
+}

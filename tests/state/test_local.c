@@ -340,6 +340,37 @@ static void test_persistence(void) {
   s = open_file(path, &st);
   CHECK_MSG(st.keys == 0 && strstr(st.last_error, "earlier version"), "error '%s'", st.last_error);
   state_close(s);
+  /* one whose keys were headed by names ("VDSTATE2", before the limit's
+   * id) is read, each key turned into the id and the caller: an upgrade
+   * keeps counts and penalties; a key without the two names is dropped */
+  f = fopen(path, "w");
+  fwrite("VDSTATE2", 1, 8, f);
+  static const char named[] = "gate\x1fper_key\x1fkey-7";
+  uint32_t nlen = sizeof named - 1;
+  /* µs: three charges of 1,200 s each paid back in an hour, penalty an hour */
+  int64_t pen[2] = {(now + 3600 * SEC) / 1000, (now + 3600 * SEC) / 1000};
+  fwrite(&nlen, 4, 1, f);
+  fwrite(named, 1, nlen, f);
+  fwrite(pen, 8, 2, f);
+  fwrite(&klen, 4, 1, f);
+  fwrite("k", 1, 1, f);
+  fwrite(pen, 8, 2, f);
+  uint32_t end = UINT32_MAX;
+  uint64_t n64 = 2;
+  fwrite(&end, 4, 1, f);
+  fwrite(&n64, 8, 1, f);
+  fclose(f);
+  s = open_file(path, &st);
+  CHECK_MSG(st.keys == 1 && st.last_error[0] == '\0', "keys %llu, error '%s'",
+            (unsigned long long)st.keys, st.last_error);
+  char idkey[32];
+  state_limit_id("gate", 4, "per_key", 7, idkey);
+  memcpy(idkey + 8, "key-7", 5);
+  limit_reading r2;
+  state_hit(s, idkey, 13, &hour, now + 10, false, &r2);
+  CHECK_MSG(r2.count == 3 && r2.penalized && r2.exceeded, "count %u penalized %d", r2.count,
+            r2.penalized);
+  state_close(s);
   unlink(path);
   rmdir(dir);
 }
