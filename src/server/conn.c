@@ -5,8 +5,9 @@
  * synchronously in the read callback, and libuv writes queued on one stream
  * in order, so answers leave in the order the requests came.
  *
- * What libuv does not give is here: keep-alive, timeouts, the drain on
- * shutdown (finish what was asked, then close). */
+ * What libuv does not give is here: keep-alive, timeouts, backpressure (a
+ * connection whose answers are not being read stops being read), the drain
+ * on shutdown (finish what was asked, then close). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,10 +42,16 @@ struct conn {
   int close_after; /* close once the queued writes are done */
   int closing;     /* uv_close called */
   int reading;
+  int throttled;    /* reading stopped until the client reads its answers */
   unsigned pending; /* writes queued */
   uint64_t last_active_ms, request_start_ms;
   uint64_t request_start_ns;
 };
+
+/* Reading stops while more than this many answer bytes wait to be written,
+ * and starts again below the low mark. */
+#define WRITE_HIGH (256 * 1024)
+#define WRITE_LOW (64 * 1024)
 
 typedef struct write_req {
   uv_write_t req;
@@ -132,6 +139,9 @@ static int grow_append(char **buf, size_t *len, size_t *cap, const char *s, size
   return 0;
 }
 
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+
 /* ---- writing ---- */
 static void on_written(uv_write_t *req, int status) {
   write_req *wr = (write_req *)req;
@@ -143,7 +153,17 @@ static void on_written(uv_write_t *req, int status) {
     return;
   }
   c->last_active_ms = uv_now(&c->w->loop);
-  if (c->pending == 0 && (c->close_after || (c->w->stopping && !c->in_request))) conn_close(c);
+  if (c->pending == 0 && (c->close_after || (c->w->stopping && !c->in_request))) {
+    conn_close(c);
+    return;
+  }
+  if (c->throttled && c->tcp.write_queue_size < WRITE_LOW && !c->close_after) {
+    c->throttled = 0;
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
+      conn_close(c);
+    else
+      c->reading = 1;
+  }
 }
 
 static const char *status_text(int status) {
@@ -299,6 +319,13 @@ void conn_respond(conn *c, int status, const char *content_type, const char *ext
     c->pending--;
     free(wr);
     conn_close(c);
+    return;
+  }
+  /* Backpressure: a client that sends but does not read is not read. */
+  if (c->reading && c->tcp.write_queue_size > WRITE_HIGH) {
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = 0;
+    c->throttled = 1;
   }
 }
 
@@ -478,6 +505,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 }
 
 static void stop_reading(conn *c) {
+  c->throttled = 0;
   if (c->reading) {
     uv_read_stop((uv_stream_t *)&c->tcp);
     c->reading = 0;
