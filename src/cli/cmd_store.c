@@ -41,7 +41,8 @@ const char cmd_store_help[] =
     "                 compiles again, and writes them anew)\n"
     "  -h, --help     this text\n"
     "\n"
-    "Exit status: 0 done; 1 the store could not be read; 2 bad usage.\n"
+    "Exit status: 0 done; 1 the store could not be read (or is not there);\n"
+    "2 bad usage.\n"
     "\n"
     "examples:\n"
     "  verdict store examples/policies\n"
@@ -119,7 +120,7 @@ int cmd_store(int argc, char **argv) {
             "verdict store: %s: %s; give a version store (BUNDLE/.verdict/versions, or the "
             "--store DIR of the commands that wrote it) or a bundle folder\n",
             dir, stat(dir, &st) != 0 ? strerror(errno) : "not a folder");
-    return 2;
+    return 1; /* as `verdict check` and the others answer a folder that is not there */
   }
   char store[4200];
   snprintf(store, sizeof store, "%s/.verdict/versions", dir);
