@@ -721,11 +721,11 @@ static value let_value(dctx *x, uint32_t i) {
       x->let_state = NULL;
       return VALUE_ERR("memory limit exceeded during evaluation");
     }
-    if (x->d->trace_on) {
-      x->d->lets = arena_alloc(x->ectx.arena, s->nlets * sizeof *x->d->lets);
-      x->d->let_values = arena_alloc(x->ectx.arena, s->nlets * sizeof *x->d->let_values);
-      if (!x->d->lets || !x->d->let_values)
-        return VALUE_ERR("memory limit exceeded during evaluation");
+    if (x->d->trace_on) { /* one allocation: the values, then the names */
+      value *vals = arena_alloc(x->ectx.arena, s->nlets * (sizeof *vals + sizeof *x->d->lets));
+      if (!vals) return VALUE_ERR("memory limit exceeded during evaluation");
+      x->d->let_values = vals;
+      x->d->lets = (const char **)(void *)(vals + s->nlets);
     }
   }
   switch (x->let_state[i]) {
@@ -747,12 +747,15 @@ static value let_value(dctx *x, uint32_t i) {
     v = value_errorf(x->ectx.arena, "let '%s': %.*s", s->lets[i].name, (int)v.n, v.s);
   x->let_vals[i] = v;
   x->let_state[i] = LET_DONE;
-  if (x->d->trace_on && x->d->lets) {
-    const char *nm = x->d->trace_borrow
+  vd_decision *d = x->d;
+  if (d->lets) { /* set (above) only when trace_on */
+    uint32_t n = d->nlets;
+    d->let_values[n] = v;
+    const char *nm = d->trace_borrow
                          ? s->lets[i].name
                          : arena_strndup(x->ectx.arena, s->lets[i].name, s->lets[i].name_len);
-    x->d->let_values[x->d->nlets] = v;
-    x->d->lets[x->d->nlets++] = nm ? nm : "?";
+    d->lets[n] = nm ? nm : "?";
+    d->nlets = n + 1;
   }
   return v;
 }

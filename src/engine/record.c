@@ -801,6 +801,17 @@ enum {
   CV_MAP,
 };
 
+/* Whether a let's value in the raw array is whole there (nothing of it
+ * follows the array): null, a boolean, an integer, a double, an empty list
+ * or map. */
+#define RAW_WHOLE ((1u << V_NULL) | (1u << V_BOOL) | (1u << V_INT) | (1u << V_DOUBLE))
+#define RAW_EMPTY ((1u << V_LIST) | (1u << V_MAP))
+
+static inline int raw_whole(const value *v) {
+  uint32_t k = v->kind < 32 ? 1u << v->kind : 0;
+  return (k & RAW_WHOLE) || ((k & RAW_EMPTY) && !v->n);
+}
+
 /* The trace's result byte: the rule_result, and whether an error follows. */
 #define CAP_RULE_ERROR 0x80
 
@@ -816,6 +827,7 @@ typedef struct cap_head {
   uint8_t allowed, review, model_run, request, matched_rule;
   uint8_t borrowed; /* names as pointers into the bundle (cap_name) */
   uint8_t source;   /* snapshot_source of d->source, or CAP_SOURCE_TEXT */
+  uint8_t raw_lets; /* the let values as an array of value (capture_into) */
 } cap_head;
 
 static inline void cap_u8(json_buf *c, uint8_t v) { put_char(c, (char)v); }
@@ -1001,31 +1013,22 @@ static void cap_value(json_buf *c, const value *v, int lenient) {
   }
 }
 
-/* The snapshot source of d->source ("rule", "model", "default", "error"). */
+/* The snapshot source of d->source ("rule", "model", "default", "error"),
+ * byte by byte (a mismatch stops before the string's NUL is passed). */
 static uint8_t source_code(const char *s) {
   switch (s ? s[0] : 0) { /* the first letter tells them apart */
     case 'r':
-      if (!strcmp(s, "rule")) return SNAPSHOT_SRC_RULE;
+      if (s[1] == 'u' && s[2] == 'l' && s[3] == 'e' && !s[4]) return SNAPSHOT_SRC_RULE;
       break;
     case 'm':
-      if (!strcmp(s, "model")) return SNAPSHOT_SRC_MODEL;
+      if (s[1] == 'o' && s[2] == 'd' && s[3] == 'e' && s[4] == 'l' && !s[5])
+        return SNAPSHOT_SRC_MODEL;
       break;
     case 'd':
-      if (!strcmp(s, "default")) return SNAPSHOT_SRC_DEFAULT;
+      if (!strcmp(s + 1, "efault")) return SNAPSHOT_SRC_DEFAULT;
       break;
   }
   return SNAPSHOT_SRC_ERROR;
-}
-
-/* A let value cap_scalar does not take: an error, or a list, map, double
- * or another kind. */
-static void cap_let(json_buf *c, const value *v) {
-  if (v->kind == V_ERROR) {
-    cap_u8(c, CV_ERROR);
-    cap_strn(c, v->s, v->n);
-  } else {
-    cap_value(c, v, 1);
-  }
 }
 
 /* Room enough for the usual capture of d (a larger one still works: the
@@ -1039,7 +1042,8 @@ static size_t capture_guess(const vd_decision *d, const record_input *in) {
 /* The capture, appended to c: c may be a slot in the log's queue, with d's
  * arena behind it: what does not fit moves the whole capture there (c.data
  * then changes). 0, or VD_ENOMEM. */
-static int capture_into(vd_decision *d, const record_input *in, json_buf *cb, uint8_t source) {
+static int capture_into(vd_decision *d, const record_input *in, json_buf *cb, uint8_t source,
+                        size_t action_n) {
   const decide_request *req = in->req;
   json_buf c = *cb;
   int model = d->model_run == MODEL_SCORED || d->model_run == MODEL_DEADLINE;
@@ -1082,6 +1086,7 @@ static int capture_into(vd_decision *d, const record_input *in, json_buf *cb, ui
   h.matched_rule = h.source == SNAPSHOT_SRC_RULE;
   int borrowed = d->trace_borrow;
   h.borrowed = (uint8_t)borrowed;
+  h.raw_lets = borrowed && d->let_values;
   /* in the payload's order, except that the outcome's strings come before
    * the model, the trace needing two of them */
   put_raw(&c, (const char *)&h, sizeof h);
@@ -1099,7 +1104,10 @@ static int capture_into(vd_decision *d, const record_input *in, json_buf *cb, ui
   cap_str(&c, d->strategy);
   put_raw(&c, d->policy_version, 64); /* 64 hex digits, or fewer and a NUL */
   put_raw(&c, d->bundle_version, 64);
-  cap_str(&c, d->action);
+  if (d->action) /* action_n: strlen(d->action), which the caller has measured */
+    cap_strn(&c, d->action, action_n);
+  else
+    cap_u32(&c, CAP_NULL);
   if (h.source == CAP_SOURCE_TEXT) cap_str(&c, d->source);
   cap_str(&c, d->rule);
   cap_str(&c, d->reason);
@@ -1143,8 +1151,18 @@ static int capture_into(vd_decision *d, const record_input *in, json_buf *cb, ui
   if (borrowed) put_raw(&c, (const char *)d->lets, d->nlets * sizeof *d->lets);
   const value *lv = d->let_values;
   if (borrowed && lv) { /* the usual case: the names are already in */
-    for (const value *v = lv, *end = lv + d->nlets; v < end; v++)
-      if (!cap_scalar(&c, v)) cap_let(&c, v);
+    /* the values as they are (one copy), then what they point at: a
+     * string's or an error's bytes, a list or map or another kind as
+     * cap_value writes it; null, booleans, integers and doubles are whole
+     * in the array (fmt_lets_raw reads it back) */
+    put_raw(&c, (const char *)lv, d->nlets * sizeof *lv);
+    for (const value *v = lv, *end = lv + d->nlets; v < end; v++) {
+      if (raw_whole(v)) continue;
+      if (v->kind == V_STRING || v->kind == V_ERROR)
+        cap_strn(&c, v->s, v->n);
+      else
+        cap_value(&c, v, 1);
+    }
   }
   for (uint32_t i = 0; i < d->nlets && !(borrowed && lv); i++) {
     if (!borrowed) cap_str(&c, d->lets[i]);
@@ -1177,7 +1195,8 @@ int record_capture(vd_decision *d, const record_input *in, const char **out, siz
   json_buf c;
   json_buf_init(&c, &d->mem);
   room(&c, capture_guess(d, in));
-  if (capture_into(d, in, &c, source_code(d->source)) != 0) return VD_ENOMEM;
+  size_t action_n = d->action ? strlen(d->action) : 0;
+  if (capture_into(d, in, &c, source_code(d->source), action_n) != 0) return VD_ENOMEM;
   *out = c.data;
   *len = c.len;
   return 0;
@@ -1429,6 +1448,103 @@ static void skip_value(cap_cur *c) {
   }
 }
 
+/* "lets" and "let_errors" from a capture that borrows names and holds the
+ * values as an array (cap_head.raw_lets): the names' array, the values'
+ * array, then what the values point at, in their order. */
+static void fmt_lets_raw(json_buf *b, cap_cur *c, uint32_t nlets, name_cache *nc) {
+  const char *names = c->p, *vals = c->p + (size_t)nlets * sizeof(char *);
+  if ((size_t)(c->end - c->p) / (sizeof(char *) + sizeof(value)) < nlets) {
+    c->bad = 1;
+    return;
+  }
+  c->p = vals + (size_t)nlets * sizeof(value);
+  const char *rest = c->p;
+  PUT(b, ",\"lets\":{");
+  int first = 1, errors = 0;
+  size_t n;
+  const char *s;
+  for (uint32_t i = 0; i < nlets && !c->bad; i++) {
+    value v;
+    const char *name;
+    memcpy(&v, vals + (size_t)i * sizeof v, sizeof v);
+    memcpy(&name, names + (size_t)i * sizeof name, sizeof name);
+    if (v.kind >= V_KIND_COUNT) { /* damage */
+      c->bad = 1;
+      return;
+    }
+    if (v.kind == V_ERROR) {
+      get_str(c, &n);
+      errors++;
+      continue;
+    }
+    if (!first) put_char(b, ',');
+    first = 0;
+    if (name)
+      put_name(b, nc, name);
+    else
+      PUT(b, "null");
+    put_char(b, ':');
+    switch (v.kind) {
+      case V_NULL:
+        PUT(b, "null");
+        break;
+      case V_BOOL:
+        put_bool(b, v.b);
+        break;
+      case V_INT:
+        put_i64(b, v.i);
+        break;
+      case V_DOUBLE: {
+        value d = value_double(v.d);
+        if (json_write(b, &d, 1) != 0) PUT(b, "null");
+        break;
+      }
+      case V_STRING:
+        s = get_str(c, &n);
+        put_strn(b, s ? s : "", n);
+        break;
+      case V_LIST:
+      case V_MAP:
+        if (!v.n) {
+          if (v.kind == V_LIST)
+            PUT(b, "[]");
+          else
+            PUT(b, "{}");
+          break;
+        }
+        /* fall through */
+      default:
+        fmt_value(b, c, 1);
+    }
+  }
+  PUT(b, "},\"let_errors\":{");
+  cap_cur r = {rest, c->end, 0};
+  first = 1;
+  for (uint32_t i = 0; i < nlets && errors && !r.bad; i++) {
+    value v;
+    memcpy(&v, vals + (size_t)i * sizeof v, sizeof v);
+    if (raw_whole(&v)) continue;
+    if (v.kind == V_STRING) {
+      get_str(&r, &n);
+    } else if (v.kind == V_ERROR) {
+      const char *name;
+      memcpy(&name, names + (size_t)i * sizeof name, sizeof name);
+      s = get_str(&r, &n);
+      if (!first) put_char(b, ',');
+      first = 0;
+      if (name)
+        put_strn(b, name, strlen(name));
+      else
+        PUT(b, "null");
+      put_char(b, ':');
+      put_strn(b, s ? s : "", n);
+    } else {
+      skip_value(&r);
+    }
+  }
+  put_char(b, '}');
+}
+
 int record_format(const char *capture, size_t clen, const char *id, const char *node,
                   json_buf *out) {
   return format_capture(capture, clen, id, node, out, NULL, NULL);
@@ -1650,6 +1766,10 @@ static int format_capture(const char *capture, size_t clen, const char *id, cons
   put_u64(b, h.cost);
   put_char(b, '}');
   /* lets, then (a second pass over the same captures) let_errors */
+  if (h.raw_lets) {
+    fmt_lets_raw(b, &c, h.nlets, nc);
+    goto after_lets;
+  }
   PUT(b, ",\"lets\":{");
   const char *let_names = c.p; /* by pointer: the names' array, then the values */
   if (h.borrowed) {
@@ -1706,6 +1826,7 @@ static int format_capture(const char *capture, size_t clen, const char *id, cons
     }
   }
   put_char(b, '}');
+after_lets:
   if (h.model_run == MODEL_SCORED) {
     PUT(b, ",\"model_score\":");
     json_write_double(b, h.model_score);
@@ -1818,15 +1939,14 @@ int recorder_past(recorder *r, uint64_t mark) { return snapshot_log_taken(r->log
 void record_commit(recorder *r, vd_decision *d, record_input *in) {
   in->ticket = 0;
   /* What the record header cannot hold (as snapshot_log_append refuses it) */
-  if (in->req->action.n > SNAPSHOT_MAX_STRING ||
-      (d->action && strlen(d->action) > SNAPSHOT_MAX_STRING))
-    goto failed;
+  size_t action_n = d->action ? strlen(d->action) : 0;
+  if (in->req->action.n > SNAPSHOT_MAX_STRING || action_n > SNAPSHOT_MAX_STRING) goto failed;
   uint8_t source = source_code(d->source);
   snapshot_slot slot;
   int rc = snapshot_log_reserve_raw(r->log, capture_guess(d, in), &slot);
   if (rc == 0) {
     json_buf c = {.data = slot.payload, .len = 0, .cap = slot.cap, .arena = &d->mem, .oom = 0};
-    int cr = capture_into(d, in, &c, source);
+    int cr = capture_into(d, in, &c, source, action_n);
     if (cr == 0 && c.data == slot.payload) {
       snapshot_log_commit(r->log, &slot, c.len, &in->ticket);
       return;
