@@ -31,6 +31,7 @@
 #include "core/json.h"
 #include "engine/engine.h"
 #include "expr/image.h"
+#include "policy/helpers.h"
 #include "policy/policy.h"
 #include "snapshot/snapshot.h"
 #include "test.h"
@@ -90,27 +91,6 @@ static char *masked(const char *json, size_t len) {
   }
   arena_free(&a);
   return out;
-}
-
-/* The decision request of an inline test (malloc'd). */
-static char *request_of(const strategy *s, const policy_test *t) {
-  json_buf b;
-  json_buf_init(&b, NULL);
-  const char *point = t->point ? t->point : s->decision_points[0];
-  json_buf_put(&b, "{\"action\":", 10);
-  json_write_string(&b, point, strlen(point));
-  json_buf_put(&b, ",\"context\":", 11);
-  json_write(&b, &t->context, 1);
-  if (t->candidates.n) {
-    json_buf_put(&b, ",\"candidates\":", 14);
-    json_write(&b, &t->candidates, 1);
-  }
-  if (t->key.n) {
-    json_buf_put(&b, ",\"key\":", 7);
-    json_write(&b, &t->key, 1);
-  }
-  json_buf_put(&b, "}", 2); /* with the terminator */
-  return b.data;
 }
 
 static policy_bundle *load(const char *dir, const char *store, int lazy) {
@@ -268,7 +248,7 @@ static void test_constants_of_every_kind(const char *dir, const char *store) {
   uint32_t compared = 0, blocked = 0;
   for (uint32_t t = 0; tests && ne && nl && ni && t < tests->strategies[0].ntests; t++) {
     const strategy *s = &tests->strategies[0];
-    char *req = request_of(s, &s->tests[t]);
+    char *req = inline_test_request(s, &s->tests[t]);
     char *a = decide_at(eager, ne, req, NULL), *b = decide_at(lazy, nl, req, NULL),
          *c = decide_at(imaged, ni, req, NULL);
     CHECK(a && b && c);
@@ -297,9 +277,10 @@ int main(void) {
   char pol[320], store[320], cmd[2048];
   snprintf(pol, sizeof pol, "%s/pol", dir);
   snprintf(store, sizeof store, "%s/store", dir);
-  snprintf(cmd, sizeof cmd,
-           "mkdir -p '%s' && cp examples/policies/*.yaml '%s'/ && cp -r examples/policies/models '%s'/",
-           pol, pol, pol);
+  snprintf(
+      cmd, sizeof cmd,
+      "mkdir -p '%s' && cp examples/policies/*.yaml '%s'/ && cp -r examples/policies/models '%s'/",
+      pol, pol, pol);
   CHECK(system(cmd) == 0);
   sleep(3); /* files changed in the last 2 s are not cached */
 
@@ -337,7 +318,7 @@ int main(void) {
     const strategy *s = &tests->strategies[i];
     for (uint32_t t = 0; t < s->ntests; t++) {
       const policy_test *pt = &s->tests[t];
-      char *req = request_of(s, pt);
+      char *req = inline_test_request(s, pt);
       const value *counters = pt->counters.kind == V_MAP ? &pt->counters : NULL;
       char *a = decide_at(eager, ne, req, counters), *b = decide_at(lazy, nl, req, counters),
            *c = decide_at(imaged, ni, req, counters);
@@ -415,7 +396,7 @@ int main(void) {
       const strategy *s = &tests->strategies[i];
       if (s->fallback_model || s->nlimits) continue;
       for (uint32_t t = 0; t < s->ntests; t++) {
-        char *req = request_of(s, &s->tests[t]);
+        char *req = inline_test_request(s, &s->tests[t]);
         int ra = vd_decide_json(ee, req, -1, d, &err);
         int rb = vd_decide_json(el, req, -1, d, &err);
         CHECK(ra == rb);

@@ -1,5 +1,6 @@
-/* helpers.h — shared by the policy tests: load a strategy from text and
- * look for a diagnostic by its printed first line. */
+/* helpers.h — shared by the policy tests (and the engine and replay tests
+ * that decide inline tests): load a strategy from text, look for a
+ * diagnostic by its printed first line, write an inline test's request. */
 #ifndef VD_TESTS_POLICY_HELPERS_H
 #define VD_TESTS_POLICY_HELPERS_H
 
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json.h"
 #include "policy/policy.h"
 #include "test.h"
 
@@ -102,5 +104,27 @@ static inline policy_bundle *load_text_min(const char *text, uint32_t min_rules,
     policy_bundle_free(b_);                                         \
     policy_diags_free(&d_);                                         \
   } while (0)
+
+/* The decision request of an inline test, as JSON (malloc'd): its decision
+ * point (else the strategy's first), context, candidates and key. */
+static inline char *inline_test_request(const strategy *s, const policy_test *t) {
+  json_buf b;
+  json_buf_init(&b, NULL);
+  const char *point = t->point ? t->point : s->decision_points[0];
+  json_buf_put(&b, "{\"action\":", 10);
+  json_write_string(&b, point, strlen(point));
+  json_buf_put(&b, ",\"context\":", 11);
+  json_write(&b, &t->context, 1);
+  if (t->candidates.n) {
+    json_buf_put(&b, ",\"candidates\":", 14);
+    json_write(&b, &t->candidates, 1);
+  }
+  if (t->key.n) {
+    json_buf_put(&b, ",\"key\":", 7);
+    json_write(&b, &t->key, 1);
+  }
+  json_buf_put(&b, "}", 2); /* with the terminator */
+  return b.data;
+}
 
 #endif

@@ -24,6 +24,7 @@
 #include "core/json.h"
 #include "core/sha256.h"
 #include "engine/engine.h"
+#include "policy/helpers.h"
 #include "policy/policy.h"
 #include "test.h"
 #include "verdict.h"
@@ -108,26 +109,6 @@ static char *decide(const policy_bundle *b, const name_table *names, const char 
   return out;
 }
 
-static char *request_of(const strategy *s, const policy_test *t) {
-  json_buf b;
-  json_buf_init(&b, NULL);
-  const char *point = t->point ? t->point : s->decision_points[0];
-  json_buf_put(&b, "{\"action\":", 10);
-  json_write_string(&b, point, strlen(point));
-  json_buf_put(&b, ",\"context\":", 11);
-  json_write(&b, &t->context, 1);
-  if (t->candidates.n) {
-    json_buf_put(&b, ",\"candidates\":", 14);
-    json_write(&b, &t->candidates, 1);
-  }
-  if (t->key.n) {
-    json_buf_put(&b, ",\"key\":", 7);
-    json_write(&b, &t->key, 1);
-  }
-  json_buf_put(&b, "}", 2); /* with the terminator */
-  return b.data;
-}
-
 typedef policy_bundle *(*loader)(const char *path, const char *text, size_t len, policy_diags *d);
 
 static policy_bundle *as_yaml(const char *path, const char *text, size_t len, policy_diags *d) {
@@ -194,7 +175,7 @@ static void test_examples_load_the_same(const char *pol, const char *store) {
     arena_init(&na, NULL, 0, 0);
     name_table *ny = name_tables_build(&na, y), *nj = name_tables_build(&na, j);
     for (uint32_t t = 0; ny && nj && t < s->ntests; t++) {
-      char *req = request_of(s, &s->tests[t]);
+      char *req = inline_test_request(s, &s->tests[t]);
       char *a = decide(y, ny, req), *b = decide(j, nj, req);
       CHECK(a && b && strncmp(a, "error", 5) != 0);
       if (a && b)
