@@ -262,7 +262,9 @@ typedef struct vocab_entry {
 typedef struct feature {
   char *name;
   feature_type type;
-  char *src; /* expression text */
+  char *src;     /* expression text */
+  int line, col; /* where it is written; plain: unquoted, so col + a byte offset is its column */
+  int plain;
   expr_program *prog;
   float missing; /* NaN, or the default */
   float unknown; /* categoricals: NaN (missing) or a code */
@@ -414,6 +416,9 @@ static int read_feature(sctx *c, const ynode *y, uint32_t i, feature *f) {
                 "needs an expr: the condition-language expression that computes it");
   f->src = strndup(ex->text, ex->len);
   if (!f->src) return serr(c, y, 0, key, "out of memory");
+  f->line = ex->line;
+  f->col = ex->col;
+  f->plain = ex->plain;
   expr_error ee;
   if (expr_compile(ex->text, ex->len, &EXPR_OPTS, &f->prog, &ee)) {
     f->prog = NULL;
@@ -601,6 +606,13 @@ const char *features_name(const feature_spec *fs, uint32_t i) { return fs->f[i].
 feature_type features_type(const feature_spec *fs, uint32_t i) { return fs->f[i].type; }
 const char *features_expr(const feature_spec *fs, uint32_t i) { return fs->f[i].src; }
 const expr_program *features_program(const feature_spec *fs, uint32_t i) { return fs->f[i].prog; }
+void features_expr_place(const feature_spec *fs, uint32_t i, size_t pos, int *line, int *col) {
+  const feature *f = &fs->f[i];
+  *line = f->line;
+  *col = f->col;
+  /* a plain scalar on one line is the expression byte for byte */
+  if (f->plain && pos <= strlen(f->src) && !memchr(f->src, '\n', pos)) *col += (int)pos;
+}
 const char *features_names_packed(const feature_spec *fs, size_t *len, const uint32_t **at) {
   *len = fs->names_len;
   *at = fs->name_at;

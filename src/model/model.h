@@ -136,6 +136,9 @@ const char *features_type_name(feature_type t);                /* "number", "boo
 const char *features_expr(const feature_spec *fs, uint32_t i); /* the source text */
 /* The compiled expression (the engine lists the names it reads, names.c). */
 const expr_program *features_program(const feature_spec *fs, uint32_t i);
+/* Where byte pos of feature i's expression is in its file: line and column
+ * (the expression's start when the scalar is quoted or spans lines). */
+void features_expr_place(const feature_spec *fs, uint32_t i, size_t pos, int *line, int *col);
 /* Every feature's name, NUL-terminated, one after the other (*len bytes in
  * all); name i starts at (*at)[i]. */
 const char *features_names_packed(const feature_spec *fs, size_t *len, const uint32_t **at);

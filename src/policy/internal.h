@@ -125,6 +125,17 @@ typedef struct strategy_build {
   const stype *input; /* the `input:` schema; NULL when not declared */
 } strategy_build;
 
+/* Whether `limits` in s's expressions reads its limits: s has limits, and
+ * no let or constant named `limits`. */
+bool strategy_limits_readable(const strategy *s);
+/* Calls fn for every `limits.NAME` in e (the A_SELECT node) whose NAME is
+ * none of s's limits: a load-time error wherever it is written (rules,
+ * lets, limits, a model's features). */
+void strategy_unknown_limits(const strategy *s, const ast *e,
+                             void (*fn)(void *user, const ast *sel), void *user);
+/* "no limit named 'NAME' (this strategy's limits: A B)" for such a node. */
+void strategy_unknown_limit_msg(const strategy *s, const ast *sel, char *msg, size_t n);
+
 /* Where a strategy's name and decision points are written, for the checks
  * across files (bundle.c). Arrays in the bundle arena, one per point; 0 when
  * the point is the default (the name). */

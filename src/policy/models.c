@@ -138,9 +138,47 @@ static void check_fit(const strategy *s, const bundle_model *m, policy_diags *d)
              m->name, gbdt_objective_name(m->gbdt));
 }
 
+/* A feature reading `limits.NAME` where NAME is no limit of the strategy
+ * the model serves would be missing on every decision: an error at load,
+ * as in a rule (strategy.c), placed in the features file. A model shared
+ * by several strategies is checked against each one's limits. */
+typedef struct feature_limits_at {
+  const strategy *s;
+  const bundle_model *m;
+  uint32_t i;
+  policy_diags *d;
+} feature_limits_at;
+
+static void unknown_feature_limit(void *user, const ast *sel) {
+  feature_limits_at *w = user;
+  int line, col;
+  features_expr_place(w->m->features, w->i, sel->target->pos, &line, &col);
+  char msg[1024], key[96];
+  strategy_unknown_limit_msg(w->s, sel, msg, sizeof msg);
+  snprintf(key, sizeof key, "features[%u] (%.40s).expr", w->i, features_name(w->m->features, w->i));
+  diag_add(w->d, DIAG_ERROR, w->m->features_path, line, col, key,
+           "%s; the model '%s' serves strategy '%s'", msg, w->m->name, w->s->name);
+}
+
+static void check_feature_limits(const strategy *s, const bundle_model *m, policy_diags *d) {
+  if (!m->features || !strategy_limits_readable(s)) return;
+  static const expr_opts opts = {.simple_names = 1};
+  arena a;
+  arena_init(&a, NULL, 0, 0);
+  feature_limits_at w = {s, m, 0, d};
+  for (w.i = 0; w.i < features_count(m->features); w.i++) {
+    const char *src = features_expr(m->features, w.i);
+    ast *root;
+    expr_error ee;
+    if (!expr_parse(&a, src, strlen(src), &opts, &root, &ee)) /* (it compiled at load) */
+      strategy_unknown_limits(s, root, unknown_feature_limit, &w);
+    arena_reset(&a);
+  }
+  arena_free(&a);
+}
+
 static int add_model(policy_bundle *b, const char *name, const char *model_path,
-                     const char *spec_path, const char *store, const strategy *s,
-                     policy_diags *d) {
+                     const char *spec_path, const char *store, const strategy *s, policy_diags *d) {
   for (uint32_t i = 0; i < b->nmodels; i++)
     if (!strcmp(b->models[i].path, model_path) && !strcmp(b->models[i].features_path, spec_path))
       return (int)i;
@@ -191,6 +229,7 @@ void bundle_link_models(policy_bundle *b, const char *models_dir, const char *st
     if (k < 0) continue;
     s->model = &b->models[k];
     check_fit(s, s->model, d);
+    check_feature_limits(s, s->model, d);
   }
 }
 
@@ -206,6 +245,7 @@ int policy_bundle_attach_model(policy_bundle *b, uint32_t si, const char *model_
   if (k < 0) return -1;
   s->model = &b->models[k];
   check_fit(s, s->model, d);
+  check_feature_limits(s, s->model, d);
   return d->errors > e0 ? -1 : 0;
 }
 

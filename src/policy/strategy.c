@@ -1439,32 +1439,59 @@ static void parse_limits(cc *c, const ynode *n, limit_info **linfo) {
 /* `limits.NAME` in an expression names a declared limit: checked when the
  * strategy is compiled, with the place, rather than failing every decision
  * that reaches the rule. */
-static void check_limit_reads(cc *c, const ast *e, const ynode *n, const char *key) {
+bool strategy_limits_readable(const strategy *s) {
+  if (!s->nlimits || value_map_get(&s->constants, "limits", 6)) return false;
+  for (uint32_t i = 0; i < s->nlets; i++)
+    if (s->lets[i].name && !strcmp(s->lets[i].name, "limits")) return false;
+  return true;
+}
+
+void strategy_unknown_limits(const strategy *s, const ast *e,
+                             void (*fn)(void *user, const ast *sel), void *user) {
   if (!e) return;
   if (e->kind == A_SELECT && e->target && e->target->kind == A_IDENT &&
       ident_is(e->target, "limits", 6)) {
-    const strategy *s = c->s;
     uint32_t i;
     for (i = 0; i < s->nlimits; i++)
       if (s->limits[i].name && s->limits[i].name_len == e->name_len &&
           !memcmp(s->limits[i].name, e->name, e->name_len))
         break;
-    if (i == s->nlimits) {
-      int line = n->line, col = n->col;
-      size_t at = n->pos;
-      yaml_scalar_place(n, c->src, c->len, e->target->pos, &line, &col, &at);
-      char msg[1024];
-      snprintf(msg, sizeof msg, "no limit named '%.*s' (this strategy's limits:", (int)e->name_len,
-               e->name);
-      for (uint32_t k = 0; k < s->nlimits && strlen(msg) < 900; k++)
-        snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " %s", s->limits[k].name);
-      snprintf(msg + strlen(msg), sizeof msg - strlen(msg), ")");
-      diag_excerpt(msg, sizeof msg, c->src, c->len, at);
-      diag_add(c->d, DIAG_ERROR, c->file, line, col, key, "%s", msg);
-    }
+    if (i == s->nlimits) fn(user, e);
   }
-  check_limit_reads(c, e->target, n, key);
-  for (uint32_t i = 0; i < e->nargs; i++) check_limit_reads(c, e->args[i], n, key);
+  strategy_unknown_limits(s, e->target, fn, user);
+  for (uint32_t i = 0; i < e->nargs; i++) strategy_unknown_limits(s, e->args[i], fn, user);
+}
+
+void strategy_unknown_limit_msg(const strategy *s, const ast *sel, char *msg, size_t n) {
+  snprintf(msg, n, "no limit named '%.*s' (this strategy's limits:", (int)sel->name_len, sel->name);
+  for (uint32_t k = 0; k < s->nlimits && strlen(msg) + 100 < n; k++)
+    snprintf(msg + strlen(msg), n - strlen(msg), " %s", s->limits[k].name);
+  snprintf(msg + strlen(msg), n - strlen(msg), ")");
+}
+
+/* A `limits.NAME` in a rule, let or limit naming no limit of the strategy:
+ * an error where it is written. */
+typedef struct limit_reads_at {
+  cc *c;
+  const ynode *n;
+  const char *key;
+} limit_reads_at;
+
+static void unknown_limit_at(void *user, const ast *e) {
+  limit_reads_at *w = user;
+  cc *c = w->c;
+  int line = w->n->line, col = w->n->col;
+  size_t at = w->n->pos;
+  yaml_scalar_place(w->n, c->src, c->len, e->target->pos, &line, &col, &at);
+  char msg[1024];
+  strategy_unknown_limit_msg(c->s, e, msg, sizeof msg);
+  diag_excerpt(msg, sizeof msg, c->src, c->len, at);
+  diag_add(c->d, DIAG_ERROR, c->file, line, col, w->key, "%s", msg);
+}
+
+static void check_limit_reads(cc *c, const ast *e, const ynode *n, const char *key) {
+  limit_reads_at w = {c, n, key};
+  strategy_unknown_limits(c->s, e, unknown_limit_at, &w);
 }
 
 /* A test's `counters:`: limit name -> the count before the test, or
@@ -1712,21 +1739,19 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
   if ((x = get(root, "rules"))) parse_rules(&c, x, lets, &rinfo);
   limit_info *linfo = NULL;
   if ((x = get(root, "limits"))) parse_limits(&c, x, &linfo);
-  if (s->nlimits && !value_map_get(&s->constants, "limits", 6)) {
-    int shadowed = 0;
-    for (uint32_t i = 0; i < s->nlets; i++) shadowed |= !strcmp(s->lets[i].name, "limits");
-    for (uint32_t i = 0; !shadowed && rinfo && i < s->nrules; i++) {
+  if (strategy_limits_readable(s)) {
+    for (uint32_t i = 0; rinfo && i < s->nrules; i++) {
       char key[48];
       snprintf(key, sizeof key, "rules[%u].if", i);
       if (rinfo[i].cond) check_limit_reads(&c, rinfo[i].cond, rinfo[i].node, key);
     }
-    for (uint32_t i = 0; !shadowed && lets && i < s->nlets; i++) {
+    for (uint32_t i = 0; lets && i < s->nlets; i++) {
       char key[160];
       snprintf(key, sizeof key, "let.%.128s", s->lets[i].name);
       if (lets[i].tree) check_limit_reads(&c, lets[i].tree, lets[i].node, key);
     }
     static const char *const parts[3] = {"key", "when", "charge"};
-    for (uint32_t i = 0; !shadowed && linfo && i < s->nlimits; i++)
+    for (uint32_t i = 0; linfo && i < s->nlimits; i++)
       for (int k = 0; k < 3 && s->limits[i].name; k++) {
         char key[192];
         snprintf(key, sizeof key, "limits.%.160s.%s", s->limits[i].name, parts[k]);

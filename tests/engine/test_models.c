@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/engine.h"
 #include "policy/policy.h"
@@ -35,8 +36,7 @@ static const char *answer(void) {
 }
 
 static void pay(char *buf, size_t cap, double amount, const char *risk, const char *vip) {
-  snprintf(buf, cap,
-           "{\"action\":\"payment\",\"context\":{\"amount\":%g%s%s%s%s%s%s}}", amount,
+  snprintf(buf, cap, "{\"action\":\"payment\",\"context\":{\"amount\":%g%s%s%s%s%s%s}}", amount,
            risk ? ",\"signals\":{\"risk\":" : "", risk ? risk : "", risk ? "}" : "",
            vip ? ",\"customer\":{\"vip\":" : "", vip ? vip : "", vip ? "}" : "");
 }
@@ -144,8 +144,9 @@ static void deadline_takes_on_timeout(void) {
   CHECK_STR(vd_decision_action(d), "review");
   CHECK_STR(vd_decision_source(d), "model");
   CHECK(vd_decision_confidence(d) == 0.0);
-  CHECK_MSG(contains(vd_decision_reason(d), "no time to ask the model (model 'risk' missed its "
-                                            "50 ms deadline; fallback.on_timeout)"),
+  CHECK_MSG(contains(vd_decision_reason(d),
+                     "no time to ask the model (model 'risk' missed its "
+                     "50 ms deadline; fallback.on_timeout)"),
             "%s", vd_decision_reason(d));
   CHECK(d->model_run == MODEL_DEADLINE);
   /* met: the model decides as live */
@@ -171,16 +172,18 @@ static void the_design_text_runs(void) {
   vd_error err;
   CHECK_MSG(vd_engine_open("tests/engine/bundles/model", &o, &e, &err) == 0, "%s", err.message);
   if (!e) return;
-  if (decide_ok(e, "{\"action\":\"request_gate\",\"context\":{\"env\":{\"country\":\"CN\"},"
-                   "\"path\":\"/api/v1/users\"}}")) {
+  if (decide_ok(e,
+                "{\"action\":\"request_gate\",\"context\":{\"env\":{\"country\":\"CN\"},"
+                "\"path\":\"/api/v1/users\"}}")) {
     CHECK_STR(vd_decision_action(D), "allow");
     CHECK_STR(vd_decision_rule(D), "rule-1");
     CHECK(D->model_run == MODEL_NOT_RUN);
   }
   /* rule 2 reads confidence(model.score): the model runs, whatever it says */
-  if (decide_ok(e, "{\"action\":\"request_gate\",\"context\":{\"env\":{\"country\":\"US\"},"
-                   "\"path\":\"/api/v1/users\",\"method\":\"GET\",\"headers\":{\"user-agent\":"
-                   "\"Mozilla/5.0\"},\"client_ip\":\"81.2.69.160\"}}")) {
+  if (decide_ok(e,
+                "{\"action\":\"request_gate\",\"context\":{\"env\":{\"country\":\"US\"},"
+                "\"path\":\"/api/v1/users\",\"method\":\"GET\",\"headers\":{\"user-agent\":"
+                "\"Mozilla/5.0\"},\"client_ip\":\"81.2.69.160\"}}")) {
     CHECK(D->model_run == MODEL_SCORED);
     CHECK(strcmp(vd_decision_source(D), "error") != 0);
     const char *a = vd_decision_action(D);
@@ -262,6 +265,85 @@ static void policy_errors(void) {
   }
 }
 
+/* A feature reading a limit the strategy does not have is an error at load,
+ * placed in the features file, as it is in a rule. The models folder is a
+ * scratch copy of the risk bundle's model with features files of its own. */
+static void features_read_limits(void) {
+  char dir[] = "/tmp/verdict-test-models-XXXXXX";
+  if (!mkdtemp(dir)) {
+    CHECK_MSG(0, "mkdtemp failed");
+    return;
+  }
+  char path[256], *model = slurp(RISK "/models/risk.json");
+  CHECK(model != NULL);
+  snprintf(path, sizeof path, "%s/risk.json", dir);
+  FILE *f = fopen(path, "wb");
+  if (f && model) fputs(model, f);
+  if (f) fclose(f);
+  free(model);
+  static const char *const specs[2] = {
+      "features:\n  - name: risk\n    type: number\n    expr: limits.per_min.count + "
+      "limits.per_hour.count\n  - name: vip\n    type: bool\n    expr: customer.vip\n",
+      "features:\n  - name: risk\n    type: number\n    expr: limits.per_min.count\n"
+      "  - name: vip\n    type: bool\n    expr: customer.vip\n"};
+  for (int k = 0; k < 2; k++) {
+    snprintf(path, sizeof path, "%s/f%d.features.yaml", dir, k);
+    if ((f = fopen(path, "wb"))) {
+      fputs(specs[k], f);
+      fclose(f);
+    }
+  }
+  policy_load_opts o;
+  memset(&o, 0, sizeof o);
+  o.models_dir = dir;
+  policy_diags dg;
+  policy_bundle *b = NULL;
+  /* f0 reads per_hour, which this strategy does not have */
+  static const char S0[] = HEAD
+      "limits:\n  per_min: {key: ip, window: 1m, budget: 9, action: block}\n"
+      "fallback: {model: risk, features: f0.features.yaml}\n";
+  memset(&dg, 0, sizeof dg);
+  CHECK(policy_bundle_from_text_opts("t.yaml", S0, strlen(S0), &o, &b, &dg) != 0);
+  char want[400];
+  snprintf(want, sizeof want,
+           "no limit named 'per_hour' (this strategy's limits: per_min); the model 'risk' "
+           "serves strategy 's'");
+  CHECK_MSG(has(&dg, want), "%s", dg.n ? dg.items[0].message : "(none)");
+  snprintf(want, sizeof want, "%s/f0.features.yaml", dir);
+  CHECK(dg.n == 1 && !strcmp(dg.items[0].file, want));
+  CHECK(dg.n == 1 && dg.items[0].line == 4 && dg.items[0].column == 34);
+  policy_bundle_free(b);
+  b = NULL;
+  policy_diags_free(&dg);
+  /* f1 reads only per_min: it loads */
+  static const char S1[] = HEAD
+      "limits:\n  per_min: {key: ip, window: 1m, budget: 9, action: block}\n"
+      "fallback: {model: risk, features: f1.features.yaml}\n";
+  memset(&dg, 0, sizeof dg);
+  CHECK_MSG(policy_bundle_from_text_opts("t.yaml", S1, strlen(S1), &o, &b, &dg) == 0, "%s",
+            dg.n ? dg.items[0].message : "(none)");
+  policy_bundle_free(b);
+  b = NULL;
+  policy_diags_free(&dg);
+  /* a let named `limits` is what `limits` reads: nothing to check */
+  static const char S2[] = HEAD
+      "let:\n  limits: '{\"per_hour\": {\"count\": 1}}'\n"
+      "limits:\n  per_min: {key: ip, window: 1m, budget: 9, action: block}\n"
+      "fallback: {model: risk, features: f0.features.yaml}\n";
+  memset(&dg, 0, sizeof dg);
+  CHECK_MSG(policy_bundle_from_text_opts("t.yaml", S2, strlen(S2), &o, &b, &dg) == 0, "%s",
+            dg.n ? dg.items[0].message : "(none)");
+  policy_bundle_free(b);
+  policy_diags_free(&dg);
+  for (int k = 0; k < 2; k++) {
+    snprintf(path, sizeof path, "%s/f%d.features.yaml", dir, k);
+    remove(path);
+  }
+  snprintf(path, sizeof path, "%s/risk.json", dir);
+  remove(path);
+  rmdir(dir);
+}
+
 int main(void) {
   D = vd_decision_new();
   vd_engine_opts o;
@@ -280,6 +362,7 @@ int main(void) {
   deadline_takes_on_timeout();
   the_design_text_runs();
   policy_errors();
+  features_read_limits();
   vd_engine_close(e);
   vd_decision_free(D);
   TEST_END();
