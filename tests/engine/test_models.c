@@ -205,17 +205,20 @@ static char *slurp(const char *path) {
   return buf;
 }
 
-/* Loads one strategy from text with the risk bundle's models folder. */
-static int load(const char *yaml, policy_diags *dg) {
+/* Loads one strategy from text with the models folder models_dir. */
+static int load_in(const char *models_dir, const char *yaml, policy_diags *dg) {
   policy_bundle *b = NULL;
   policy_load_opts o;
   memset(&o, 0, sizeof o);
-  o.models_dir = RISK "/models";
+  o.models_dir = models_dir;
   memset(dg, 0, sizeof *dg);
   int rc = policy_bundle_from_text_opts("t.yaml", yaml, strlen(yaml), &o, &b, dg);
   policy_bundle_free(b);
   return rc;
 }
+
+/* ... with the risk bundle's models folder. */
+static int load(const char *yaml, policy_diags *dg) { return load_in(RISK "/models", yaml, dg); }
 
 static int has(const policy_diags *dg, const char *text) {
   for (size_t i = 0; i < dg->n; i++)
@@ -293,48 +296,28 @@ static void features_read_limits(void) {
       fclose(f);
     }
   }
-  policy_load_opts o;
-  memset(&o, 0, sizeof o);
-  o.models_dir = dir;
   policy_diags dg;
-  policy_bundle *b = NULL;
+#define LIMIT "limits:\n  per_min: {key: ip, window: 1m, budget: 9, action: block}\n"
   /* f0 reads per_hour, which this strategy does not have */
-  static const char S0[] = HEAD
-      "limits:\n  per_min: {key: ip, window: 1m, budget: 9, action: block}\n"
-      "fallback: {model: risk, features: f0.features.yaml}\n";
-  memset(&dg, 0, sizeof dg);
-  CHECK(policy_bundle_from_text_opts("t.yaml", S0, strlen(S0), &o, &b, &dg) != 0);
-  char want[400];
-  snprintf(want, sizeof want,
-           "no limit named 'per_hour' (this strategy's limits: per_min); the model 'risk' "
-           "serves strategy 's'");
-  CHECK_MSG(has(&dg, want), "%s", dg.n ? dg.items[0].message : "(none)");
-  snprintf(want, sizeof want, "%s/f0.features.yaml", dir);
-  CHECK(dg.n == 1 && !strcmp(dg.items[0].file, want));
+  CHECK(load_in(dir, HEAD LIMIT "fallback: {model: risk, features: f0.features.yaml}\n", &dg) != 0);
+  CHECK_MSG(has(&dg,
+                "no limit named 'per_hour' (this strategy's limits: per_min); the model "
+                "'risk' serves strategy 's'"),
+            "%s", dg.n ? dg.items[0].message : "(none)");
+  snprintf(path, sizeof path, "%s/f0.features.yaml", dir);
+  CHECK(dg.n == 1 && !strcmp(dg.items[0].file, path));
   CHECK(dg.n == 1 && dg.items[0].line == 4 && dg.items[0].column == 34);
-  policy_bundle_free(b);
-  b = NULL;
   policy_diags_free(&dg);
   /* f1 reads only per_min: it loads */
-  static const char S1[] = HEAD
-      "limits:\n  per_min: {key: ip, window: 1m, budget: 9, action: block}\n"
-      "fallback: {model: risk, features: f1.features.yaml}\n";
-  memset(&dg, 0, sizeof dg);
-  CHECK_MSG(policy_bundle_from_text_opts("t.yaml", S1, strlen(S1), &o, &b, &dg) == 0, "%s",
-            dg.n ? dg.items[0].message : "(none)");
-  policy_bundle_free(b);
-  b = NULL;
+  CHECK(load_in(dir, HEAD LIMIT "fallback: {model: risk, features: f1.features.yaml}\n", &dg) == 0);
   policy_diags_free(&dg);
   /* a let named `limits` is what `limits` reads: nothing to check */
-  static const char S2[] = HEAD
-      "let:\n  limits: '{\"per_hour\": {\"count\": 1}}'\n"
-      "limits:\n  per_min: {key: ip, window: 1m, budget: 9, action: block}\n"
-      "fallback: {model: risk, features: f0.features.yaml}\n";
-  memset(&dg, 0, sizeof dg);
-  CHECK_MSG(policy_bundle_from_text_opts("t.yaml", S2, strlen(S2), &o, &b, &dg) == 0, "%s",
-            dg.n ? dg.items[0].message : "(none)");
-  policy_bundle_free(b);
+  CHECK(load_in(dir,
+                HEAD "let:\n  limits: '{\"per_hour\": {\"count\": 1}}'\n" LIMIT
+                     "fallback: {model: risk, features: f0.features.yaml}\n",
+                &dg) == 0);
   policy_diags_free(&dg);
+#undef LIMIT
   for (int k = 0; k < 2; k++) {
     snprintf(path, sizeof path, "%s/f%d.features.yaml", dir, k);
     remove(path);
