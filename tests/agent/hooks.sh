@@ -10,10 +10,8 @@ set -u
 BUILD=${1:?usage: hooks.sh BUILD_DIR}
 V="$BUILD/verdict"
 PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-TEST_NAME=hooks.sh
 . tests/lib.sh
+scratch
 
 # The agent_guard strategy alone, so that other example strategies do not
 # matter here.
@@ -177,7 +175,7 @@ if "$V" hook --help | grep -q "claude|codex|gemini|opencode"; then ok; else bad 
 mkfifo "$T/fifo"
 "$V" mcp --policy "$T/p" --snapshots "$T/held" <"$T/fifo" >/dev/null 2>&1 &
 MCP_PID=$!
-trap 'kill $MCP_PID 2>/dev/null; rm -rf "$T"' EXIT
+on_exit() { kill $MCP_PID 2>/dev/null; }
 exec 3>"$T/fifo" # the server's stdin stays open until fd 3 is closed
 for _ in $(seq 100); do [ -e "$T/held/writer.lock" ] && break; sleep 0.05; done
 printf '%s' "$(claude Bash '{"command":"ls"}')" | "$V" hook claude --policy "$T/p" --snapshots "$T/held" >"$T/out" 2>"$T/err"
@@ -193,7 +191,7 @@ wait $MCP_PID 2>/dev/null
 "$V" serve --policy "$T/p" --listen 127.0.0.1:0 --threads 1 --snapshots "$T/serve-snaps" \
   2>"$T/serve.log" &
 SERVE_PID=$!
-trap 'kill $SERVE_PID 2>/dev/null; rm -rf "$T"' EXIT
+on_exit() { kill $SERVE_PID 2>/dev/null; }
 ADDR=
 for _ in $(seq 200); do
   ADDR=$(grep -o '"listen":"[^"]*"' "$T/serve.log" 2>/dev/null | head -1 | cut -d'"' -f4)

@@ -10,10 +10,8 @@ set -u
 BUILD=${1:?usage: mcp_inspector.sh BUILD_DIR}
 V="$(cd "$BUILD" && pwd)/verdict"
 PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-TEST_NAME=mcp_inspector.sh
 . tests/lib.sh
+scratch
 
 if ! I=$(scripts/npm-tools inspector); then
   echo "FAIL: the MCP inspector could not be installed from npm (see above); this test needs it" >&2

@@ -10,8 +10,8 @@ set -u
 BUILD=${1:?usage: mcp_stdio.sh BUILD_DIR}
 V="$BUILD/verdict"
 PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+. tests/lib.sh
+scratch
 mkdir -p "$T/p"
 cp examples/policies/agent_guard.yaml "$T/p/"
 

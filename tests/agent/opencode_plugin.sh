@@ -8,8 +8,8 @@
 set -u
 BUILD=${1:?usage: opencode_plugin.sh BUILD_DIR}
 command -v node >/dev/null || { echo "FAIL: node is not installed (scripts/deps --test)" >&2; exit 1; }
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+. tests/lib.sh
+scratch
 mkdir -p "$T/p"
 cp examples/policies/agent_guard.yaml "$T/p/"
 cat >"$T/run.mjs" <<'JS'

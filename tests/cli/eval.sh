@@ -5,7 +5,6 @@
 set -u
 BUILD=${1:-build}
 V="$BUILD/verdict"
-TEST_NAME=eval.sh
 . tests/lib.sh
 
 # expect_out WANT_STDOUT WANT_RC ARGS... : stdout and exit status must match

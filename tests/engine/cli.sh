@@ -6,10 +6,9 @@ set -u
 BUILD=${1:?usage: cli.sh BUILD_DIR}
 V="$BUILD/verdict"
 B=tests/engine/bundles
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
 TEST_NAME=engine/cli.sh
 . tests/lib.sh
+scratch
 # expect_rc WANT DESCRIPTION -- command...: runs it with stdout in $T/out,
 # stderr in $T/err.
 expect_rc() {

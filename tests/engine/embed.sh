@@ -4,10 +4,8 @@
 # example bundle when it is there.
 set -u
 BUILD=${1:?usage: embed.sh BUILD_DIR}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-TEST_NAME=embed.sh
 . tests/lib.sh
+scratch
 
 CFLAGS="-std=c11 -Wall -Wextra -Werror"
 # Build the way a user would: the public header only, the static library and

@@ -6,10 +6,8 @@
 set -u
 BUILD=${1:?usage: examples.sh BUILD_DIR}
 V="$BUILD/verdict"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-TEST_NAME=examples.sh
 . tests/lib.sh
+scratch
 
 if [ ! -d examples/policies ] || [ -z "$(ls examples/policies/*.yaml 2>/dev/null)" ]; then
   echo "no example bundle yet"; echo "0 passed, 0 failed"; exit 0

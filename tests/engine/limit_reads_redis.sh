@@ -17,15 +17,11 @@ if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; th
   echo "limit_reads_redis.sh: redis-server not found (scripts/deps --test installs it): skipped"
   exit 0
 fi
-T=$(mktemp -d)
-RPID=
-cleanup() {
-  if [ -n "$RPID" ]; then kill -KILL "$RPID" 2>/dev/null; wait "$RPID" 2>/dev/null; fi
-  rm -rf "$T"
-}
-trap cleanup EXIT
 TEST_NAME=engine/limit_reads_redis
 . "$HERE/../lib.sh"
+scratch
+RPID=
+on_exit() { kill_wait KILL "$RPID"; }
 listening() { $PY -c "import socket,sys; socket.create_connection(('127.0.0.1', $1), timeout=1)" 2>/dev/null; }
 
 RPORT=$(free_port)

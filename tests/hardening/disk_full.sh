@@ -22,20 +22,17 @@ BUILD=${1:?usage: disk_full.sh BUILD_DIR}
 VD="$BUILD/verdict"
 HERE=$(dirname "$0")
 PY=/usr/bin/python3
-command -v curl >/dev/null || { echo "disk_full.sh: curl is needed (scripts/deps)" >&2; exit 1; }
-T=$(mktemp -d)
-PID= LOAD= CURL=
-cleanup() {
+TEST_NAME=hardening/disk_full
+. "$HERE/../lib.sh"
+scratch
+need curl
+LOAD= CURL=
+on_exit() { # the load stops and the server gets its disk back before it is killed
   touch "$T/stop" 2>/dev/null
   if [ -n "$PID" ]; then $PY -c "import resource,sys; resource.prlimit($PID, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))" 2>/dev/null; fi
   if [ -n "$LOAD" ]; then wait "$LOAD" 2>/dev/null; fi
-  if [ -n "$CURL" ]; then kill "$CURL" 2>/dev/null; wait "$CURL" 2>/dev/null; fi
-  if [ -n "$PID" ]; then kill -KILL "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
-  rm -rf "$T"
+  kill_wait TERM "$CURL"
 }
-trap cleanup EXIT
-TEST_NAME=hardening/disk_full
-. "$HERE/../lib.sh"
 # start NAME [serve options...]: SIGXFSZ ignored (kept across exec), so an
 # over-limit write fails with EFBIG instead of killing the process.
 start() {

@@ -28,20 +28,19 @@ VD="$BUILD/verdict"
 HERE=$(dirname "$0")
 PY=/usr/bin/python3
 ROUNDS=${KILL_RELOAD_ROUNDS:-20}
-command -v curl >/dev/null || { echo "kill_reload.sh: curl is needed (scripts/deps)" >&2; exit 1; }
-T=$(mktemp -d)
-PID= LOAD= REL=
-cleanup() {
+TEST_NAME=hardening/kill_reload
+. "$HERE/../lib.sh"
+scratch
+need curl
+LOAD= REL=
+on_exit() { # the server killed first, the reloads and the load end, then it is waited for
   touch "$T/stop" 2>/dev/null
   if [ -n "$PID" ]; then kill -KILL "$PID" 2>/dev/null; fi
   if [ -n "$REL" ]; then wait "$REL" 2>/dev/null; fi
   if [ -n "$LOAD" ]; then wait "$LOAD" 2>/dev/null; fi
   if [ -n "$PID" ]; then wait "$PID" 2>/dev/null; fi
-  rm -rf "$T"
+  PID=
 }
-trap cleanup EXIT
-TEST_NAME=hardening/kill_reload
-. "$HERE/../lib.sh"
 SNAP="$T/snap"
 STORE="$T/store"
 start() { # start NAME: the server on the same folders; fails the test unless it serves

@@ -11,15 +11,9 @@
 set -u
 BUILD=${1:?usage: limits.sh BUILD_DIR}
 V="$BUILD/verdict"
-T=$(mktemp -d)
-PID=
-cleanup() {
-  if [ -n "$PID" ]; then kill -KILL "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
-  rm -rf "$T"
-}
-trap cleanup EXIT
 TEST_NAME=hardening/limits
 . tests/lib.sh
+scratch
 PY=/usr/bin/python3
 
 # ---- a bundle with the rules a hostile request aims at ----

@@ -22,20 +22,19 @@ if ! command -v redis-server >/dev/null; then
   echo "redis_faults.sh: redis-server not found (scripts/deps --test installs it): skipped"
   exit 0
 fi
-command -v curl >/dev/null || { echo "redis_faults.sh: curl is needed (scripts/deps)" >&2; exit 1; }
-T=$(mktemp -d)
-PID= LOAD= RPID=
-cleanup() {
+TEST_NAME=hardening/redis_faults
+. "$HERE/../lib.sh"
+scratch
+need curl
+LOAD= RPID=
+on_exit() { # redis-server thawed so the load can end; the server before redis-server
   touch "$T/stop" 2>/dev/null
   if [ -n "$RPID" ]; then kill -CONT "$RPID" 2>/dev/null; fi
   if [ -n "$LOAD" ]; then wait "$LOAD" 2>/dev/null; fi
-  if [ -n "$PID" ]; then kill -KILL "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
-  if [ -n "$RPID" ]; then kill -KILL "$RPID" 2>/dev/null; wait "$RPID" 2>/dev/null; fi
-  rm -rf "$T"
+  kill_wait KILL "$PID"
+  PID=
+  kill_wait KILL "$RPID"
 }
-trap cleanup EXIT
-TEST_NAME=hardening/redis_faults
-. "$HERE/../lib.sh"
 listening() { $PY -c "import socket,sys; socket.create_connection(('127.0.0.1', $1), timeout=1)" 2>/dev/null; }
 
 RPORT=$(free_port)

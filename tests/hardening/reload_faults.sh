@@ -14,18 +14,15 @@ BUILD=${1:?usage: reload_faults.sh BUILD_DIR}
 VD="$BUILD/verdict"
 HERE=$(dirname "$0")
 PY=/usr/bin/python3
-T=$(mktemp -d)
-PID= LOAD=
-cleanup() {
-  touch "$T/stop" 2>/dev/null
-  if [ -n "$LOAD" ]; then wait "$LOAD" 2>/dev/null; fi
-  if [ -n "$PID" ]; then kill -KILL "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
-  rm -rf "$T"
-}
-trap cleanup EXIT
 TEST_NAME=hardening/reload_faults
 . "$HERE/../lib.sh"
-command -v curl >/dev/null || { echo "reload_faults.sh: curl is needed (scripts/deps)" >&2; exit 1; }
+scratch
+need curl
+LOAD=
+on_exit() { # the load stops before the server is killed
+  touch "$T/stop" 2>/dev/null
+  if [ -n "$LOAD" ]; then wait "$LOAD" 2>/dev/null; fi
+}
 
 start() { # start NAME [serve options...]
   local name=$1; shift

@@ -7,10 +7,9 @@ set -u
 BUILD=${1:-build}
 V="$BUILD/verdict"
 G=tests/model/golden
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
 TEST_NAME="model cli"
 . tests/lib.sh
+scratch
 
 # expect RC PATTERN CMD...: exit status and a grep pattern on stdout+stderr
 expect() {

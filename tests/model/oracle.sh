@@ -13,8 +13,8 @@ if ! "$PY" -c 'import xgboost, sklearn' 2>/dev/null; then
   echo "oracle: python3-xgboost or python3-sklearn missing: skipped"
   exit 0
 fi
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+. tests/lib.sh
+scratch
 SEED=$(( $(date +%s) % 100000 + $$ % 1000 ))
 if ! OMP_NUM_THREADS=1 "$PY" tools/gen-model-golden "$T" "$SEED" > "$T/log" 2>&1; then
   echo "oracle: training failed (seed $SEED):"; cat "$T/log"; exit 1

@@ -13,10 +13,8 @@
 set -u
 BUILD=${1:?usage: store_tidy.sh BUILD_DIR}
 V="$BUILD/verdict"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-TEST_NAME=store_tidy.sh
 . tests/lib.sh
+scratch
 
 P="$T/p"
 S="$P/.verdict/versions"

@@ -10,15 +10,10 @@
 set -u
 BUILD=${1:?usage: against.sh BUILD_DIR}
 V="$BUILD/verdict"
-T=$(mktemp -d)
-SERVER=
-cleanup() {
-  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
-  rm -rf "$T"
-}
-trap cleanup EXIT
-TEST_NAME=against.sh
 . tests/lib.sh
+scratch
+SERVER=
+on_exit() { [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null; }
 
 if ! command -v python3 >/dev/null; then
   echo "python3 not found: skipped"; echo "0 passed, 0 failed"; exit 0

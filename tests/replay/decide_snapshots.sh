@@ -9,10 +9,8 @@
 set -u
 BUILD=${1:?usage: decide_snapshots.sh BUILD_DIR}
 V="$BUILD/verdict"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-TEST_NAME=decide_snapshots.sh
 . tests/lib.sh
+scratch
 expect_rc() { # expect_rc WANT DESCRIPTION -- command...
   local want=$1 what=$2; shift 3
   "$@" >"$T/out" 2>"$T/err"

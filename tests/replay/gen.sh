@@ -8,10 +8,8 @@
 set -u
 BUILD=${1:?usage: gen.sh BUILD_DIR}
 V="$BUILD/verdict"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-TEST_NAME=gen.sh
 . tests/lib.sh
+scratch
 
 # ---- determinism of the output ----
 "$V" gen --count 3000 --seed 42 --labels "$T/l1" >"$T/r1" && ok || bad "verdict gen --seed 42"

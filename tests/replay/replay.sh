@@ -12,10 +12,8 @@
 set -u
 BUILD=${1:?usage: replay.sh BUILD_DIR}
 V="$BUILD/verdict"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-TEST_NAME=replay.sh
 . tests/lib.sh
+scratch
 
 # check_json FILE KEY=VALUE...: fields of a JSON report (dotted paths)
 check_json() {

@@ -10,10 +10,8 @@
 set -u
 BUILD=${1:?usage: versions.sh BUILD_DIR}
 V="$BUILD/verdict"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-TEST_NAME=versions.sh
 . tests/lib.sh
+scratch
 
 P="$T/p"
 S="$T/snaps"

@@ -11,16 +11,9 @@
 set -u
 BUILD=${1:?usage: endpoints.sh BUILD_DIR}
 V="$BUILD/verdict"
-T=$(mktemp -d)
-PID=
-cleanup() {
-  if [ -n "$PID" ]; then kill -KILL "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
-  rm -rf "$T"
-}
-trap cleanup EXIT
-TEST_NAME=endpoints.sh
 . tests/lib.sh
-command -v curl >/dev/null || { echo "endpoints.sh: curl is needed (scripts/deps)" >&2; exit 1; }
+scratch
+need curl
 
 # start NAME [serve options...]: starts the server on a free port, waits for /readyz.
 start() {

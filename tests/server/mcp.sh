@@ -8,16 +8,9 @@
 set -u
 BUILD=${1:?usage: mcp.sh BUILD_DIR}
 V="$BUILD/verdict"
-T=$(mktemp -d)
-PID=
-cleanup() {
-  if [ -n "$PID" ]; then kill -KILL "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
-  rm -rf "$T"
-}
-trap cleanup EXIT
-TEST_NAME=mcp.sh
 . tests/lib.sh
-command -v curl >/dev/null || { echo "mcp.sh: curl is needed (scripts/deps)" >&2; exit 1; }
+scratch
+need curl
 
 mkdir -p "$T/bundle"
 for f in examples/policies/*; do cp -r "$f" "$T/bundle/"; done

@@ -10,15 +10,12 @@
 set -u
 BUILD=${1:?usage: mcp_conformance.sh BUILD_DIR}
 V="$BUILD/verdict"
-T=$(mktemp -d)
-PID=
-cleanup() {
-  if [ -n "$PID" ]; then kill -TERM "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
-  rm -rf "$T"
-}
-trap cleanup EXIT
-TEST_NAME=mcp_conformance.sh
 . tests/lib.sh
+scratch
+on_exit() { # the server gets SIGTERM, not SIGKILL
+  kill_wait TERM "$PID"
+  PID=
+}
 
 NODE=$(scripts/npm-tools node22) || { echo "mcp_conformance.sh: cannot install Node.js 22 from npm" >&2; exit 1; }
 CONF=$(scripts/npm-tools conformance) || { echo "mcp_conformance.sh: cannot install the conformance suite" >&2; exit 1; }

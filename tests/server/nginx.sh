@@ -15,17 +15,11 @@ if [ ! -x "$NGINX" ]; then
   echo "nginx.sh: skipped: nginx is not installed (scripts/deps --test installs it)"
   exit 0
 fi
-command -v curl >/dev/null || { echo "nginx.sh: curl is needed (scripts/deps)" >&2; exit 1; }
-T=$(mktemp -d)
-PID= NPID=
-cleanup() {
-  if [ -n "$NPID" ]; then kill -TERM "$NPID" 2>/dev/null; wait "$NPID" 2>/dev/null; fi
-  if [ -n "$PID" ]; then kill -KILL "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
-  rm -rf "$T"
-}
-trap cleanup EXIT
-TEST_NAME=nginx.sh
 . tests/lib.sh
+scratch
+need curl
+NPID=
+on_exit() { kill_wait TERM "$NPID"; } # nginx first, then the server
 
 mkdir -p "$T/bundle" "$T/nginx/logs" "$T/nginx/tmp"
 # A small edge policy of its own, reading the context docs/nginx.md describes

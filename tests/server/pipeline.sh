@@ -13,16 +13,9 @@
 set -u
 BUILD=${1:?usage: pipeline.sh BUILD_DIR}
 V="$BUILD/verdict"
-T=$(mktemp -d)
-PID=
-cleanup() {
-  if [ -n "$PID" ]; then kill -KILL "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
-  rm -rf "$T"
-}
-trap cleanup EXIT
-TEST_NAME=pipeline.sh
 . tests/lib.sh
-command -v curl >/dev/null || { echo "pipeline.sh: curl is needed (scripts/deps)" >&2; exit 1; }
+scratch
+need curl
 
 # A bundle whose answer names the request: key kN matches rule rN.
 mkdir -p "$T/bundle"

@@ -9,18 +9,9 @@
 set -u
 BUILD=${1:?usage: serve.sh BUILD_DIR}
 V="$BUILD/verdict"
-T=$(mktemp -d)
-PID=
-cleanup() {
-  if [ -n "$PID" ]; then kill -KILL "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
-  rm -rf "$T"
-}
-trap cleanup EXIT
-TEST_NAME=serve.sh
 . tests/lib.sh
-
-command -v curl >/dev/null || { echo "serve.sh: curl is needed (scripts/deps)" >&2; exit 1; }
-command -v python3 >/dev/null || { echo "serve.sh: python3 is needed" >&2; exit 1; }
+scratch
+need curl python3
 
 mkdir -p "$T/bundle"
 for f in examples/policies/*; do cp -r "$f" "$T/bundle/"; done

@@ -11,9 +11,8 @@ TEST_NAME=snapshot/cli.sh
 . tests/lib.sh
 
 unset VERDICT_SNAPSHOTS
-TMP=$(mktemp -d -t verdict-snap-cli-XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-D="$TMP/snaps"
+scratch
+D="$T/snaps"
 "$FIX" --make "$D" || { echo "cannot make the fixture" >&2; exit 1; }
 
 # expect_count N ARGS... : stdout has N lines and the exit status is 0
@@ -21,10 +20,10 @@ expect_count() {
   local want=$1
   shift
   local out rc n
-  out=$("$V" snapshots "$@" 2>"$TMP/err")
+  out=$("$V" snapshots "$@" 2>"$T/err")
   rc=$?
   n=$(printf '%s' "$out" | grep -c '')
-  if [ "$n" -eq "$want" ] && [ $rc -eq 0 ]; then ok; else bad "snapshots $* -> $n lines (rc $rc, $(cat "$TMP/err")), want $want"; fi
+  if [ "$n" -eq "$want" ] && [ $rc -eq 0 ]; then ok; else bad "snapshots $* -> $n lines (rc $rc, $(cat "$T/err")), want $want"; fi
 }
 # expect_rc RC PATTERN ARGS... : exit status RC and stderr matching PATTERN
 expect_rc() {
@@ -70,9 +69,9 @@ third=$("$V" snapshots list --snapshots "$D" --limit 3 | tail -1)
 set -- $third
 if [ "$2" = "2024-01-01T00:02:00.000000002Z" ] && [ "$3" = tool_call ] && [ "$4" = review ] && [ "$5" = default ]; then ok; else bad "third line: $third"; fi
 # the dated ids are the same every time the fixture is made
-"$FIX" --make "$TMP/again" >/dev/null
+"$FIX" --make "$T/again" >/dev/null
 a=$("$V" snapshots list --snapshots "$D" --until 2024-01-02T00:00:00Z | md5sum)
-b=$("$V" snapshots list --snapshots "$TMP/again" --until 2024-01-02T00:00:00Z | md5sum)
+b=$("$V" snapshots list --snapshots "$T/again" --until 2024-01-02T00:00:00Z | md5sum)
 if [ "$a" = "$b" ]; then ok; else bad "fixture ids differ between runs"; fi
 
 # ---- show ----
@@ -99,12 +98,12 @@ expect_rc 2 "unexpected argument" show --snapshots "$D" "$FIRST" "$FIRST"
 # unusual payloads: show indents exactly as Python's json module does,
 # --compact and export give the stored text; text that is not JSON is shown
 # as it is
-"$FIX" --make-odd "$TMP/odd" || bad "cannot make the odd fixture"
+"$FIX" --make-odd "$T/odd" || bad "cannot make the odd fixture"
 i=0
-for id in $("$V" snapshots list --snapshots "$TMP/odd" | cut -d' ' -f1); do
-  stored=$("$V" snapshots export --snapshots "$TMP/odd" | sed -n "$((i + 1))p")
-  compact=$("$V" snapshots show --snapshots "$TMP/odd" --compact "$id")
-  pretty=$("$V" snapshots show --snapshots "$TMP/odd" "$id")
+for id in $("$V" snapshots list --snapshots "$T/odd" | cut -d' ' -f1); do
+  stored=$("$V" snapshots export --snapshots "$T/odd" | sed -n "$((i + 1))p")
+  compact=$("$V" snapshots show --snapshots "$T/odd" --compact "$id")
+  pretty=$("$V" snapshots show --snapshots "$T/odd" "$id")
   if [ "$compact" = "$stored" ]; then ok; else bad "odd $i: compact '$compact' vs export '$stored'"; fi
   if [ $i -le 2 ]; then
     want_odd=$(printf '%s' "$stored" | python3 -c 'import json,sys; print(json.dumps(json.loads(sys.stdin.read()), indent=2, ensure_ascii=False))')
@@ -170,9 +169,9 @@ expect_count 12 list --snapshots "$D" --since 1h # recent ones untouched
 out=$("$V" snapshots gc --snapshots "$D")
 if echo "$out" | grep -q " 0 removed"; then ok; else bad "second gc removed something: $out"; fi
 # keep-days large: nothing is old
-out=$("$V" snapshots gc --snapshots "$TMP/again" --keep-days 100000)
+out=$("$V" snapshots gc --snapshots "$T/again" --keep-days 100000)
 if echo "$out" | grep -q " 0 removed"; then ok; else bad "gc --keep-days 100000: $out"; fi
-out=$("$V" snapshots gc --snapshots "$TMP/again" --sample 1 --min-confidence 0)
+out=$("$V" snapshots gc --snapshots "$T/again" --sample 1 --min-confidence 0)
 if echo "$out" | grep -q " 0 removed"; then ok; else bad "gc --sample 1: $out"; fi
 
 # ---- usage and errors ----
@@ -187,7 +186,7 @@ expect_rc 2 "fraction" gc --snapshots "$D" --sample 2
 expect_rc 2 "unknown option" gc --snapshots "$D" --point x
 expect_rc 2 "unknown option" list --snapshots "$D" --dry-run
 expect_rc 2 "missing value" list --snapshots
-expect_rc 1 "$TMP/nowhere" list --snapshots "$TMP/nowhere"
+expect_rc 1 "$T/nowhere" list --snapshots "$T/nowhere"
 help=$("$V" snapshots --help)
 rc=$?
 if [ $rc -eq 0 ] && echo "$help" | grep -q "usage: verdict snapshots list"; then ok; else bad "--help"; fi

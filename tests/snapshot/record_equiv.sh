@@ -5,19 +5,19 @@
 # comparing; this feeds it realistic traffic of every example strategy).
 set -u
 BUILD=${1:-build}
-TMP=$(mktemp -d -t verdict-record-equiv-XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
+. tests/lib.sh
+scratch
 unset VERDICT_SNAPSHOTS
-if ! "$BUILD/verdict" gen --count 2000 --seed 1 --out "$TMP/requests.jsonl"; then
+if ! "$BUILD/verdict" gen --count 2000 --seed 1 --out "$T/requests.jsonl"; then
   echo "FAIL: verdict gen" >&2
   exit 1
 fi
-n=$(grep -c '' "$TMP/requests.jsonl")
+n=$(grep -c '' "$T/requests.jsonl")
 if [ "$n" -ne 2000 ]; then
   echo "FAIL: verdict gen wrote $n requests, want 2000" >&2
   exit 1
 fi
-"$BUILD/engine_test_record_equiv" --requests "$TMP/requests.jsonl"
+"$BUILD/engine_test_record_equiv" --requests "$T/requests.jsonl"
 rc=$?
 [ $rc -eq 0 ] || exit $rc
 
@@ -27,15 +27,15 @@ rc=$?
 # boundary (the writer keeps the last second's text): the snapshots must say
 # the same, and every `time` must be its `time_ns`.
 P=examples/policies
-{ head -n 1000 "$TMP/requests.jsonl"; sleep 1.2; tail -n +1001 "$TMP/requests.jsonl"; } |
-  "$BUILD/verdict" decide --policy "$P" --jsonl --snapshots "$TMP/a/s" --store "$TMP/a/v" - >/dev/null ||
+{ head -n 1000 "$T/requests.jsonl"; sleep 1.2; tail -n +1001 "$T/requests.jsonl"; } |
+  "$BUILD/verdict" decide --policy "$P" --jsonl --snapshots "$T/a/s" --store "$T/a/v" - >/dev/null ||
   { echo "FAIL: verdict decide (names by pointer)" >&2; exit 1; }
-"$BUILD/verdict" decide --policy "$P" --jsonl --trace --snapshots "$TMP/b/s" --store "$TMP/b/v" \
-  "$TMP/requests.jsonl" >/dev/null || { echo "FAIL: verdict decide --trace" >&2; exit 1; }
-"$BUILD/verdict" snapshots export --snapshots "$TMP/a/s" >"$TMP/a.jsonl" &&
-  "$BUILD/verdict" snapshots export --snapshots "$TMP/b/s" >"$TMP/b.jsonl" ||
+"$BUILD/verdict" decide --policy "$P" --jsonl --trace --snapshots "$T/b/s" --store "$T/b/v" \
+  "$T/requests.jsonl" >/dev/null || { echo "FAIL: verdict decide --trace" >&2; exit 1; }
+"$BUILD/verdict" snapshots export --snapshots "$T/a/s" >"$T/a.jsonl" &&
+  "$BUILD/verdict" snapshots export --snapshots "$T/b/s" >"$T/b.jsonl" ||
   { echo "FAIL: verdict snapshots export" >&2; exit 1; }
-/usr/bin/python3 - "$TMP/a.jsonl" "$TMP/b.jsonl" <<'PY'
+/usr/bin/python3 - "$T/a.jsonl" "$T/b.jsonl" <<'PY'
 import datetime, json, sys
 def load(path):
     out, bad = [], 0

@@ -8,15 +8,9 @@
 set -u
 BUILD=${1:?usage: cli.sh BUILD_DIR}
 V="$BUILD/verdict"
-T=$(mktemp -d)
-PID=
-cleanup() {
-  if [ -n "$PID" ]; then kill -KILL "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
-  rm -rf "$T"
-}
-trap cleanup EXIT
 TEST_NAME=state/cli.sh
 . tests/lib.sh
+scratch
 action() { sed -n 's/^{"action":"\([a-z_]*\)".*/\1/p'; }
 
 mkdir -p "$T/b"

@@ -17,19 +17,16 @@ if [ ! -x "$NGINX" ]; then
   echo "cluster.sh: skipped: nginx is not installed (scripts/deps --test installs it)"
   exit 0
 fi
-command -v curl >/dev/null || { echo "cluster.sh: curl is needed (scripts/deps)" >&2; exit 1; }
-T=$(mktemp -d)
+. tests/lib.sh
+scratch
+need curl
 PIDS=() NPID=
-cleanup() {
-  if [ -n "$NPID" ]; then kill -TERM "$NPID" 2>/dev/null; wait "$NPID" 2>/dev/null; fi
+on_exit() { # nginx first, then the three nodes
+  kill_wait TERM "$NPID"
   for p in "${PIDS[@]}"; do
     [ -n "$p" ] && kill -KILL "$p" 2>/dev/null && wait "$p" 2>/dev/null
   done
-  rm -rf "$T"
 }
-trap cleanup EXIT
-TEST_NAME=cluster.sh
-. tests/lib.sh
 
 mkdir -p "$T/bundle" "$T/nginx/logs" "$T/nginx/tmp"
 cat >"$T/bundle/api.yaml" <<'YAML'
