@@ -916,7 +916,7 @@ int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *
   memset(stats, 0, sizeof *stats);
   if (err && errlen) err[0] = '\0';
   if (!opts || !opts->snapshots_dir || !opts->snapshots_dir[0])
-    return fail(err, errlen, "replay: no snapshot folder given");
+    return fail(err, errlen, "no snapshot folder given");
 
   snapshot_filter f;
   snapshot_filter_init(&f);
@@ -928,7 +928,7 @@ int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *
   if (opts->source) {
     f.source = snapshot_source_parse(opts->source, strlen(opts->source));
     if (f.source < 0)
-      return fail(err, errlen, "replay: unknown source '%s' (rule, model, default or error)",
+      return fail(err, errlen, "unknown source '%s' (rule, model, default or error)",
                   opts->source);
   }
 
@@ -940,7 +940,7 @@ int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *
   rp.store = store_path(opts);
   if (!rp.d || !rp.store) {
     replayer_free(&rp);
-    return fail(err, errlen, "replay: out of memory");
+    return fail(err, errlen, "out of memory");
   }
   if (opts->policy_dir) {
     policy_load_opts lo = {.store_dir = ""}; /* replay writes nothing */
@@ -949,7 +949,7 @@ int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *
     if (policy_bundle_load(opts->policy_dir, &lo, &rp.candidate.bundle, &dg) != 0 ||
         !rp.candidate.bundle) {
       char *m = diags_message(opts->policy_dir, &dg);
-      fail(err, errlen, "replay: the bundle %s", m ? m : "does not load");
+      fail(err, errlen, "the bundle %s", m ? m : "does not load");
       free(m);
       policy_diags_free(&dg);
       replayer_free(&rp);
@@ -960,7 +960,7 @@ int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *
     rp.candidate.names = name_tables_build(&rp.candidate.mem, rp.candidate.bundle);
     if (!rp.candidate.names) {
       replayer_free(&rp);
-      return fail(err, errlen, "replay: out of memory");
+      return fail(err, errlen, "out of memory");
     }
   }
 
@@ -968,7 +968,7 @@ int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *
   char rerr[SNAPSHOT_ERRLEN];
   if (snapshot_reader_open(opts->snapshots_dir, &f, &r, rerr, sizeof rerr) != 0) {
     replayer_free(&rp);
-    return fail(err, errlen, "replay: %s", rerr);
+    return fail(err, errlen, "%s", rerr);
   }
   int result = 0;
   snapshot_rec rec;
@@ -976,7 +976,7 @@ int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *
     if (opts->limit && stats->seen >= opts->limit) break;
     int got = snapshot_reader_next(r, &rec);
     if (got < 0) {
-      result = fail(err, errlen, "replay: %s", snapshot_reader_error(r));
+      result = fail(err, errlen, "%s", snapshot_reader_error(r));
       break;
     }
     if (got == 0) break;

@@ -226,6 +226,8 @@ expect_rc 2 -s "$SNAPS" --since 1h --until 2h
 expect_rc 1 -s "$SNAPS" --policy "$T/no-such-bundle"
 expect_rc 1 -s "$SNAPS" --labels "$T/no-such-labels.jsonl"
 expect_rc 1 -s "$T/no-such-snapshots"
+eq "$(cat "$T/err")" "verdict replay: snapshot directory $T/no-such-snapshots: No such file or directory" \
+  "a missing snapshot folder named once, with the command once"
 printf '{"key":"a","action":"x"}\n{"key":"a","action":"y"}\n' >"$T/conflict.jsonl"
 expect_rc 1 -s "$SNAPS" --labels "$T/conflict.jsonl"
 grep -q "conflict.jsonl:2: key \"a\" already has another label on line 1" "$T/err" && ok || bad "conflicting labels named"
