@@ -27,12 +27,18 @@
 : "${TEST_NAME:=$(basename "$0")}"
 pass=0 fail=0
 
-# scratch: makes the scratch folder $T, sets PID= and installs the EXIT trap.
+# scratch: makes the scratch folder $T, sets PID= and installs the EXIT trap
+# (and INT and TERM ones that exit, so that the EXIT trap runs).
 scratch() {
   T=$(mktemp -d -t "verdict-$(basename "$0" .sh).XXXXXX") ||
     { echo "$(basename "$0"): cannot make a scratch folder" >&2; exit 1; }
   PID=
   trap lib_cleanup EXIT
+  # Ctrl-C or a TERM (a runner giving up) ends the test, and so runs the
+  # cleanup; otherwise a server that took the SIGINT would leave the script
+  # running on, failing check after check
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
 }
 lib_cleanup() {
   if declare -F on_exit >/dev/null; then on_exit; fi
