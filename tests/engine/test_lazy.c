@@ -41,56 +41,12 @@
 
 /* What differs between two runs of one decision: measured times, ids, the
  * clock. Everything else is kept. */
-static int masked_key(const value *k) {
-  static const char *const keys[] = {"latency_us", "ns",      "snapshot_id", "id",
+static const char *const MASKED[] = {"latency_us", "ns",      "snapshot_id", "id",
                                      "time",       "time_ns", "latency_ns",  "clock_ns"};
-  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-    if (k->kind == V_STRING && k->n == strlen(keys[i]) && !memcmp(k->s, keys[i], k->n)) return 1;
-  return 0;
-}
-
-static void put_masked(json_buf *b, const value *v) {
-  if (v->kind == V_MAP) {
-    json_buf_putc(b, '{');
-    int first = 1;
-    for (uint32_t i = 0; i < v->n; i++) {
-      if (masked_key(&v->entries[i].key)) continue;
-      if (!first) json_buf_putc(b, ',');
-      first = 0;
-      json_write(b, &v->entries[i].key, 1);
-      json_buf_putc(b, ':');
-      put_masked(b, &v->entries[i].val);
-    }
-    json_buf_putc(b, '}');
-  } else if (v->kind == V_LIST) {
-    json_buf_putc(b, '[');
-    for (uint32_t i = 0; i < v->n; i++) {
-      if (i) json_buf_putc(b, ',');
-      put_masked(b, &v->items[i]);
-    }
-    json_buf_putc(b, ']');
-  } else {
-    json_write(b, v, 1);
-  }
-}
 
 /* json with the masked keys left out (malloc'd), or NULL when not JSON. */
 static char *masked(const char *json, size_t len) {
-  arena a;
-  arena_init(&a, NULL, 0, 0);
-  value v;
-  json_opts jo = {0};
-  jo.lenient = 1;
-  char *out = NULL;
-  if (json_parse(&a, json, len, &jo, &v, NULL) == 0) {
-    json_buf b;
-    json_buf_init(&b, NULL);
-    put_masked(&b, &v);
-    json_buf_putc(&b, '\0');
-    out = b.data;
-  }
-  arena_free(&a);
-  return out;
+  return json_without(json, len, MASKED, sizeof MASKED / sizeof MASKED[0]);
 }
 
 static policy_bundle *load(const char *dir, const char *store, int lazy) {

@@ -1,6 +1,7 @@
 /* helpers.h — shared by the policy tests (and the engine and replay tests
  * that decide inline tests): load a strategy from text, look for a
- * diagnostic by its printed first line, write an inline test's request. */
+ * diagnostic by its printed first line, write an inline test's request,
+ * compare two runs of a decision without what differs between runs. */
 #ifndef VD_TESTS_POLICY_HELPERS_H
 #define VD_TESTS_POLICY_HELPERS_H
 
@@ -52,6 +53,58 @@ static inline policy_bundle *load_dir(const char *dir, const char *store, int la
   if (d.n) dump_diags(&d);
   policy_diags_free(&d);
   return b;
+}
+
+/* Whether k is one of the n strings keys. */
+static inline int key_in(const value *k, const char *const *keys, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (k->kind == V_STRING && k->n == strlen(keys[i]) && !memcmp(k->s, keys[i], k->n)) return 1;
+  return 0;
+}
+
+static inline void put_without(json_buf *b, const value *v, const char *const *keys, size_t n) {
+  if (v->kind == V_MAP) {
+    json_buf_putc(b, '{');
+    for (uint32_t i = 0, first = 1; i < v->n; i++) {
+      if (key_in(&v->entries[i].key, keys, n)) continue;
+      if (!first) json_buf_putc(b, ',');
+      first = 0;
+      json_write(b, &v->entries[i].key, 1);
+      json_buf_putc(b, ':');
+      put_without(b, &v->entries[i].val, keys, n);
+    }
+    json_buf_putc(b, '}');
+  } else if (v->kind == V_LIST) {
+    json_buf_putc(b, '[');
+    for (uint32_t i = 0; i < v->n; i++) {
+      if (i) json_buf_putc(b, ',');
+      put_without(b, &v->items[i], keys, n);
+    }
+    json_buf_putc(b, ']');
+  } else {
+    json_write(b, v, 1);
+  }
+}
+
+/* json with every member named one of keys left out, at any depth, for
+ * comparing two runs of one decision without what differs between runs
+ * (measured times, ids): malloc'd, or NULL when json is not JSON. */
+static inline char *json_without(const char *json, size_t len, const char *const *keys, size_t n) {
+  arena a;
+  arena_init(&a, NULL, 0, 0);
+  value v;
+  json_opts jo = {0};
+  jo.lenient = 1;
+  char *out = NULL;
+  if (json_parse(&a, json, len, &jo, &v, NULL) == 0) {
+    json_buf b;
+    json_buf_init(&b, NULL);
+    put_without(&b, &v, keys, n);
+    json_buf_putc(&b, '\0');
+    out = b.data;
+  }
+  arena_free(&a);
+  return out;
 }
 
 /* Writes n bytes of text to path (checked). */
