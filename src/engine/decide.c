@@ -54,7 +54,7 @@ enum { LET_TODO = 0, LET_BUSY, LET_DONE };
 
 /* The values of the strategy's bindings (names.h) this decision has read:
  * the fast road for the evaluator's own lookups, by the name's pointer. */
-#define MAX_BINDS 64
+#define MAX_BINDS NAMES_MAX_BINDS
 
 /* Lets kept in the decision's context itself (more are allocated). */
 #define LOCAL_LETS 16
@@ -666,6 +666,56 @@ __attribute__((noinline)) static int limit_conds(dctx *x, const policy_limit *pl
   return 0;
 }
 
+/* The limits stage when every limit is plain (names.h, limits_plain), the
+ * request names no candidates and the counters are a local store's: the
+ * usual gate, in one loop that tests nothing else (run_limits's loop with
+ * limit_take_live inlined tests the rest: 97 instructions more a decision
+ * with two limits). Each key is read directly, its store key built in its
+ * room and charged. A key that is not a string shorter than 512 bytes, or
+ * a field the context lacks, goes the general way (limit_take_any), which
+ * says what is wrong. The stage is the decision's first reader of its
+ * limits, and nothing is evaluated before a key fails (so the decision's
+ * cost is 0 here and needs no check). Returns 0, or -1 out of memory. */
+static int run_limits_plain(dctx *x, limit_read *lr, local_store *ls, const policy_limit **limited,
+                            const policy_limit **failed, const char **why) {
+  const strategy *s = x->s;
+  uint32_t n = s->nlimits;
+  const limit_key *lk = x->refs->limit_keys;
+  char *room = (char *)(lr + n);
+  int64_t now_us = x->d->clock_ns / 1000;
+  for (uint32_t i = 0; i < n; i++, lr++, lk++, room += LIMIT_KEY_ROOM) {
+    const value *k;
+    if (lk->how == LIMIT_KEY_REQUEST) {
+      k = &x->req->key;
+    } else if (x->bind_state[lk->var_bind] == BIND_BOUND) {
+      k = &x->bind_val[lk->var_bind];
+    } else if ((k = limit_field(&x->req->context, lk))) {
+      x->bind_state[lk->var_bind] = BIND_BOUND; /* as lookup keeps it, for the rules */
+      x->bind_val[lk->var_bind] = *k;
+    }
+    if (__builtin_expect(k && k->kind == V_STRING && k->n < 512, 1)) {
+      char *p = limit_store_key(x, room, lk->id, 8, k);
+      if (!p) return -1;
+      lr->key = p + 8;
+      lr->key_len = k->n;
+      lr->v.kind = V_NULL; /* built when a rule reads it (limit_value) */
+      limit_charge_local(ls, p, 8 + k->n, &lk->spec, now_us, true, &lr->r);
+      lr->state = LIMIT_READ;
+    } else if (!limit_take_any(x, i, true)) {
+      return -1;
+    } else if (lr->state == LIMIT_FAILED) {
+      *failed = &s->limits[i];
+      *why = cat(&x->d->mem, "", "", "", lr->v.s, lr->v.n);
+      return *why ? 0 : -1;
+    }
+    if (lr->r.exceeded && s->limits[i].action >= 0) {
+      *limited = &s->limits[i];
+      return 0;
+    }
+  }
+  return 0;
+}
+
 /* The limits stage: each limit in order, passed over when its action is not
  * a candidate or its `when` is false; the first one that refuses and has an
  * action decides (*limited). A `when`, `charge` or `key` that fails stops
@@ -678,8 +728,10 @@ static int run_limits(dctx *x, const uint8_t *mask, const policy_limit **limited
   limit_read *reads = limit_reads_get(x);
   if (!reads) return -1;
   bool live = x->refs && d->state && !d->counters_in; /* the same for every limit */
-  char *rooms = (char *)(reads + n);                  /* the key rooms (limit_key_room) */
   local_store *ls = live ? state_local_only(d->state) : NULL;
+  if (ls && !mask && x->refs->limits_plain)
+    return run_limits_plain(x, reads, ls, limited, failed, why);
+  char *rooms = (char *)(reads + n); /* the key rooms (limit_key_room) */
   int64_t now_us = d->clock_ns / 1000;
   for (uint32_t i = 0; i < n; i++) {
     const policy_limit *pl = &s->limits[i];

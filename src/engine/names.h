@@ -15,6 +15,7 @@
 #ifndef VD_ENGINE_NAMES_H
 #define VD_ENGINE_NAMES_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "engine/engine.h"
@@ -43,6 +44,10 @@ typedef struct name_ref {
  * names are too long for a key's head (no prefix) is LIMIT_KEY_EVAL. */
 enum { LIMIT_KEY_EVAL = 0, LIMIT_KEY_VAR, LIMIT_KEY_REQUEST, LIMIT_KEY_FIELD };
 
+/* A decision keeps the values of its strategy's first this many bindings
+ * (decide.c); a name bound past them is resolved each time it is read. */
+#define NAMES_MAX_BINDS 64
+
 typedef struct limit_key {
   uint8_t how;     /* LIMIT_KEY_* */
   const char *var; /* LIMIT_KEY_VAR, _FIELD: the program's lookup name (its pointer) */
@@ -66,6 +71,10 @@ typedef struct name_refs {
   uint32_t mask;
   uint32_t nbinds;
   const limit_key *limit_keys; /* one per limit of the strategy */
+  /* every limit's key is read directly (LIMIT_KEY_REQUEST, or _FIELD with a
+   * binding below NAMES_MAX_BINDS), and none has `when` or `charge`: the
+   * limits stage's plain path (decide.c, run_limits_plain) serves it */
+  bool limits_plain;
 } name_refs;
 
 /* t's pointer table (never NULL for a table from name_table_build). */
