@@ -531,8 +531,9 @@ __attribute__((noinline)) static limit_read *limit_take_any(dctx *x, uint32_t i,
 }
 
 /* A local store's charge (local_fast.h) in one call, instead of state_hit's
- * and local_hit's two. Inlined into the limits stage, it would crowd the
- * stage's registers (measured: more instructions, not fewer). */
+ * and local_hit's two. Inlined into the general limits stage, it would crowd
+ * the stage's registers (measured: more instructions, not fewer); the plain
+ * stage (run_limits_plain) has room for it and inlines it. */
 __attribute__((noinline)) static void limit_charge_local(local_store *ls, const char *key,
                                                          size_t klen, const limit_spec *sp,
                                                          int64_t now_us, bool charge,
@@ -669,13 +670,12 @@ __attribute__((noinline)) static int limit_conds(dctx *x, const policy_limit *pl
 /* The limits stage when every limit is plain (names.h, limits_plain), the
  * request names no candidates and the counters are a local store's: the
  * usual gate, in one loop that tests nothing else (run_limits's loop with
- * limit_take_live inlined tests the rest: 97 instructions more a decision
- * with two limits). Each key is read directly, its store key built in its
- * room and charged. A key that is not a string shorter than 512 bytes, or
- * a field the context lacks, goes the general way (limit_take_any), which
- * says what is wrong. The stage is the decision's first reader of its
- * limits, and nothing is evaluated before a key fails (so the decision's
- * cost is 0 here and needs no check). Returns 0, or -1 out of memory. */
+ * limit_take_live inlined tests the rest and calls the charge: about 140
+ * instructions more a decision with two limits). Each key is read directly, its store key built in
+ * its room and charged. A key that is not a string shorter than 512 bytes, or a field the context
+ * lacks, goes the general way (limit_take_any), which says what is wrong. The stage is the
+ * decision's first reader of its limits, and nothing is evaluated before a key fails (so the
+ * decision's cost is 0 here and needs no check). Returns 0, or -1 out of memory. */
 static int run_limits_plain(dctx *x, limit_read *lr, local_store *ls, const policy_limit **limited,
                             const policy_limit **failed, const char **why) {
   const strategy *s = x->s;
@@ -699,7 +699,7 @@ static int run_limits_plain(dctx *x, limit_read *lr, local_store *ls, const poli
       lr->key = p + 8;
       lr->key_len = k->n;
       lr->v.kind = V_NULL; /* built when a rule reads it (limit_value) */
-      limit_charge_local(ls, p, 8 + k->n, &lk->spec, now_us, true, &lr->r);
+      local_charge(ls, p, 8 + k->n, &lk->spec, now_us, true, &lr->r); /* inlined: -46 */
       lr->state = LIMIT_READ;
     } else if (!limit_take_any(x, i, true)) {
       return -1;
