@@ -149,15 +149,33 @@ typedef struct feature_limits_at {
   policy_diags *d;
 } feature_limits_at;
 
+/* The byte offset of line:col (both from 1; col in characters) in src. */
+static size_t offset_at(const char *src, size_t len, int line, int col) {
+  size_t i = 0;
+  for (int l = 1; l < line && i < len; i++)
+    if (src[i] == '\n') l++;
+  for (int c = 1; c < col && i < len && src[i] != '\n'; c++) do
+      i++;
+    while (i < len && ((unsigned char)src[i] & 0xC0) == 0x80); /* a character's bytes */
+  return i;
+}
+
 static void unknown_feature_limit(void *user, const ast *sel) {
   feature_limits_at *w = user;
   int line, col;
   features_expr_place(w->m->features, w->i, sel->target->pos, &line, &col);
-  char msg[1024], key[96];
-  strategy_unknown_limit_msg(w->s, sel, msg, sizeof msg);
+  char why[768], msg[1536], key[96];
+  strategy_unknown_limit_msg(w->s, sel, why, sizeof why);
   snprintf(key, sizeof key, "features[%u] (%.40s).expr", w->i, features_name(w->m->features, w->i));
-  diag_add(w->d, DIAG_ERROR, w->m->features_path, line, col, key,
-           "%s; the model '%s' serves strategy '%s'", msg, w->m->name, w->s->name);
+  snprintf(msg, sizeof msg, "%s; the model '%s' serves strategy '%s'", why, w->m->name, w->s->name);
+  /* the line and a caret under the limit's name, as a rule's error has
+   * (the features file's text is not kept once it is loaded: read again) */
+  size_t len;
+  char rerr[128] = "";
+  char *src = slurp(w->m->features_path, &len, rerr, sizeof rerr);
+  if (src) diag_excerpt(msg, sizeof msg, src, len, offset_at(src, len, line, col));
+  free(src);
+  diag_add(w->d, DIAG_ERROR, w->m->features_path, line, col, key, "%s", msg);
 }
 
 static void check_feature_limits(const strategy *s, const bundle_model *m, policy_diags *d) {

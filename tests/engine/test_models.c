@@ -307,6 +307,11 @@ static void features_read_limits(void) {
   snprintf(path, sizeof path, "%s/f0.features.yaml", dir);
   CHECK(dg.n == 1 && !strcmp(dg.items[0].file, path));
   CHECK(dg.n == 1 && dg.items[0].line == 4 && dg.items[0].column == 34);
+  /* with the line and a caret under the limit's name, as a rule's error */
+  CHECK_MSG(dg.n == 1 && strstr(dg.items[0].message,
+                                "\n |     expr: limits.per_min.count + limits.per_hour.count\n | "
+                                "                                 ^"),
+            "%s", dg.n ? dg.items[0].message : "(none)");
   policy_diags_free(&dg);
   /* f1 reads only per_min: it loads */
   CHECK(load_in(dir, HEAD LIMIT "fallback: {model: risk, features: f1.features.yaml}\n", &dg) == 0);
