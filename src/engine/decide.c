@@ -347,24 +347,29 @@ static const value *limit_field(const value *ctx, const limit_key *lk) {
   return NULL;
 }
 
+/* The value of a plain key (names.h, limit_key_is_plain): the request's
+ * key, or the context field — kept as the variable's value, as lookup
+ * would keep it, for the rules that read it next. NULL: no such field. */
+static inline __attribute__((always_inline)) const value *limit_key_plain(dctx *x,
+                                                                          const limit_key *lk) {
+  if (lk->how == LIMIT_KEY_REQUEST) return &x->req->key;
+  if (x->bind_state[lk->var_bind] == BIND_BOUND) return &x->bind_val[lk->var_bind];
+  const value *f = limit_field(&x->req->context, lk);
+  if (f) {
+    x->bind_state[lk->var_bind] = BIND_BOUND;
+    x->bind_val[lk->var_bind] = *f;
+  }
+  return f;
+}
+
 /* A key of one of the shapes names.h reads directly: what expr_eval would
  * answer, without it. 0: evaluate the program instead (an unbound name, a
- * decision past its cost limit: the evaluator says so in its own words).
- * A context field found is kept as the variable's value, as lookup would
- * keep it, for the rules that read it next. */
+ * decision past its cost limit: the evaluator says so in its own words). */
 static inline __attribute__((always_inline)) int limit_key_direct(dctx *x, const limit_key *lk,
                                                                   value *out) {
   const value *f;
-  if (lk->how == LIMIT_KEY_REQUEST) {
-    *out = x->req->key;
-  } else if (lk->how == LIMIT_KEY_FIELD && lk->var_bind < MAX_BINDS &&
-             x->bind_state[lk->var_bind] == BIND_BOUND) {
-    *out = x->bind_val[lk->var_bind];
-  } else if (lk->how == LIMIT_KEY_FIELD && lk->var_bind < MAX_BINDS &&
-             (f = limit_field(&x->req->context, lk))) {
+  if (limit_key_is_plain(lk) && (f = limit_key_plain(x, lk))) {
     *out = *f;
-    x->bind_state[lk->var_bind] = BIND_BOUND;
-    x->bind_val[lk->var_bind] = *f;
   } else if ((lk->how != LIMIT_KEY_VAR && lk->how != LIMIT_KEY_FIELD) ||
              lookup(x, lk->var, lk->var_len, out) != 0) {
     return 0;
@@ -554,19 +559,7 @@ static inline __attribute__((always_inline)) limit_read *limit_take_live(
   vd_decision *d = x->d;
   const limit_key *lk = &x->refs->limit_keys[i];
   const value *k;
-  if (lk->how == LIMIT_KEY_REQUEST) {
-    k = &x->req->key;
-  } else if (lk->how == LIMIT_KEY_FIELD && lk->var_bind < MAX_BINDS) {
-    if (x->bind_state[lk->var_bind] == BIND_BOUND) {
-      k = &x->bind_val[lk->var_bind];
-    } else {
-      if (!(k = limit_field(&x->req->context, lk))) return limit_take_any(x, i, charge);
-      x->bind_state[lk->var_bind] = BIND_BOUND; /* as lookup keeps it, for the rules */
-      x->bind_val[lk->var_bind] = *k;
-    }
-  } else {
-    return limit_take_any(x, i, charge);
-  }
+  if (!limit_key_is_plain(lk) || !(k = limit_key_plain(x, lk))) return limit_take_any(x, i, charge);
   if (k->kind != V_STRING || k->n >= 512 || /* (a key read directly has a prefix: names.c) */
       (x->ectx.cost_limit && x->ectx.cost > x->ectx.cost_limit))
     return limit_take_any(x, i, charge);
@@ -684,15 +677,7 @@ static int run_limits_plain(dctx *x, limit_read *lr, local_store *ls, const poli
   char *room = (char *)(lr + n);
   int64_t now_us = x->d->clock_ns / 1000;
   for (uint32_t i = 0; i < n; i++, lr++, lk++, room += LIMIT_KEY_ROOM) {
-    const value *k;
-    if (lk->how == LIMIT_KEY_REQUEST) {
-      k = &x->req->key;
-    } else if (x->bind_state[lk->var_bind] == BIND_BOUND) {
-      k = &x->bind_val[lk->var_bind];
-    } else if ((k = limit_field(&x->req->context, lk))) {
-      x->bind_state[lk->var_bind] = BIND_BOUND; /* as lookup keeps it, for the rules */
-      x->bind_val[lk->var_bind] = *k;
-    }
+    const value *k = limit_key_plain(x, lk);
     if (__builtin_expect(k && k->kind == V_STRING && k->n < 512, 1)) {
       char *p = limit_store_key(x, room, lk->id, 8, k);
       if (!p) return -1;

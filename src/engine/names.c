@@ -208,9 +208,7 @@ static int build_refs(arena *a, const strategy *s, const name_table *t, name_ref
   out->limits_plain = s->nlimits > 0;
   for (uint32_t i = 0; i < s->nlimits; i++) {
     const limit_key *lk = &out->limit_keys[i];
-    if (s->limits[i].when || s->limits[i].charge || !lk->prefix ||
-        !(lk->how == LIMIT_KEY_REQUEST ||
-          (lk->how == LIMIT_KEY_FIELD && lk->var_bind < NAMES_MAX_BINDS)))
+    if (s->limits[i].when || s->limits[i].charge || !lk->prefix || !limit_key_is_plain(lk))
       out->limits_plain = false;
   }
   rc = 0;

@@ -77,6 +77,13 @@ typedef struct name_refs {
   bool limits_plain;
 } name_refs;
 
+/* Whether limit key lk is read from the request alone: `request.key`, or a
+ * context field whose value a decision keeps (decide.c, limit_key_plain). */
+static inline bool limit_key_is_plain(const limit_key *lk) {
+  return lk->how == LIMIT_KEY_REQUEST ||
+         (lk->how == LIMIT_KEY_FIELD && lk->var_bind < NAMES_MAX_BINDS);
+}
+
 /* t's pointer table (never NULL for a table from name_table_build). */
 const name_refs *name_table_refs(const name_table *t);
 
