@@ -160,6 +160,11 @@ static uint64_t fl_mul(uint64_t a, uint64_t b) {
   return (uint64_t)p ^ (uint64_t)(p >> 64);
 }
 
+static void fl_close(fl_store *f) {
+  for (int i = 0; f && i < FL_SHARDS; i++) free(f->sh[i].slots);
+  free(f);
+}
+
 static fl_store *fl_open(uint32_t slots_per_shard) {
   fl_store *f = aligned_alloc(64, sizeof *f);
   if (!f) return NULL;
@@ -169,7 +174,10 @@ static fl_store *fl_open(uint32_t slots_per_shard) {
   for (int i = 0; i < FL_SHARDS; i++) {
     f->sh[i].mask = slots_per_shard - 1;
     f->sh[i].slots = aligned_alloc(64, slots_per_shard * sizeof(fl_slot));
-    if (!f->sh[i].slots) return NULL;
+    if (!f->sh[i].slots) {
+      fl_close(f);
+      return NULL;
+    }
     memset(f->sh[i].slots, 0, slots_per_shard * sizeof(fl_slot));
   }
   return f;
@@ -181,11 +189,6 @@ static uint64_t fl_keys(const fl_store *f) {
   for (int i = 0; i < FL_SHARDS; i++)
     for (uint32_t j = 0; j <= f->sh[i].mask; j++) n += f->sh[i].slots[j].hash != 0;
   return n;
-}
-
-static void fl_close(fl_store *f) {
-  for (int i = 0; f && i < FL_SHARDS; i++) free(f->sh[i].slots);
-  free(f);
 }
 
 static inline uint64_t fl_hash(const fl_store *f, uint64_t id, const char *k, uint32_t n) {
