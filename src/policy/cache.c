@@ -165,7 +165,7 @@ int parse_cache_put(const char *store, const char *key, const char *version) {
 /* The tree yaml.c would have built, from the canonical JSON's values:
  * scalars keep their value and the text a YAML loader would hold. */
 static ynode *from_value(arena *a, const value *v, int depth) {
-  if (depth > 256) return NULL;
+  if (depth > YAML_MAX_DEPTH) return NULL;
   ynode *y = arena_zalloc(a, sizeof *y);
   if (!y) return NULL;
   switch (v->kind) {
@@ -552,7 +552,7 @@ static int tree_take(tree_rd *r, void *out, size_t n) {
  * file; NULL when the bytes are not one from_value could have made. */
 static ynode *tree_get(tree_rd *r, arena *a, int depth) {
   uint8_t h[2];
-  if (depth > 256 || tree_take(r, h, 2) || h[0] > Y_MAP) return NULL;
+  if (depth > YAML_MAX_DEPTH || tree_take(r, h, 2) || h[0] > Y_MAP) return NULL;
   ynode *y = arena_zalloc(a, sizeof *y);
   if (!y) return NULL;
   y->kind = h[0];

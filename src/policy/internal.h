@@ -34,10 +34,16 @@ typedef enum ystyle {
   YS_FLOW   /* flow collection */
 } ystyle;
 
+/* How deep collections may nest in a policy file (the root mapping is level
+ * 1), aliases expanded: every walk over a tree (the canonical JSON, values,
+ * schemas, the parsed cache) recurses, and this bounds it. */
+#define YAML_MAX_DEPTH 256
+
 typedef struct ynode ynode;
 struct ynode {
   uint8_t kind;     /* ykind */
   uint8_t style;    /* ystyle */
+  uint16_t height;  /* collections: levels in and below it (1 for a flat one); scalars 0 */
   int line, col;    /* 1-based, where the node starts (col in code points) */
   size_t pos;       /* byte offset of the start in the source */
   size_t end;       /* byte offset just past the node */
@@ -49,7 +55,9 @@ struct ynode {
 };
 
 /* Parses one YAML document from src into a tree in a. Syntax errors become
- * diagnostics naming file:line:col. Returns 0, or -1 after adding errors. */
+ * diagnostics naming file:line:col, and so does nesting past YAML_MAX_DEPTH
+ * (at the bracket or alias that crosses it, before anything walks the tree).
+ * Returns 0, or -1 after adding errors. */
 int yaml_load(arena *a, const char *file, const char *src, size_t len, ynode **root,
               policy_diags *d);
 /* The value of a node (lists, maps with string keys, typed scalars), built in

@@ -12,7 +12,10 @@
  * `!!str !!int !!float !!bool !!null` force a type (a value that does not fit
  * is an error); other tags are refused. Anchors and aliases work (an alias
  * shares the anchored node); merge keys (`<<`) are not part of YAML 1.2 and
- * are plain keys here. Duplicate keys in a mapping are errors.
+ * are plain keys here. Duplicate keys in a mapping are errors. Collections
+ * nest at most YAML_MAX_DEPTH levels, counted with aliases expanded (an
+ * alias adds the levels of what it names), so every later walk over the
+ * tree has a bounded recursion.
  *
  * The text must be valid UTF-8 (checked before libfyaml sees it).
  * libfyaml reports syntax errors through a diag object set to collect them
@@ -521,6 +524,13 @@ static int on_event(builder *b, struct fy_event *e) {
           berr(b, pos, "alias '*%.*s' refers to a collection that contains it", (int)n, t);
           return -1;
         }
+        if (b->depth + an->node->height > YAML_MAX_DEPTH) {
+          berr(b, pos,
+               "nesting deeper than the limit of %d levels once alias '*%.*s' is expanded (it "
+               "holds %u levels, here under %u)",
+               YAML_MAX_DEPTH, (int)n, t, (unsigned)an->node->height, (unsigned)b->depth);
+          return -1;
+        }
         b->expanded += expanded_size(an->node);
         if (b->expanded > MAX_EXPANDED) {
           berr(b, pos, "too many nodes once aliases are expanded (more than %d)", MAX_EXPANDED);
@@ -536,6 +546,12 @@ static int on_event(builder *b, struct fy_event *e) {
       int is_map = e->type == FYET_MAPPING_START;
       ynode *y = new_node(b, is_map ? Y_MAP : Y_SEQ, m);
       if (!y) return -1;
+      if (b->depth >= YAML_MAX_DEPTH) {
+        /* refused here, at the bracket, so that nothing recurses deeper
+         * later (and the rest of a hostile file is not even read) */
+        berr(b, y->pos, "nesting deeper than the limit of %d levels", YAML_MAX_DEPTH);
+        return -1;
+      }
       struct fy_token *st =
           is_map ? e->mapping_start.mapping_start : e->sequence_start.sequence_start;
       enum fy_token_type tt = st ? fy_token_get_type(st) : FYTT_NONE;
@@ -576,8 +592,13 @@ static int on_event(builder *b, struct fy_event *e) {
         }
       }
       uint64_t size = 1;
-      for (uint32_t i = 0; i < f->n; i++) size += expanded_size(f->kids[i]);
+      uint16_t below = 0;
+      for (uint32_t i = 0; i < f->n; i++) {
+        size += expanded_size(f->kids[i]);
+        if (f->kids[i]->height > below) below = f->kids[i]->height;
+      }
       y->v.u = size;
+      y->height = (uint16_t)(below + 1); /* at most YAML_MAX_DEPTH: checked on the way in */
       free(f->kids);
       if (y->kind == Y_MAP) {
         y->n = f->n / 2;
@@ -596,6 +617,278 @@ static int on_event(builder *b, struct fy_event *e) {
   }
 }
 
+/* ---- flow nesting, checked in the text before libfyaml reads it ---- */
+
+/* libfyaml reads a flow collection nested in another ([[...]], or one that
+ * starts a line) to its end before it hands out its first event, to learn
+ * whether a ':' after it makes it a key, and holds a token and more per
+ * bracket meanwhile: 200,000 nested brackets cost it a second and 100 MB,
+ * a 16 MiB file of them gigabytes, before the builder could refuse the
+ * 257th. So the text is scanned first for flow brackets, the way YAML's
+ * scanner reads them (the YAML 1.2 rules, as libyaml implements them):
+ * plain, quoted and block scalars and comments are passed over, block
+ * scalars and multi-line plain scalars by their indentation (a stack of
+ * block indents, as the scanner keeps it). Where the two readings could
+ * differ, this one counts the bracket: an error here is at worst a false
+ * alarm in an odd file, never a deep collection let through. Returns the
+ * offset of the first bracket past YAML_MAX_DEPTH levels of flow, or
+ * SIZE_MAX. Linear in the text; nothing is allocated (the indent stack
+ * has room for YAML_MAX_DEPTH levels, and the builder refuses more). */
+typedef struct fscan {
+  const char *s;
+  size_t n, i;
+  size_t col_pos, col_ls;      /* the last column asked: its offset and its line's start */
+  int ind[2 * YAML_MAX_DEPTH]; /* block indents; ind[0] = -1 */
+  int top;
+} fscan;
+
+static int fs_blank(char c) { return c == ' ' || c == '\t'; }
+static int fs_break(char c) { return c == '\n' || c == '\r'; }
+static int fs_flowind(char c) { return c == ',' || c == '[' || c == ']' || c == '{' || c == '}'; }
+static char fs_at(const fscan *f, size_t i) { return i < f->n ? f->s[i] : '\0'; }
+/* blank, line break or the end */
+static int fs_sep(const fscan *f, size_t i) {
+  char c = fs_at(f, i);
+  return c == '\0' || fs_blank(c) || fs_break(c);
+}
+
+/* Columns are asked in increasing places: found from the last one. */
+static int fs_column(fscan *f, size_t i) {
+  if (i < f->col_pos) {
+    f->col_pos = 0;
+    f->col_ls = 0;
+  }
+  for (size_t k = f->col_pos; k < i; k++)
+    if (fs_break(f->s[k])) f->col_ls = k + 1;
+  f->col_pos = i;
+  return (int)(i - f->col_ls);
+}
+
+/* 0, or -1 when blocks nest past what the stack holds (the builder refuses
+ * them at YAML_MAX_DEPTH, before anything deeper is read). */
+static int fs_push(fscan *f, int col) {
+  if (col <= f->ind[f->top]) return 0;
+  if (f->top + 1 >= (int)(sizeof f->ind / sizeof f->ind[0])) return -1;
+  f->ind[++f->top] = col;
+  return 0;
+}
+
+static void fs_skip_line(fscan *f) {
+  while (f->i < f->n && !fs_break(f->s[f->i])) f->i++;
+}
+
+static void fs_quoted(fscan *f) {
+  char q = f->s[f->i++];
+  while (f->i < f->n) {
+    char c = f->s[f->i];
+    if (q == '"' && c == '\\') {
+      f->i += 2;
+    } else if (c == q) {
+      f->i++;
+      if (q == '\'' && fs_at(f, f->i) == '\'') {
+        f->i++; /* '' is a quote inside */
+        continue;
+      }
+      return;
+    } else {
+      f->i++;
+    }
+  }
+}
+
+/* A block scalar (| or >) from its indicator: the header line, then every
+ * line its indentation keeps (libyaml's scan_block_scalar). */
+static void fs_block_scalar(fscan *f) {
+  int parent = f->ind[f->top], explicit_ind = 0;
+  f->i++;
+  while (f->i < f->n && !fs_break(f->s[f->i])) {
+    char c = f->s[f->i];
+    if (c >= '1' && c <= '9' && !explicit_ind) explicit_ind = c - '0';
+    if (c == '#' && fs_blank(f->s[f->i - 1])) break;
+    f->i++;
+  }
+  fs_skip_line(f);
+  int indent = explicit_ind ? (parent >= 0 ? parent + explicit_ind : explicit_ind) : 0;
+  if (!indent) { /* auto: the first line with content, at least parent + 1 */
+    size_t k = f->i;
+    int max = 0;
+    while (k < f->n) {
+      if (fs_break(f->s[k])) k++;
+      size_t b = k;
+      while (k < f->n && f->s[k] == ' ') k++;
+      if ((int)(k - b) > max) max = (int)(k - b);
+      if (k < f->n && !fs_break(f->s[k])) break;
+    }
+    indent = max;
+    if (indent < parent + 1) indent = parent + 1;
+    if (indent < 1) indent = 1;
+  }
+  /* lines indented at least `indent`, and empty ones, are content */
+  while (f->i < f->n) {
+    size_t k = f->i;
+    if (fs_break(f->s[k])) k += (f->s[k] == '\r' && fs_at(f, k + 1) == '\n') ? 2 : 1;
+    size_t b = k;
+    while (k < f->n && f->s[k] == ' ') k++;
+    if (k < f->n && !fs_break(f->s[k]) && (int)(k - b) < indent) return;
+    f->i = k;
+    fs_skip_line(f);
+  }
+}
+
+/* A plain scalar outside flow collections: to ': ', ' #' or the end of its
+ * line, and on over the following lines indented deeper than the block
+ * (libyaml's scan_plain_scalar). */
+static void fs_plain_block(fscan *f) {
+  for (;;) {
+    while (f->i < f->n && !fs_break(f->s[f->i])) {
+      char c = f->s[f->i];
+      if (c == ':' && fs_sep(f, f->i + 1)) return;
+      if (c == '#' && f->i > 0 && fs_blank(f->s[f->i - 1])) return;
+      f->i++;
+    }
+    /* a continuation line: more indented than the block, with content that
+     * is neither a comment nor a document marker */
+    size_t k = f->i;
+    while (k < f->n && (fs_break(f->s[k]) || fs_blank(f->s[k]))) k++;
+    if (k >= f->n || f->s[k] == '#' || fs_column(f, k) <= f->ind[f->top]) return;
+    if (fs_column(f, k) == 0 && k + 3 <= f->n &&
+        (memcmp(f->s + k, "---", 3) == 0 || memcmp(f->s + k, "...", 3) == 0) && fs_sep(f, k + 3))
+      return;
+    f->i = k;
+  }
+}
+
+/* A plain scalar inside a flow collection: up to a flow indicator, ': ' (or
+ * ':' before an indicator), or ' #', across line breaks. */
+static void fs_plain_flow(fscan *f) {
+  while (f->i < f->n) {
+    char c = f->s[f->i];
+    if (fs_flowind(c)) return;
+    if (c == ':' && (fs_sep(f, f->i + 1) || fs_flowind(fs_at(f, f->i + 1)))) return;
+    if (c == '#' && f->i > 0 && (fs_blank(f->s[f->i - 1]) || fs_break(f->s[f->i - 1]))) return;
+    f->i++;
+  }
+}
+
+static size_t flow_too_deep(const char *s, size_t n) {
+  fscan scan, *f = &scan;
+  f->s = s;
+  f->n = n;
+  f->i = 0;
+  f->col_pos = f->col_ls = 0;
+  f->top = 0;
+  f->ind[0] = -1;
+  int flow = 0, json_like = 0, line_first = 1, key_col = -1;
+  size_t at = SIZE_MAX;
+  while (f->i < n) {
+    char c = s[f->i];
+    if (fs_break(c)) {
+      f->i++;
+      line_first = 1;
+      continue;
+    }
+    if (fs_blank(c) || (c == '\xEF' && f->i == 0 && n >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0)) {
+      f->i += fs_blank(c) ? 1 : 3;
+      continue;
+    }
+    int col = fs_column(f, f->i);
+    if (c == '#' && (f->i == 0 || fs_blank(s[f->i - 1]) || fs_break(s[f->i - 1]))) {
+      fs_skip_line(f);
+      continue;
+    }
+    if (!flow) {
+      if (line_first) {
+        line_first = 0;
+        while (f->top > 0 && f->ind[f->top] > col) f->top--;
+        key_col = col;
+        if (col == 0 &&
+            (c == '%' || ((c == '-' || c == '.') && f->i + 3 <= n &&
+                          (memcmp(s + f->i, "---", 3) == 0 || memcmp(s + f->i, "...", 3) == 0) &&
+                          fs_sep(f, f->i + 3)))) {
+          if (c == '%' || c == '.') {
+            fs_skip_line(f);
+          } else {
+            f->top = 0;
+            f->i += 3;
+            key_col = -1;
+          }
+          continue;
+        }
+      }
+      if ((c == '-' || c == '?' || c == ':') && fs_sep(f, f->i + 1)) {
+        if (fs_push(f, c == ':' ? key_col : col)) break;
+        f->i++;
+        key_col = -2; /* the next token starts a node (its column is taken then) */
+        continue;
+      }
+      if (key_col == -2) key_col = col;
+      json_like = 0;
+      switch (c) {
+        case '[':
+        case '{':
+          flow = 1;
+          f->i++;
+          continue;
+        case ']':
+        case '}':
+        case ',':
+          f->i++;
+          continue;
+        case '"':
+        case '\'':
+          fs_quoted(f);
+          continue;
+        case '|':
+        case '>':
+          fs_block_scalar(f);
+          line_first = 1;
+          continue;
+        case '&':
+        case '!':
+        case '*':
+          while (f->i < n && !fs_sep(f, f->i) && !fs_flowind(s[f->i])) f->i++;
+          if (c != '*') key_col = -2;
+          continue;
+        default:
+          fs_plain_block(f);
+          continue;
+      }
+    }
+    /* inside flow collections: line starts do not matter */
+    line_first = 0;
+    if (c == '[' || c == '{') {
+      if (++flow > YAML_MAX_DEPTH) {
+        at = f->i;
+        break;
+      }
+      f->i++;
+      json_like = 0;
+    } else if (c == ']' || c == '}') {
+      flow--;
+      f->i++;
+      json_like = 1;
+    } else if (c == ',') {
+      f->i++;
+      json_like = 0;
+    } else if ((c == '?' || c == ':' || c == '-') &&
+               (fs_sep(f, f->i + 1) || fs_flowind(fs_at(f, f->i + 1)) || (c == ':' && json_like))) {
+      f->i++;
+      json_like = 0;
+    } else if (c == '"' || c == '\'') {
+      fs_quoted(f);
+      json_like = 1;
+    } else if (c == '&' || c == '!' || c == '*') {
+      while (f->i < n && !fs_sep(f, f->i) && !fs_flowind(s[f->i])) f->i++;
+      json_like = 0;
+    } else {
+      f->i++; /* the first character, whatever it is (an indicator can start a plain scalar) */
+      fs_plain_flow(f);
+      json_like = 0;
+    }
+  }
+  return at;
+}
+
 static void out_quiet(struct fy_diag *diag, void *user, const char *buf, size_t len) {}
 
 int yaml_load(arena *a, const char *file, const char *src, size_t len, ynode **root,
@@ -608,6 +901,12 @@ int yaml_load(arena *a, const char *file, const char *src, size_t len, ynode **r
   if (bad < len) {
     diag_add(d, DIAG_ERROR, file, line_of(src, bad), yaml_column_of(src, bad), "",
              "not valid UTF-8 (byte 0x%02X): a policy file is UTF-8 text", (unsigned char)src[bad]);
+    return -1;
+  }
+  size_t deep = flow_too_deep(src, len);
+  if (deep != SIZE_MAX) {
+    diag_add(d, DIAG_ERROR, file, line_of(src, deep), yaml_column_of(src, deep), "",
+             "nesting deeper than the limit of %d levels", YAML_MAX_DEPTH);
     return -1;
   }
   builder b;

@@ -197,6 +197,74 @@ static void test_expression_places(void) {
   policy_diags_free(&d);
 }
 
+/* A malloc'd string: pre, then each (text, times) part in turn, then post. */
+static char *repeat(const char *pre, const char *a, int na, const char *b, int nb,
+                    const char *post) {
+  size_t n = strlen(pre) + strlen(a) * (size_t)na + strlen(b) * (size_t)nb + strlen(post) + 1;
+  char *s = malloc(n), *p = s;
+  if (!s) return NULL;
+  p += sprintf(p, "%s", pre);
+  for (int i = 0; i < na; i++) p += sprintf(p, "%s", a);
+  for (int i = 0; i < nb; i++) p += sprintf(p, "%s", b);
+  sprintf(p, "%s", post);
+  return s;
+}
+
+/* Collections nest at most 256 levels deep (the root mapping is the first),
+ * aliases expanded; deeper is an error at the bracket, dash or alias that
+ * crosses the limit, found before anything walks the tree. 200,000 nested
+ * brackets used to overflow the stack while the version was computed. */
+static void test_nesting_depth(void) {
+  /* the attack: 400 KB of brackets under an unknown key; the 257th '[' of
+   * the flow is past the limit wherever the file nests */
+  char *t = repeat(HEAD "extra: ", "[", 200000, "]", 200000, "\n");
+  CHECK_ERROR(t, "t.yaml:3:264: nesting deeper than the limit of 256 levels");
+  free(t);
+  t = repeat(HEAD "extra: ", "{a: ", 200000, "", 0, "\n");
+  CHECK_ERROR(t, "t.yaml:3:1032: nesting deeper than the limit of 256 levels");
+  free(t);
+  t = repeat(HEAD "extra:\n", " [\n", 200000, "", 0, "\n");
+  CHECK_ERROR(t, "t.yaml:260:2: nesting deeper than the limit of 256 levels");
+  free(t);
+  /* brackets in quoted scalars and comments are text */
+  t = repeat(HEAD "constants:\n  x: \"", "[", 1000, "", 0, "\"  # [[[[[\n");
+  policy_diags d;
+  policy_bundle *b = load_text(t, &d);
+  CHECK_MSG(b != NULL, "brackets inside a string");
+  if (!b) dump_diags(&d);
+  policy_bundle_free(b);
+  policy_diags_free(&d);
+  free(t);
+  /* 256 levels load (root, constants, x's 254 lists), 257 do not: the
+   * builder counts block and flow levels together */
+  t = repeat(HEAD "constants:\n  x: ", "[", 254, "]", 254, "\n");
+  b = load_text(t, &d);
+  CHECK_MSG(b != NULL, "256 levels load");
+  if (!b) dump_diags(&d);
+  policy_bundle_free(b);
+  policy_diags_free(&d);
+  free(t);
+  t = repeat(HEAD "constants:\n  x: ", "[", 255, "]", 255, "\n");
+  CHECK_ERROR(t, "t.yaml:4:260: nesting deeper than the limit of 256 levels");
+  free(t);
+  /* block nesting: dashes on one line */
+  t = repeat(HEAD "constants:\n  x:\n    ", "- ", 100000, "", 0, "1\n");
+  CHECK_ERROR(t, "t.yaml:5:513: nesting deeper than the limit of 256 levels");
+  free(t);
+  /* aliases add the levels of what they name: each anchor is within the
+   * limit, their chain is not */
+  char *a0 = repeat("constants:\n  a0: &a0 ", "[", 200, "]", 200, "\n");
+  char *a1 = repeat("  a1: ", "[", 100, "", 0, "*a0");
+  char *a1e = repeat(a1, "]", 100, "", 0, "\n");
+  size_t n = strlen(HEAD) + strlen(a0) + strlen(a1e) + 1;
+  t = malloc(n);
+  snprintf(t, n, "%s%s%s", HEAD, a0, a1e);
+  CHECK_ERROR(t,
+              "t.yaml:5:107: nesting deeper than the limit of 256 levels once alias '*a0' is "
+              "expanded (it holds 200 levels, here under 102)");
+  free(t), free(a0), free(a1), free(a1e);
+}
+
 static void test_yaml_syntax(void) {
   CHECK_ERROR("strategy: [a, b\n",
               "t.yaml:2:1: YAML syntax: flow sequence without a closing bracket");
@@ -345,6 +413,7 @@ int main(void) {
   TEST_RUN(test_let_cycles);
   TEST_RUN(test_expression_places);
   TEST_RUN(test_yaml_syntax);
+  TEST_RUN(test_nesting_depth);
   TEST_RUN(test_bundle_level);
   TEST_RUN(test_warnings);
   TEST_END();
