@@ -74,6 +74,20 @@
  * The JIT of a policy pattern costs about 300,000 instructions; one
  * interpreted match of a short subject a few thousand more than a JIT one. */
 #define REGEX_JIT_AFTER 64u
+/* Regex work is paid from the evaluation's cost budget: one cost unit buys
+ * this many PCRE2 match steps (JIT: about 3 ns a step on a backtracking
+ * pattern, so a unit costs about what a comprehension step does; the
+ * interpreter is several times slower a step). PCRE2 tells how far a match
+ * got only by stopping it at a limit, so a match first runs with
+ * REGEX_FIRST_TRY times the steps the subject's own charge (length / 8 + 1
+ * units) pays for; what needs more is run again with four times the
+ * limit, and each try is charged in full before it runs, up to the per-call
+ * cap and never past the budget's remainder. A match of the usual policy
+ * pattern takes a few dozen steps and runs once, charged as before; a
+ * backtracking one pays for every step it takes (within a factor of
+ * REGEX_FIRST_TRY x 4), so the budget bounds a decision's regex time. */
+#define REGEX_STEPS_PER_UNIT 8u
+#define REGEX_FIRST_TRY 2u
 
 #define NO_OVERLOAD VALUE_ERR("no such overload")
 #define COST_ERROR VALUE_ERR("cost limit exceeded")
@@ -405,17 +419,51 @@ static value fn_matches(eval_ctx *ctx, const value *args, uint32_t nargs, void *
       return value_errorf(ctx->arena, "%s", msg);
     }
   }
-  regex_tls *t =
-      regex_tls_get(ctx->regex_match_limit ? ctx->regex_match_limit : REGEX_DEFAULT_MATCH_LIMIT);
-  if (!t) return VALUE_ERR("out of memory");
+  /* The match runs under the smaller of the per-call cap and what the
+   * decision's budget has left, and its steps are paid for (see
+   * REGEX_STEPS_PER_UNIT): first with what the subject's charge above
+   * paid, then, each time the limit stops it, again with four times the
+   * steps, each try charged before it runs. */
+  uint64_t cap = ctx->regex_match_limit ? ctx->regex_match_limit : REGEX_DEFAULT_MATCH_LIMIT;
+  uint64_t limit = (subject->n / 8 + 1) * REGEX_STEPS_PER_UNIT * REGEX_FIRST_TRY;
   /* Strings are valid UTF-8 when they enter verdict; re-check only what is
    * not already known to be ASCII. */
   uint32_t opts = (subject->flags & VF_ASCII) ? PCRE2_NO_UTF_CHECK : 0;
-  int rc = pcre2_match(re, (PCRE2_SPTR)subject->s, subject->n, 0, opts, t->md, t->mc);
-  if (rc >= 0) return value_bool(true);
-  if (rc == PCRE2_ERROR_NOMATCH) return value_bool(false);
+  int rc, by_budget = 0, retried = 0;
+  regex_tls *t;
+  for (;;) {
+    if (limit > cap) limit = cap;
+    t = regex_tls_get((uint32_t)limit);
+    if (!t) return VALUE_ERR("out of memory");
+    rc = pcre2_match(re, (PCRE2_SPTR)subject->s, subject->n, 0, opts, t->md, t->mc);
+    if (rc != PCRE2_ERROR_MATCHLIMIT || limit >= cap || by_budget) break;
+    retried = 1;
+    uint64_t next = limit * 4 < cap ? limit * 4 : cap;
+    if (ctx->cost_limit) {
+      uint64_t left = ctx->cost < ctx->cost_limit ? ctx->cost_limit - ctx->cost : 0;
+      if (left == 0) break;
+      if (next / REGEX_STEPS_PER_UNIT >= left) {
+        next = left * REGEX_STEPS_PER_UNIT;
+        by_budget = 1;
+      }
+    }
+    ctx->cost += (next + REGEX_STEPS_PER_UNIT - 1) / REGEX_STEPS_PER_UNIT;
+    limit = next;
+  }
+  if (rc >= 0 || rc == PCRE2_ERROR_NOMATCH) {
+    if (retried) { /* the interpreter's frames grew: not kept */
+      pcre2_match_data_free(t->md);
+      t->md = NULL;
+    }
+    return value_bool(rc >= 0);
+  }
   pcre2_match_data_free(t->md);
   t->md = NULL;
+  if (rc == PCRE2_ERROR_MATCHLIMIT && limit < cap) {
+    /* the decision's budget ran out inside the match */
+    if (ctx->cost_limit && ctx->cost <= ctx->cost_limit) ctx->cost = ctx->cost_limit + 1;
+    return COST_ERROR;
+  }
   switch (rc) {
     case PCRE2_ERROR_MATCHLIMIT:
     case PCRE2_ERROR_DEPTHLIMIT:

@@ -230,6 +230,54 @@ static void test_gate_allocates_nothing(void) {
 
 /* ---- limits ---- */
 
+/* Regex work is paid from the evaluation's budget (issue 19): a list of
+ * strings that each make `^(a+)+$` backtrack, every call stopping at its
+ * own match limit (or just under it), used to cost 5 units a call and run
+ * for seconds under a budget it never reached. Now the budget stops it,
+ * with steps counted: the error is the cost limit's, not the match
+ * limit's, and the work charged is the budget's. A pattern that needs few
+ * steps is charged as before: the subject's bytes and the macro step. */
+static value eval_list(const char *src, const char *item, uint32_t n, uint64_t *cost) {
+  value *items = malloc(n * sizeof *items);
+  for (uint32_t i = 0; i < n; i++) items[i] = S(item);
+  var v[1] = {{"list", value_list(items, n)}};
+  expr_program *p;
+  expr_error err;
+  value out = VALUE_ERR("compile error");
+  if (expr_compile(src, strlen(src), NULL, &p, &err) == 0) {
+    arena a;
+    arena_init(&a, NULL, 0, 0);
+    vars vs = {v, 1, 0};
+    expr_activation act = {vars_lookup, &vs};
+    eval_ctx ctx = {.arena = &a, .cost_limit = 1000000, .regex_match_limit = 100000};
+    value r = expr_eval(p, &act, &ctx);
+    *cost = ctx.cost;
+    if (value_copy_deep(&keep, &r, &out)) out = VALUE_ERR("test: out of memory");
+    arena_free(&a);
+    expr_free(p);
+  }
+  free(items);
+  return out;
+}
+
+static void test_regex_work_is_charged_to_the_budget(void) {
+  const char *hostile = "list.exists(x, x.matches('^(a+)+$'))";
+  uint64_t cost;
+  /* each call over the per-call match limit */
+  value r = eval_list(hostile, "aaaaaaaaaaaaaaaaaaaaaaaaa!", 30000, &cost);
+  CHECK_MSG(err_has(r, "cost limit exceeded"), "%.*s", (int)r.n, r.s);
+  CHECK(!err_has(r, "match limit"));
+  CHECK_MSG(cost > 1000000 && cost < 1100000, "cost %llu", (unsigned long long)cost);
+  /* each call just under it (some ten thousand steps, a false answer) */
+  r = eval_list(hostile, "aaaaaaaaaaaaa!", 50000, &cost);
+  CHECK_MSG(err_has(r, "cost limit exceeded"), "%.*s", (int)r.n, r.s);
+  CHECK_MSG(cost > 1000000 && cost < 1100000, "cost %llu", (unsigned long long)cost);
+  /* a pattern that needs a few steps: 1 for the step, 2 for the 14 bytes */
+  r = eval_list("list.all(x, x.matches('^a+!$'))", "aaaaaaaaaaaaa!", 1000, &cost);
+  CHECK(is_bool(r, 1));
+  CHECK_MSG(cost == 3000, "cost %llu", (unsigned long long)cost);
+}
+
 static void test_cost_limit_stops_blowups(void) {
   value items[100];
   for (int i = 0; i < 100; i++) items[i] = value_int(i);
@@ -624,6 +672,7 @@ int main(void) {
   TEST_RUN(test_gate_over_sample_contexts);
   TEST_RUN(test_gate_allocates_nothing);
   TEST_RUN(test_cost_limit_stops_blowups);
+  TEST_RUN(test_regex_work_is_charged_to_the_budget);
   TEST_RUN(test_memory_limit_is_an_error);
   TEST_RUN(test_error_absorption);
   TEST_RUN(test_arithmetic);
