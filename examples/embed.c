@@ -4,7 +4,8 @@
  * given as JSON, prints what came out, and closes. Build it against the
  * installed library:
  *
- *   cc -o embed examples/embed.c $(pkg-config --cflags --libs --static verdict)
+ *   cc -o embed examples/embed.c $(pkg-config --cflags --libs verdict)
+ *   cc -static -o embed examples/embed.c $(pkg-config --static --cflags --libs verdict)
  *   ./embed [BUNDLE_DIR [DECISION_POINT]]     (default: examples/policies http_request)
  */
 #include <stdio.h>
