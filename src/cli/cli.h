@@ -57,6 +57,10 @@ char *cli_read_file(const char *path, size_t *len);
  * returns 0, or a usage error's status (2); -1 when it is none of them. */
 struct vd_engine_opts;
 int cli_state_option(const char *cmd, int argc, char **argv, int *i, struct vd_engine_opts *o);
+/* The same for one option given by its long NAME ("--state") and its value V:
+ * 0 set, -1 NAME is not a counter-store option, 1 V is refused and *err says
+ * why, to follow NAME and precede V ("takes local, allow or deny, not"). */
+int cli_state_set(const char *name, const char *v, struct vd_engine_opts *o, const char **err);
 #define CLI_STATE_HELP                                                                \
   "      --state URL        where rate-limit counters live: local (the default, in\n" \
   "                         this process) or redis://HOST:PORT[/DB] (shared)\n"       \

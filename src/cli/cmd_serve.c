@@ -1,6 +1,9 @@
 /* cmd_serve.c — `verdict serve`: the HTTP decision service. Reads the
- * options into server_opts and runs the server (src/server/) until SIGTERM
- * or SIGINT; the server itself is documented in docs/server.md. */
+ * options — from a settings file (--config) and then the command line, which
+ * overrides it — into server_opts and runs the server (src/server/) until
+ * SIGTERM or SIGINT; the server itself is documented in docs/server.md. */
+#include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +32,10 @@ const char cmd_serve_help[] =
     "  GET  /metrics            Prometheus text\n"
     "\n"
     "options:\n"
+    "  -c, --config FILE      read settings from FILE first, one a line:\n"
+    "                         NAME = VALUE, NAME a long option without its\n"
+    "                         dashes (threads = 4, watch = true); the command\n"
+    "                         line overrides the file\n"
     "  -p, --policy DIR       the policy bundle (required)\n"
     "  -l, --listen HOST:PORT where to listen (default 127.0.0.1:8181; [::1]:PORT\n"
     "                         for IPv6; port 0 picks a free one, logged at start)\n"
@@ -76,6 +83,36 @@ static int usage_error(const char *msg, const char *arg) {
   return cli_usage_error("serve", msg, arg);
 }
 
+/* Where a setting comes from, for its error messages: a line of the
+ * settings file, or the command line (file NULL). */
+typedef struct origin {
+  const char *file;
+  int line;
+} origin;
+
+/* What the options set besides server_opts, and which of each exclusive
+ * pair the command line gave (it overrides the file's). */
+typedef struct serve_args {
+  server_opts o;
+  const char *snapshots, *store;
+  int no_snapshots, no_store;
+  int durability;
+  int snapshots_cli, store_cli;
+} serve_args;
+
+/* A refused value: "verdict serve: --threads wants …, not V" and a pointer
+ * to --help, or "verdict serve: FILE:LINE: threads wants …, not V". */
+static int bad(const origin *at, const char *name, const char *msg, const char *v) {
+  if (!at->file) {
+    char m[160];
+    snprintf(m, sizeof m, "%s %s", name, msg);
+    return cli_usage_error("serve", m, v);
+  }
+  fprintf(stderr, "verdict serve: %s:%d: %s %s%s%s\n", at->file, at->line, name + 2, msg,
+          v ? " " : "", v ? v : "");
+  return 2;
+}
+
 /* A positive whole number (with an upper bound) or -1. */
 static long long parse_count(const char *s, long long max) {
   char *end;
@@ -85,151 +122,302 @@ static long long parse_count(const char *s, long long max) {
   return v;
 }
 
-static const char *const value_options[] = {"-p",
-                                            "--policy",
-                                            "-l",
-                                            "--listen",
-                                            "-t",
-                                            "--threads",
-                                            "-s",
-                                            "--snapshots",
-                                            "--store",
-                                            "--durability",
-                                            "--on-full",
-                                            "--max-body",
-                                            "--max-header",
-                                            "--idle-timeout",
-                                            "--request-timeout",
-                                            "--max-conns",
-                                            "--max-batch",
-                                            "--admin-token-file",
-                                            "--access-log",
-                                            "--authz-redact",
-                                            "--snapshot-reads"};
+/* Every setting by its long name; value: whether it takes one (the others
+ * are flags: on the command line alone, in the file `= true` or `= false`). */
+static const struct {
+  const char *name;
+  char value;
+  char alias;
+} settings[] = {
+    {"--policy", 1, 'p'},         {"--listen", 1, 'l'},     {"--threads", 1, 't'},
+    {"--snapshots", 1, 's'},      {"--no-snapshots", 0, 0}, {"--store", 1, 0},
+    {"--no-store", 0, 0},         {"--durability", 1, 0},   {"--on-full", 1, 0},
+    {"--max-body", 1, 0},         {"--max-header", 1, 0},   {"--idle-timeout", 1, 0},
+    {"--request-timeout", 1, 0},  {"--max-conns", 1, 0},    {"--max-batch", 1, 0},
+    {"--admin-token-file", 1, 0}, {"--access-log", 1, 0},   {"--authz-redact", 1, 0},
+    {"--snapshot-reads", 1, 0},   {"--watch", 0, 0},
+};
+enum { NSETTINGS = sizeof settings / sizeof settings[0] };
 
-static int is_option(const char *a) {
-  for (size_t k = 0; k < sizeof value_options / sizeof value_options[0]; k++)
-    if (strcmp(a, value_options[k]) == 0) return 1;
+/* The index of the setting argument A names ("-t" or "--threads"), or -1. */
+static int setting_of(const char *a) {
+  for (int k = 0; k < NSETTINGS; k++)
+    if (strcmp(a, settings[k].name) == 0 ||
+        (settings[k].alias && a[0] == '-' && a[1] == settings[k].alias && !a[2]))
+      return k;
+  return -1;
+}
+
+/* Applies setting NAME (its long form) with value V (NULL for a flag).
+ * Returns 0, or 2 after printing what is wrong. */
+static int apply(serve_args *s, const char *name, const char *v, const origin *at) {
+  server_opts *o = &s->o;
+  const int cli = at->file == NULL;
+  if (strcmp(name, "--policy") == 0) {
+    o->policy_dir = v;
+  } else if (strcmp(name, "--listen") == 0) {
+    o->listen = v;
+  } else if (strcmp(name, "--threads") == 0) {
+    long long n = parse_count(v, 256);
+    if (n < 0) return bad(at, name, "wants a number from 1 to 256, not", v);
+    o->threads = (int)n;
+  } else if (strcmp(name, "--snapshots") == 0 || strcmp(name, "--no-snapshots") == 0) {
+    /* The command line's choice replaces the file's; in one place, both is
+     * a mistake. */
+    if (cli && !s->snapshots_cli) s->snapshots = NULL, s->no_snapshots = 0;
+    if (!cli && (name[2] == 'n' ? s->snapshots != NULL : s->no_snapshots))
+      return bad(at, name, "contradicts an earlier line (snapshots, no-snapshots)", NULL);
+    if (name[2] == 'n')
+      s->no_snapshots = 1;
+    else
+      s->snapshots = v;
+    s->snapshots_cli |= cli;
+  } else if (strcmp(name, "--store") == 0 || strcmp(name, "--no-store") == 0) {
+    if (cli && !s->store_cli) s->store = NULL, s->no_store = 0;
+    if (!cli && (name[2] == 'n' ? s->store != NULL : s->no_store))
+      return bad(at, name, "contradicts an earlier line (store, no-store)", NULL);
+    if (name[2] == 'n')
+      s->no_store = 1;
+    else
+      s->store = v;
+    s->store_cli |= cli;
+  } else if (strcmp(name, "--on-full") == 0) {
+    if (strcmp(v, "block") == 0)
+      o->engine.snapshot_on_full = VD_ON_FULL_BLOCK;
+    else if (strcmp(v, "drop") == 0)
+      o->engine.snapshot_on_full = VD_ON_FULL_DROP;
+    else
+      return bad(at, name, "takes block or drop, not", v);
+  } else if (strcmp(name, "--durability") == 0) {
+    if (strcmp(v, "none") == 0)
+      s->durability = VD_DURABILITY_NONE;
+    else if (strcmp(v, "interval") == 0)
+      s->durability = VD_DURABILITY_INTERVAL;
+    else if (strcmp(v, "always") == 0)
+      s->durability = VD_DURABILITY_ALWAYS;
+    else
+      return bad(at, name, "takes none, interval or always, not", v);
+  } else if (strcmp(name, "--max-body") == 0) {
+    long long n = parse_count(v, 1LL << 30);
+    if (n < 0) return bad(at, name, "wants bytes from 1 to 1073741824, not", v);
+    o->max_body = (size_t)n;
+  } else if (strcmp(name, "--max-header") == 0) {
+    long long n = parse_count(v, 1 << 20);
+    if (n < 256) return bad(at, name, "wants bytes from 256 to 1048576, not", v);
+    o->max_header = (size_t)n;
+  } else if (strcmp(name, "--idle-timeout") == 0) {
+    long long n = parse_count(v, 86400000);
+    if (n < 0) return bad(at, name, "wants milliseconds, not", v);
+    o->idle_timeout_ms = (unsigned)n;
+  } else if (strcmp(name, "--request-timeout") == 0) {
+    long long n = parse_count(v, 86400000);
+    if (n < 0) return bad(at, name, "wants milliseconds, not", v);
+    o->request_timeout_ms = (unsigned)n;
+  } else if (strcmp(name, "--max-conns") == 0) {
+    long long n = parse_count(v, 1000000);
+    if (n < 0) return bad(at, name, "wants a number, not", v);
+    o->max_conns = (unsigned)n;
+  } else if (strcmp(name, "--max-batch") == 0) {
+    long long n = parse_count(v, 1000000);
+    if (n < 0) return bad(at, name, "wants a number from 1 to 1000000, not", v);
+    o->max_batch = (unsigned)n;
+  } else if (strcmp(name, "--admin-token-file") == 0) {
+    if (!*v) return bad(at, name, "needs a file", NULL);
+    o->admin_token_file = v;
+  } else if (strcmp(name, "--snapshot-reads") == 0) {
+    if (strcmp(v, "open") == 0)
+      o->snapshot_reads_admin = 0;
+    else if (strcmp(v, "admin") == 0)
+      o->snapshot_reads_admin = 1;
+    else
+      return bad(at, name, "wants open or admin, not", v);
+  } else if (strcmp(name, "--access-log") == 0) {
+    if (!*v) return bad(at, name, "needs a file (or - for stdout)", NULL);
+    o->access_log = v;
+  } else if (strcmp(name, "--authz-redact") == 0) {
+    for (const char *ch = v; *ch; ch++)
+      if (!(*ch == ',' || *ch == '-' || *ch == '_' || *ch == ' ' || isalnum((unsigned char)*ch)))
+        return bad(at, name, "wants header names separated by commas, not", v);
+    o->authz_redact = v;
+  } else if (strcmp(name, "--watch") == 0) {
+    o->watch = 1;
+  }
+  return 0;
+}
+
+/* Reads the settings file PATH into s: blank lines and lines starting with
+ * # aside, each line is NAME = VALUE, NAME a long option without its dashes
+ * and VALUE the rest of the line (spaces around it dropped; in double
+ * quotes it may be empty or keep them, \" and \\ standing for " and \).
+ * Values point into *buf, which the caller frees after the server stops.
+ * Returns 0, 1 when the file cannot be read, 2 for a bad line (printed as
+ * FILE:LINE: ...). */
+static int read_settings(serve_args *s, const char *path, char **buf) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "verdict serve: %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  fclose(f);
+  size_t len;
+  if (!(*buf = cli_read_file(path, &len))) return 1;
+  origin at = {path, 0};
+  char *p = *buf, *end = *buf + len;
+  while (p < end) {
+    char *line = p, *nl = memchr(p, '\n', (size_t)(end - p));
+    p = nl ? nl + 1 : end;
+    if (nl) *nl = '\0';
+    at.line++;
+    if (strlen(line) != (size_t)((nl ? nl : end) - line)) {
+      fprintf(stderr, "verdict serve: %s:%d: a NUL byte in the line\n", path, at.line);
+      return 2;
+    }
+    while (*line == ' ' || *line == '\t') line++;
+    char *e = line + strlen(line);
+    while (e > line && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r')) *--e = '\0';
+    if (!*line || *line == '#') continue;
+    char *eq = strchr(line, '=');
+    if (!eq) {
+      fprintf(stderr, "verdict serve: %s:%d: expected NAME = VALUE, not: %s\n", path, at.line,
+              line);
+      return 2;
+    }
+    char *ne = eq;
+    while (ne > line && (ne[-1] == ' ' || ne[-1] == '\t')) ne--;
+    *ne = '\0';
+    char *v = eq + 1;
+    while (*v == ' ' || *v == '\t') v++;
+    int quoted = *v == '"';
+    if (quoted) { /* unescape in place, up to the closing quote */
+      char *r = v + 1, *w = v;
+      for (; *r && *r != '"'; r++) {
+        if (*r == '\\' && (r[1] == '"' || r[1] == '\\')) r++;
+        *w++ = *r;
+      }
+      if (*r != '"' || r[1]) {
+        fprintf(stderr, "verdict serve: %s:%d: %s: %s\n", path, at.line, line,
+                *r ? "text after the closing quote" : "no closing quote");
+        return 2;
+      }
+      *w = '\0';
+    }
+    char name[64];
+    snprintf(name, sizeof name, "--%s", line);
+    int k = -1;
+    if (*line && *line != '-' && strlen(line) < sizeof name - 2) k = setting_of(name);
+    const char *err;
+    if (k < 0) {
+      if (strcmp(line, "config") == 0) {
+        fprintf(stderr, "verdict serve: %s:%d: config: a settings file cannot name another\n", path,
+                at.line);
+        return 2;
+      }
+      /* not one of serve's own: a counter-store option, or unknown */
+      int r = *line != '-' ? cli_state_set(name, v, &s->o.engine, &err) : -1;
+      if (r < 0) {
+        fprintf(stderr, "verdict serve: %s:%d: unknown setting '%s' (see verdict serve --help)\n",
+                path, at.line, line);
+        return 2;
+      }
+      if (r > 0) return bad(&at, name, err, *v ? v : NULL);
+      if (!*v && !quoted) return bad(&at, name, "needs a value", NULL);
+      continue;
+    }
+    if (!*v && !quoted && strcmp(name, "--authz-redact") != 0)
+      return bad(&at, name, "needs a value", NULL);
+    if (!settings[k].value) {
+      if (strcmp(v, "false") == 0) continue;
+      if (strcmp(v, "true") != 0) return bad(&at, name, "takes true or false, not", v);
+      v = NULL;
+    }
+    int rc = apply(s, settings[k].name, v, &at);
+    if (rc) return rc;
+  }
   return 0;
 }
 
 int cmd_serve(int argc, char **argv) {
-  server_opts o;
-  server_opts_init(&o);
-  const char *snapshots = NULL, *store = NULL;
-  int no_snapshots = 0, no_store = 0;
-  int durability = VD_DURABILITY_INTERVAL;
-  int src;
+  serve_args s = {.durability = VD_DURABILITY_INTERVAL};
+  server_opts_init(&s.o);
+  origin cli = {NULL, 0};
+  char *settings_buf = NULL;
+  int rc = 0;
+  /* The settings file first, whichever its place: the command line overrides it. */
+  const char *config = NULL;
+  for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+    if (strcmp(argv[i], "-c") != 0 && strcmp(argv[i], "--config") != 0) {
+      int k = setting_of(argv[i]);
+      if (k >= 0 && settings[k].value) i++; /* a value that looks like --config */
+      continue;
+    }
+    if (i + 1 >= argc) return usage_error("missing value after", argv[i]);
+    if (config) return usage_error("give --config once", NULL);
+    config = argv[++i];
+    if (!*config) return usage_error("--config needs a file", NULL);
+  }
+  if (config && (rc = read_settings(&s, config, &settings_buf)) != 0) goto done;
+
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = NULL;
-    /* An option that takes a value takes the next word. */
-    if (is_option(a)) {
-      if (i + 1 >= argc) return usage_error("missing value after", a);
-      v = argv[++i];
+    int k = setting_of(a), src;
+    if (strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) {
+      i++; /* read above */
+      continue;
     }
-    if (strcmp(a, "-p") == 0 || strcmp(a, "--policy") == 0) {
-      o.policy_dir = v;
-    } else if (strcmp(a, "-l") == 0 || strcmp(a, "--listen") == 0) {
-      o.listen = v;
-    } else if (strcmp(a, "-t") == 0 || strcmp(a, "--threads") == 0) {
-      long long n = parse_count(v, 256);
-      if (n < 0) return usage_error("--threads wants a number from 1 to 256, not", v);
-      o.threads = (int)n;
-    } else if (strcmp(a, "-s") == 0 || strcmp(a, "--snapshots") == 0) {
-      snapshots = v;
-    } else if (strcmp(a, "--no-snapshots") == 0) {
-      no_snapshots = 1;
-    } else if (strcmp(a, "--store") == 0) {
-      store = v;
-    } else if (strcmp(a, "--no-store") == 0) {
-      no_store = 1;
-    } else if (strcmp(a, "--on-full") == 0) {
-      if (strcmp(v, "block") == 0)
-        o.engine.snapshot_on_full = VD_ON_FULL_BLOCK;
-      else if (strcmp(v, "drop") == 0)
-        o.engine.snapshot_on_full = VD_ON_FULL_DROP;
-      else
-        return usage_error("--on-full takes block or drop, not", v);
-    } else if (strcmp(a, "--durability") == 0) {
-      if (strcmp(v, "none") == 0)
-        durability = VD_DURABILITY_NONE;
-      else if (strcmp(v, "interval") == 0)
-        durability = VD_DURABILITY_INTERVAL;
-      else if (strcmp(v, "always") == 0)
-        durability = VD_DURABILITY_ALWAYS;
-      else
-        return usage_error("--durability takes none, interval or always, not", v);
-    } else if (strcmp(a, "--max-body") == 0) {
-      long long n = parse_count(v, 1LL << 30);
-      if (n < 0) return usage_error("--max-body wants bytes from 1 to 1073741824, not", v);
-      o.max_body = (size_t)n;
-    } else if (strcmp(a, "--max-header") == 0) {
-      long long n = parse_count(v, 1 << 20);
-      if (n < 256) return usage_error("--max-header wants bytes from 256 to 1048576, not", v);
-      o.max_header = (size_t)n;
-    } else if (strcmp(a, "--idle-timeout") == 0) {
-      long long n = parse_count(v, 86400000);
-      if (n < 0) return usage_error("--idle-timeout wants milliseconds, not", v);
-      o.idle_timeout_ms = (unsigned)n;
-    } else if (strcmp(a, "--request-timeout") == 0) {
-      long long n = parse_count(v, 86400000);
-      if (n < 0) return usage_error("--request-timeout wants milliseconds, not", v);
-      o.request_timeout_ms = (unsigned)n;
-    } else if (strcmp(a, "--max-conns") == 0) {
-      long long n = parse_count(v, 1000000);
-      if (n < 0) return usage_error("--max-conns wants a number, not", v);
-      o.max_conns = (unsigned)n;
-    } else if (strcmp(a, "--max-batch") == 0) {
-      long long n = parse_count(v, 1000000);
-      if (n < 0) return usage_error("--max-batch wants a number from 1 to 1000000, not", v);
-      o.max_batch = (unsigned)n;
-    } else if (strcmp(a, "--admin-token-file") == 0) {
-      if (!*v) return usage_error("--admin-token-file needs a file", NULL);
-      o.admin_token_file = v;
-    } else if (strcmp(a, "--snapshot-reads") == 0) {
-      if (strcmp(v, "open") == 0)
-        o.snapshot_reads_admin = 0;
-      else if (strcmp(v, "admin") == 0)
-        o.snapshot_reads_admin = 1;
-      else
-        return usage_error("--snapshot-reads wants open or admin, not", v);
-    } else if (strcmp(a, "--access-log") == 0) {
-      if (!*v) return usage_error("--access-log needs a file (or - for stdout)", NULL);
-      o.access_log = v;
-    } else if (strcmp(a, "--authz-redact") == 0) {
-      for (const char *ch = v; *ch; ch++)
-        if (!(*ch == ',' || *ch == '-' || *ch == '_' || *ch == ' ' || (*ch >= 'a' && *ch <= 'z') ||
-              (*ch >= 'A' && *ch <= 'Z') || (*ch >= '0' && *ch <= '9')))
-          return usage_error("--authz-redact wants header names separated by commas, not", v);
-      o.authz_redact = v;
-    } else if (strcmp(a, "--watch") == 0) {
-      o.watch = 1;
+    if (k >= 0) {
+      /* An option that takes a value takes the next word. */
+      if (settings[k].value) {
+        if (i + 1 >= argc) {
+          rc = usage_error("missing value after", a);
+          goto done;
+        }
+        v = argv[++i];
+      }
+      if ((rc = apply(&s, settings[k].name, v, &cli)) != 0) goto done;
     } else if (strncmp(a, "--state", 7) == 0 &&
-               (src = cli_state_option("serve", argc, argv, &i, &o.engine)) >= 0) {
-      if (src) return src;
+               (src = cli_state_option("serve", argc, argv, &i, &s.o.engine)) >= 0) {
+      if (src) {
+        rc = src;
+        goto done;
+      }
     } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       fputs(cmd_serve_help, stdout);
-      return 0;
+      goto done;
     } else {
-      return usage_error(a[0] == '-' ? "unknown option" : "unexpected argument", a);
+      rc = usage_error(a[0] == '-' ? "unknown option" : "unexpected argument", a);
+      goto done;
     }
   }
-  if (!o.policy_dir || !*o.policy_dir) return usage_error("--policy DIR is required", NULL);
-  if (snapshots && no_snapshots)
-    return usage_error("give --snapshots or --no-snapshots, not both", NULL);
-  if (store && no_store) return usage_error("give --store or --no-store, not both", NULL);
-  if (snapshots && !*snapshots) return usage_error("--snapshots needs a folder", NULL);
+  if (!s.o.policy_dir || !*s.o.policy_dir) {
+    rc = usage_error("--policy DIR is required", NULL);
+    goto done;
+  }
+  if (s.snapshots && s.no_snapshots) {
+    rc = usage_error("give --snapshots or --no-snapshots, not both", NULL);
+    goto done;
+  }
+  if (s.store && s.no_store) {
+    rc = usage_error("give --store or --no-store, not both", NULL);
+    goto done;
+  }
+  if (s.snapshots && !*s.snapshots) {
+    rc = usage_error("--snapshots needs a folder", NULL);
+    goto done;
+  }
 
   char *default_dir = NULL;
-  if (cli_default_snapshots(o.policy_dir, no_snapshots, &snapshots, &default_dir) != 0) {
+  if (cli_default_snapshots(s.o.policy_dir, s.no_snapshots, &s.snapshots, &default_dir) != 0) {
     fprintf(stderr, "verdict serve: out of memory\n");
-    return 1;
+    rc = 1;
+    goto done;
   }
-  o.engine.store_dir = no_store ? "" : store;
-  o.engine.snapshots_dir = no_snapshots ? NULL : snapshots;
-  o.engine.snapshot_durability = durability;
-  int rc = server_run(&o);
+  s.o.engine.store_dir = s.no_store ? "" : s.store;
+  s.o.engine.snapshots_dir = s.no_snapshots ? NULL : s.snapshots;
+  s.o.engine.snapshot_durability = s.durability;
+  rc = server_run(&s.o);
   free(default_dir);
+done:
+  free(settings_buf);
   return rc;
 }

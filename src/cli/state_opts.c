@@ -3,6 +3,7 @@
  * (docs/policy.md "Limits", docs/deploy.md).
  *
  * Not here: the stores (src/state/). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,13 +18,61 @@ static long long number(const char *s, long long max) {
   return v;
 }
 
+static const char *const names[] = {"--state", "--state-on-error", "--state-timeout",
+                                    "--state-max-bytes", "--state-file"};
+enum { NNAMES = sizeof names / sizeof names[0] };
+
+int cli_state_set(const char *name, const char *v, vd_engine_opts *o, const char **err) {
+  size_t k;
+  for (k = 0; k < NNAMES; k++)
+    if (strcmp(name, names[k]) == 0) break;
+  if (k == NNAMES) return -1;
+  long long n;
+  *err = NULL;
+  switch (k) {
+    case 0:
+      if (strcmp(v, "local") != 0 && strncmp(v, "redis://", 8) != 0)
+        *err = "takes local or redis://HOST:PORT, not";
+      else
+        o->state_url = v;
+      break;
+    case 1:
+      if (strcmp(v, "local") == 0)
+        o->state_on_error = VD_STATE_LOCAL;
+      else if (strcmp(v, "allow") == 0)
+        o->state_on_error = VD_STATE_ALLOW;
+      else if (strcmp(v, "deny") == 0)
+        o->state_on_error = VD_STATE_DENY;
+      else
+        *err = "takes local, allow or deny, not";
+      break;
+    case 2:
+      if ((n = number(v, 60000)) < 0)
+        *err = "wants milliseconds from 1 to 60000, not";
+      else
+        o->state_timeout_ms = (unsigned)n;
+      break;
+    case 4:
+      if (!*v)
+        *err = "needs a file";
+      else
+        o->state_file = v;
+      break;
+    default:
+      if ((n = number(v, (long long)1 << 40)) < 65536)
+        *err = "wants bytes, at least 65536, not";
+      else
+        o->state_max_bytes = (size_t)n;
+      break;
+  }
+  return *err ? 1 : 0;
+}
+
 int cli_state_option(const char *cmd, int argc, char **argv, int *i, vd_engine_opts *o) {
   const char *a = argv[*i];
-  static const char *const names[] = {"--state", "--state-on-error", "--state-timeout",
-                                      "--state-max-bytes", "--state-file"};
   size_t k;
   const char *v = NULL;
-  for (k = 0; k < 5; k++) {
+  for (k = 0; k < NNAMES; k++) {
     size_t n = strlen(names[k]);
     if (strcmp(a, names[k]) == 0) {
       if (*i + 1 >= argc) return cli_usage_error(cmd, "missing value after", a);
@@ -35,37 +84,10 @@ int cli_state_option(const char *cmd, int argc, char **argv, int *i, vd_engine_o
       break;
     }
   }
-  if (k == 5) return -1;
-  long long n;
-  switch (k) {
-    case 0:
-      if (strcmp(v, "local") != 0 && strncmp(v, "redis://", 8) != 0)
-        return cli_usage_error(cmd, "--state takes local or redis://HOST:PORT, not", v);
-      o->state_url = v;
-      return 0;
-    case 1:
-      if (strcmp(v, "local") == 0)
-        o->state_on_error = VD_STATE_LOCAL;
-      else if (strcmp(v, "allow") == 0)
-        o->state_on_error = VD_STATE_ALLOW;
-      else if (strcmp(v, "deny") == 0)
-        o->state_on_error = VD_STATE_DENY;
-      else
-        return cli_usage_error(cmd, "--state-on-error takes local, allow or deny, not", v);
-      return 0;
-    case 2:
-      if ((n = number(v, 60000)) < 0)
-        return cli_usage_error(cmd, "--state-timeout wants milliseconds from 1 to 60000, not", v);
-      o->state_timeout_ms = (unsigned)n;
-      return 0;
-    case 4:
-      if (!*v) return cli_usage_error(cmd, "--state-file needs a file", NULL);
-      o->state_file = v;
-      return 0;
-    default:
-      if ((n = number(v, (long long)1 << 40)) < 65536)
-        return cli_usage_error(cmd, "--state-max-bytes wants bytes, at least 65536, not", v);
-      o->state_max_bytes = (size_t)n;
-      return 0;
-  }
+  if (k == NNAMES) return -1;
+  const char *err;
+  if (cli_state_set(names[k], v, o, &err) == 0) return 0;
+  char msg[96];
+  snprintf(msg, sizeof msg, "%s %s", names[k], err);
+  return cli_usage_error(cmd, msg, *v ? v : NULL);
 }
