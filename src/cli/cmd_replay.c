@@ -62,6 +62,7 @@ const char cmd_replay_help[] =
     "      --html FILE        also write a self-contained HTML report\n"
     "  -q, --quiet            no progress bar and, in the determinism check, no\n"
     "                         line per failure (the summary still counts them)\n"
+    "  -h, --help             this text\n"
     "\n"
     "filters (all must match):\n"
     "      --since TIME  --until TIME   RFC 3339, or a time ago (90s, 15m, 1h, 7d)\n"

@@ -13,6 +13,7 @@
 
 const char cmd_serve_help[] =
     "usage: verdict serve --policy DIR [options]\n"
+    "       verdict serve --config FILE [options]\n"
     "\n"
     "Serves decisions over HTTP/1.1 (keep-alive, pipelining) on the policy bundle\n"
     "in DIR until SIGTERM or SIGINT (which finish the requests in flight, flush\n"
