@@ -5,6 +5,7 @@
 #   make examples   build, then evaluate the bundled example expressions
 #   make test       the whole suite through CTest, then again under ASan+UBSan, then a
 #                   short, seeded run of every fuzz target (clang)
+#   make deb        build, then the Debian package build/verdict_<version>_<arch>.deb
 #   make bench      build and run the benchmarks (figures, not tests)
 #   make fuzz       build the fuzz targets with clang and run each FUZZ_SECONDS (60)
 #   make cel-cases  regenerate tests/conformance/cel/cases.jsonl from npm @bufbuild/cel-spec
@@ -16,7 +17,7 @@ BUILD_FUZZ ?= build-fuzz-smoke
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps build run examples test test-plain test-asan test-fuzz bench cel-cases json-cases format clean
+.PHONY: all deps build run examples deb test test-plain test-asan test-fuzz bench cel-cases json-cases format clean
 
 all: build
 
@@ -32,6 +33,9 @@ run: build
 
 examples: build
 	@scripts/run-examples $(BUILD)/verdict
+
+deb: build
+	@scripts/make-deb $(BUILD)
 
 test:
 	@scripts/deps --test
