@@ -32,6 +32,7 @@ policy = $BUNDLE
   listen   =   127.0.0.1:PORT
 threads = 3
 snapshots = $T/snaps
+store = $T/store1
 durability = always
 on-full = drop
 watch = true
@@ -119,6 +120,8 @@ eq "$?" 2 "--config twice: exit 2"
 "$V" serve --config "$T/o.conf" --threads 0 2>"$T/err"
 eq "$?" 2 "a bad flag with a file: exit 2"
 has "$T/err" "verdict serve: --threads wants a number from 1 to 256, not 0" "a bad flag with a file"
+
+[ -e "$BUNDLE/.verdict" ] && bad "a server wrote into the bundle folder" || ok
 
 summary
 [ "$fail" = 0 ]
