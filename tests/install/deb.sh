@@ -19,7 +19,8 @@ version=$("$V" --version | sed 's/^verdict //')
 arch=$(dpkg --print-architecture)
 ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 DEB="$T/verdict_${version}_$arch.deb"
-if sh scripts/make-deb "$BUILD" "$DEB" >"$T/make.log" 2>&1; then ok; else
+# gzip rather than xz: quicker, and the same package inside
+if DEB_COMPRESSION=gzip sh scripts/make-deb "$BUILD" "$DEB" >"$T/make.log" 2>&1; then ok; else
   bad "make-deb failed"; sed 's/^/  | /' "$T/make.log" >&2; summary; exit 1
 fi
 
@@ -75,9 +76,15 @@ for s in postinst prerm postrm; do
 done
 
 # ---- lintian: no errors (warnings listed) ----
-lintian --no-cfg "$DEB" >"$T/lintian" 2>&1
-grep -E '^[EW]: ' "$T/lintian" | sed 's/^/  lintian: /' >&2
-grep -q '^E: ' "$T/lintian" && bad "lintian reports errors" || ok
+# Not on a sanitizer build's package, which nobody ships: lintian takes
+# minutes over its binaries and judges nothing the plain build's does not.
+SAN=0
+grep -q 'VD_SANITIZE:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null && SAN=1
+if [ "$SAN" = 0 ]; then
+  lintian --no-cfg "$DEB" >"$T/lintian" 2>&1
+  grep -E '^[EW]: ' "$T/lintian" | sed 's/^/  lintian: /' >&2
+  grep -q '^E: ' "$T/lintian" && bad "lintian reports errors" || ok
+fi
 
 # ---- the unit ----
 UNIT="$T/x/lib/systemd/system/verdict.service"
@@ -125,7 +132,7 @@ stop
 # a program built with the shipped verdict.pc (its prefix moved by the sysroot)
 cp examples/embed.c "$T/embed.c"
 CF=""
-grep -q 'VD_SANITIZE:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null && CF="-fsanitize=address,undefined"
+[ "$SAN" = 1 ] && CF="-fsanitize=address,undefined"
 # shellcheck disable=SC2046,SC2086
 if (cd "$T" && cc $CF -o embed embed.c $(PKG_CONFIG_SYSROOT_DIR="$T/x" PKG_CONFIG_LIBDIR="$T/x/usr/lib/$ma/pkgconfig" \
   pkg-config --cflags --libs verdict)) 2>"$T/cc"; then ok; else bad "embed.c against the shipped verdict.pc"; cat "$T/cc" >&2; fi
