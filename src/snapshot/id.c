@@ -7,40 +7,98 @@
  * the counter at a random value below 2048 (room for at least 2048 more ids in
  * that millisecond), the same or an earlier millisecond (the clock stepped
  * back) increments it, and an overflowing counter carries into the
- * millisecond. The 62 random bits of rand_b are splitmix64 of the id's own
- * (ms, counter) word mixed with a seed drawn once from getrandom(): a
- * bijection of a word that is unique per id, so statistically random and
- * unpredictable enough for ids, with no syscall and no second atomic per id
- * (one atomic operation an id, the compare-and-swap). Ids are not secrets. */
+ * millisecond. Uniqueness comes from that word alone.
+ *
+ * The 62 random bits of rand_b, and each millisecond's counter start, are
+ * bytes from the kernel's CSPRNG (getrandom), so no id says anything about
+ * another: an earlier version derived them from a per-process seed through
+ * an invertible mix, and two ids of one's own gave the seed and so every
+ * other id (tests/snapshot/test_id.c runs that attack). A system call per id
+ * would cost more than the rest of the id, so each thread keeps a pool of
+ * 4 KiB of random bytes (512 ids) filled by one getrandom() call: an id costs
+ * a thread-local read and one atomic operation (the compare-and-swap), and
+ * one id in 512 pays for the refill (a call's cost per byte falls with its
+ * size up to a few KiB; bench/snapshots/README.md has the figures). A forked
+ * child refills before its first id (pthread_atfork), so parent and child
+ * never hand out the same bytes. The pool is per thread, not per generator,
+ * because threads share a generator and a shared pool would need a second
+ * atomic (or a lock) per id. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
 #include "snapshot/snapshot.h"
 
-static uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
+#define POOL_WORDS 512
+
+typedef struct rand_pool {
+  uint64_t fork_gen; /* fork_gen when filled: a fork since makes it stale */
+  unsigned left;     /* words not handed out yet, from the end */
+  uint64_t w[POOL_WORDS];
+} rand_pool;
+
+static _Thread_local rand_pool pool;
+/* Bumped in a forked child: every pool it inherited is stale. */
+static atomic_uint_fast64_t fork_gen = 1;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void after_fork_child(void) {
+  atomic_fetch_add_explicit(&fork_gen, 1, memory_order_relaxed);
+}
+static void register_atfork(void) { pthread_atfork(NULL, NULL, after_fork_child); }
+
+/* The kernel's random bytes, or /dev/urandom's where getrandom is not
+ * offered (a seccomp filter, a kernel before 3.17). With neither there is no
+ * CSPRNG to take from, and ids that only look random are the weakness this
+ * module exists to avoid: the process stops. */
+static void os_random(void *buf, size_t n) {
+  size_t got = 0;
+  while (got < n) { /* past 256 bytes a signal can cut a call short */
+    ssize_t k = getrandom((char *)buf + got, n - got, 0);
+    if (k > 0)
+      got += (size_t)k;
+    else if (!(k < 0 && errno == EINTR))
+      break;
+  }
+  if (got == n) return;
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  while (fd >= 0 && got < n) {
+    ssize_t k = read(fd, (char *)buf + got, n - got);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    got += (size_t)k;
+  }
+  if (fd >= 0) close(fd);
+  if (got < n) abort();
+}
+
+static __attribute__((noinline)) void pool_fill(rand_pool *p, uint64_t gen) {
+  os_random(p->w, sizeof p->w);
+  p->fork_gen = gen;
+  p->left = POOL_WORDS;
+}
+
+/* 64 random bits, each word of the pool handed out once. */
+static inline uint64_t random_word(void) {
+  rand_pool *p = &pool;
+  uint64_t gen = atomic_load_explicit(&fork_gen, memory_order_relaxed);
+  if (__builtin_expect(p->left == 0 || p->fork_gen != gen, 0)) pool_fill(p, gen);
+  return p->w[--p->left];
 }
 
 void snapshot_idgen_init(snapshot_idgen *g) {
-  uint64_t seed = 0;
-  if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed) {
-    /* No entropy yet (early boot): time and addresses still make ids from two
-     * processes differ, and uniqueness within one comes from the counter. */
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    seed = splitmix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (uintptr_t)g ^
-                      (uintptr_t)&seed);
-  }
+  pthread_once(&atfork_once, register_atfork);
   atomic_init(&g->state, 0);
-  g->seed = seed;
 }
 
 /* Big-endian, as the id's bytes are laid out. */
@@ -56,19 +114,18 @@ static inline void put_be64(uint8_t *p, uint64_t v) {
 void snapshot_id_new_at(snapshot_idgen *g, uint64_t unix_ms, uint8_t out[16]) {
   unix_ms &= (1ull << 48) - 1;
   uint64_t old = atomic_load_explicit(&g->state, memory_order_relaxed), next;
+  uint64_t start = UINT64_MAX; /* drawn once, kept across retries of the exchange */
   do {
     if (unix_ms > (old >> 12)) {
-      uint64_t r = splitmix64(g->seed ^ unix_ms); /* where this millisecond's counter starts */
-      next = (unix_ms << 12) | (r >> 53);         /* below 2048 */
+      if (start == UINT64_MAX) start = random_word() >> 53; /* below 2048 */
+      next = (unix_ms << 12) | start;
     } else {
       next = old + 1; /* same ms (or the clock went back): count on */
     }
   } while (!atomic_compare_exchange_weak_explicit(&g->state, &old, next, memory_order_relaxed,
                                                   memory_order_relaxed));
   uint64_t ms = next >> 12, counter = next & 0xfff;
-  /* next is unique to this id (the state only grows), and the mix is a
-   * bijection of it: no two ids of this generator share a tail. */
-  uint64_t tail = splitmix64(next * 0x9E3779B97F4A7C15ull + g->seed);
+  uint64_t tail = random_word();
   /* big-endian: ms (48 bits), version 7 and the counter (16); the variant
    * 0b10 and 62 random bits */
   put_be64(out, ms << 16 | 0x7000 | counter);

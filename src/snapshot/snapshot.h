@@ -71,16 +71,16 @@ const char *snapshot_strerror(int code);
  * time order) even within one millisecond and across threads: it restarts at
  * a random value below 2048 each new millisecond and, if 4096 ids are taken in
  * one millisecond, carries into the time field (the id then runs a little ahead
- * of the clock, as RFC 9562 allows). Random bits come from a generator seeded
- * once from getrandom(): no syscall per id. */
+ * of the clock, as RFC 9562 allows). The random bits and each millisecond's
+ * counter start are the kernel's (getrandom, taken 256 bytes at a time by
+ * each thread): one id tells nothing about another. */
 typedef struct snapshot_idgen {
   _Atomic uint64_t state; /* ms << 12 | counter of the last id */
-  uint64_t seed;          /* from getrandom(), set once: mixed into each id's tail */
 } snapshot_idgen;
 
 #define SNAPSHOT_ID_TEXT 37 /* 36 characters + NUL */
 
-/* Seeds the generator (getrandom; falls back to time and address bits). */
+/* Starts a generator (no id taken yet). */
 void snapshot_idgen_init(snapshot_idgen *g);
 /* A new id at the current time, greater than every id g made before. */
 void snapshot_id_new(snapshot_idgen *g, uint8_t out[16]);

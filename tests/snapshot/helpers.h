@@ -54,12 +54,20 @@ static const char *const trec_actions[] = {"allow", "deny", "review", "ask_mfa"}
 
 /* Fills t for number n at unix ms `ms` (0: now), id from g. pad_max bounds
  * the payload's padding (<= 4000). */
+static inline void trec_make_id(trec *t, const uint8_t id[16], uint64_t n, size_t pad_max);
 static inline void trec_make(trec *t, snapshot_idgen *g, uint64_t ms, uint64_t n, size_t pad_max) {
-  memset(&t->r, 0, sizeof t->r);
+  uint8_t id[16];
   if (ms)
-    snapshot_id_new_at(g, ms, t->r.id);
+    snapshot_id_new_at(g, ms, id);
   else
-    snapshot_id_new(g, t->r.id);
+    snapshot_id_new(g, id);
+  trec_make_id(t, id, n, pad_max);
+}
+
+/* The same with the id given. */
+static inline void trec_make_id(trec *t, const uint8_t id[16], uint64_t n, size_t pad_max) {
+  memset(&t->r, 0, sizeof t->r);
+  memcpy(t->r.id, id, 16);
   uint64_t idms = snapshot_id_time_ms(t->r.id);
   t->r.time_ns = (int64_t)idms * 1000000 + (int64_t)(n % 1000000);
   t->r.allowed = n % 3 != 1;

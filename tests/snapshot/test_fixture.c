@@ -7,8 +7,9 @@
  *   snapshot_test_fixture              (as a CTest test) writes it into a
  *                                      scratch directory and checks it
  *
- * The fixture is fully determined: a generator with a fixed random seed and
- * fixed times gives the same ids every run, so cli.sh can name them. It
+ * The fixture is fully determined: its dated ids are made here from their
+ * number (the generator's random bits come from the kernel), so every run
+ * gives the same ones and cli.sh can compare them. It
  * holds 60 snapshots from 2024-01-01T00:00:00Z, one a minute (points login,
  * payment, tool_call in turn; actions allow, deny, review, ask_mfa in turn;
  * sources rule, model, default, error in turn; policy versions alternating
@@ -16,6 +17,15 @@
 #include "helpers.h"
 
 #define FIXTURE_START_MS 1704067200000ull /* 2024-01-01T00:00:00Z */
+
+/* A UUIDv7 at ms with counter and "random" bits derived from n alone. */
+static void fixed_id(uint64_t ms, uint64_t n, uint8_t out[16]) {
+  uint64_t hi = ms << 16 | 0x7000 | (n & 0x7ff), lo = (n + 20240101) * 0x9E3779B97F4A7C15ull;
+  lo ^= lo >> 29;
+  lo = (lo >> 2) | (1ull << 63);
+  for (int i = 0; i < 8; i++) out[i] = (uint8_t)(hi >> (56 - 8 * i));
+  for (int i = 0; i < 8; i++) out[8 + i] = (uint8_t)(lo >> (56 - 8 * i));
+}
 
 static int make_fixture(const char *dir) {
   snapshot_log_opts o;
@@ -29,12 +39,11 @@ static int make_fixture(const char *dir) {
     fprintf(stderr, "fixture: %s\n", err);
     return 1;
   }
-  snapshot_idgen g;
-  snapshot_idgen_init(&g);
-  g.seed = 20240101; /* fixed ids */
   trec t;
   for (uint64_t i = 0; i < 60; i++) {
-    trec_make(&t, &g, FIXTURE_START_MS + i * 60000, i, 40);
+    uint8_t id[16];
+    fixed_id(FIXTURE_START_MS + i * 60000, i, id);
+    trec_make_id(&t, id, i, 40);
     if (snapshot_log_append(log, &t.r, NULL) < 0) return 1;
   }
   snapshot_idgen g2;
