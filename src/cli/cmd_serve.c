@@ -59,10 +59,12 @@ const char cmd_serve_help[] =
     "      --admin-token-file FILE  the bearer token of the admin endpoints\n"
     "                         (default: $VERDICT_ADMIN_TOKEN; with neither, admin\n"
     "                         endpoints are disabled)\n"
-    "      --snapshot-reads open|admin  who may read a recorded decision\n"
+    "      --snapshot-reads local|open|admin  who may read a recorded decision\n"
     "                         (GET /v1/snapshots/{id}, explain_decision over /mcp):\n"
-    "                         anyone who reaches the port (open, the default) or\n"
-    "                         only with the admin token (admin)\n"
+    "                         a client on this host's loopback or with the admin\n"
+    "                         token (local, the default), anyone who reaches the\n"
+    "                         port (open; logged as a warning when the address is\n"
+    "                         not a loopback one) or only with the admin token (admin)\n"
     "      --watch            reload when a file in the bundle folder changes\n"
     "      --access-log FILE  one JSON line per request, appended to FILE (- for\n"
     "                         stdout)\n"
@@ -226,12 +228,14 @@ static int apply(serve_args *s, const char *name, const char *v, const origin *a
     if (!*v) return bad(at, name, "needs a file", NULL);
     o->admin_token_file = v;
   } else if (strcmp(name, "--snapshot-reads") == 0) {
-    if (strcmp(v, "open") == 0)
-      o->snapshot_reads_admin = 0;
+    if (strcmp(v, "local") == 0)
+      o->snapshot_reads = SERVER_SNAPSHOT_READS_LOCAL;
+    else if (strcmp(v, "open") == 0)
+      o->snapshot_reads = SERVER_SNAPSHOT_READS_OPEN;
     else if (strcmp(v, "admin") == 0)
-      o->snapshot_reads_admin = 1;
+      o->snapshot_reads = SERVER_SNAPSHOT_READS_ADMIN;
     else
-      return bad(at, name, "wants open or admin, not", v);
+      return bad(at, name, "wants local, open or admin, not", v);
   } else if (strcmp(name, "--access-log") == 0) {
     if (!*v) return bad(at, name, "needs a file (or - for stdout)", NULL);
     o->access_log = v;

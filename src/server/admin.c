@@ -10,11 +10,14 @@
  * start from --admin-token-file or $VERDICT_ADMIN_TOKEN. With neither, they
  * answer 403 admin_disabled: disabled, never open. The comparison takes the
  * same time whatever the token sent; the token is never logged or echoed.
- * With --snapshot-reads admin the token also guards reading recorded
- * decisions (routes.c, mcp_http.c): admin_token_sent and admin_check.
+ * The token also opens recorded decisions to a client elsewhere under
+ * --snapshot-reads local (the default), and to anyone at all under admin:
+ * snapshot_read_refusal and snapshot_read_check (used by routes.c and
+ * mcp_http.c).
  *
  * Not here: users, roles or more than one token; TLS (the token crosses the
  * wire in clear unless a proxy in front adds it). */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -106,6 +109,62 @@ int admin_check(conn *c, const http_request *r) {
   PUT_LIT(&b,
           "{\"error\":{\"code\":\"unauthorized\",\"message\":\"this endpoint needs "
           "Authorization: Bearer <the admin token>\",\"path\":null}}\n");
+  conn_respond(c, 401, "application/json", "WWW-Authenticate: Bearer realm=\"verdict\"\r\n", b.data,
+               b.len);
+  json_buf_free(&b);
+  return -1;
+}
+
+/* ---- who may read a recorded decision ---- */
+/* The connection's peer is on a loopback address: 127.0.0.0/8, ::1, or
+ * 127.0.0.0/8 mapped into IPv6 (a client of a [::] socket). */
+static int peer_is_loopback(conn *c) {
+  char text[64];
+  conn_peer(c, text, sizeof text);
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (inet_pton(AF_INET, text, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, text, &a6) != 1) return 0;
+  if (IN6_IS_ADDR_LOOPBACK(&a6)) return 1;
+  return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
+}
+
+const char *snapshot_read_refusal(conn *c, const http_request *r) {
+  server *s = conn_worker(c)->srv;
+  switch (s->snapshot_reads) {
+    case SERVER_SNAPSHOT_READS_OPEN:
+      return NULL;
+    case SERVER_SNAPSHOT_READS_ADMIN:
+      return admin_token_sent(s, r) ? NULL
+                                    : "reading a recorded decision needs the admin token on "
+                                      "this server (--snapshot-reads admin): send "
+                                      "Authorization: Bearer <the admin token>";
+    default:
+      if (peer_is_loopback(c) || admin_token_sent(s, r)) return NULL;
+      return s->admin_token
+                 ? "reading a recorded decision from another host needs the admin token "
+                   "(--snapshot-reads local, the default): send Authorization: Bearer <the "
+                   "admin token>"
+                 : "recorded decisions can be read from this host only (--snapshot-reads "
+                   "local, the default): read them on the host, or start the server with "
+                   "--admin-token-file FILE and send the token";
+  }
+}
+
+int snapshot_read_check(conn *c, const http_request *r) {
+  server *s = conn_worker(c)->srv;
+  const char *why = snapshot_read_refusal(c, r);
+  if (!why) return 0;
+  if (s->snapshot_reads == SERVER_SNAPSHOT_READS_ADMIN) return admin_check(c, r);
+  if (!s->admin_token) {
+    conn_respond_error(c, 403, "snapshot_reads", why, NULL);
+    return -1;
+  }
+  json_buf b;
+  json_buf_init(&b, NULL);
+  PUT_LIT(&b, "{\"error\":{\"code\":\"unauthorized\",\"message\":");
+  json_write_string(&b, why, strlen(why));
+  PUT_LIT(&b, ",\"path\":null}}\n");
   conn_respond(c, 401, "application/json", "WWW-Authenticate: Bearer realm=\"verdict\"\r\n", b.data,
                b.len);
   json_buf_free(&b);

@@ -87,8 +87,8 @@ struct server {
   char *store_dir;           /* the policy version store; NULL: none kept */
   char *admin_token;         /* NULL: admin endpoints disabled */
   size_t admin_token_len;
-  int snapshot_reads_admin; /* server_opts.snapshot_reads_admin */
-  int access_fd;            /* -1: no access log */
+  int snapshot_reads; /* server_opts.snapshot_reads */
+  int access_fd;      /* -1: no access log */
   _Atomic int ready;
   _Atomic unsigned nconns;
   _Atomic uint64_t reloads, reload_failures;
@@ -165,6 +165,12 @@ int admin_token_sent(const server *s, const http_request *r);
 /* 0 when r may use an admin-only endpoint; else answers it (403 when admin
  * is disabled, 401 without the token) and returns -1. */
 int admin_check(conn *c, const http_request *r);
+/* Whether this request may read a recorded decision under --snapshot-reads
+ * (docs/server.md); when not, why and what to do (a sentence), else NULL. */
+const char *snapshot_read_refusal(conn *c, const http_request *r);
+/* GET /v1/snapshots/{id}: 0 when the read may go on, else -1 with the
+ * answer (401 or 403) sent. */
+int snapshot_read_check(conn *c, const http_request *r);
 
 /* batch.c: POST /v1/decide/batch. */
 void route_batch(conn *c, const http_request *r);

@@ -225,13 +225,9 @@ void route_mcp(conn *c, const http_request *r) {
   json_buf out;
   json_buf_init(&out, NULL);
   char extra[96] = "";
-  /* --snapshot-reads admin: explain_decision needs the token on each request
-   * (a session id is not a credential). */
-  const char *refusal =
-      srv->snapshot_reads_admin && !admin_token_sent(srv, r)
-          ? "explain_decision needs the admin token on this server (--snapshot-reads admin): "
-            "send Authorization: Bearer <the admin token> with the MCP request"
-          : NULL;
+  /* --snapshot-reads: explain_decision is judged on each request (a session
+   * id is not a credential). */
+  const char *refusal = snapshot_read_refusal(c, r);
   int rc;
   pthread_mutex_lock(&t->lock);
   uint64_t now = uv_hrtime();

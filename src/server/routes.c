@@ -166,7 +166,7 @@ void route_request(conn *c, const http_request *r) {
   }
   if (r->path_len > sizeof prefix - 1 && memcmp(r->path, prefix, sizeof prefix - 1) == 0) {
     if (!get) return method_not_allowed(c, r, "GET");
-    if (conn_worker(c)->srv->snapshot_reads_admin && admin_check(c, r)) return;
+    if (snapshot_read_check(c, r) < 0) return;
     return snapshot(c, r->path + sizeof prefix - 1, r->path_len - (sizeof prefix - 1));
   }
   char msg[160];

@@ -301,8 +301,8 @@ int server_run(const server_opts *o) {
     failed("start_failed", why);
     return 1;
   }
-  srv.snapshot_reads_admin = o->snapshot_reads_admin;
-  if (srv.snapshot_reads_admin && !srv.admin_token) {
+  srv.snapshot_reads = o->snapshot_reads;
+  if (srv.snapshot_reads == SERVER_SNAPSHOT_READS_ADMIN && !srv.admin_token) {
     failed("start_failed",
            "--snapshot-reads admin needs the admin token: give --admin-token-file FILE or set "
            "VERDICT_ADMIN_TOKEN");
@@ -442,10 +442,21 @@ int server_run(const server_opts *o) {
              srv.listen_text, nw, v, srv.snapshots_dir ? "\"" : "",
              srv.snapshots_dir ? srv.snapshots_dir : "null", srv.snapshots_dir ? "\"" : "", warm,
              (double)(uv_hrtime() - t0) / 1e6, srv.admin_token ? "true" : "false",
-             srv.snapshot_reads_admin ? "admin" : "open",
+             srv.snapshot_reads == SERVER_SNAPSHOT_READS_ADMIN  ? "admin"
+             : srv.snapshot_reads == SERVER_SNAPSHOT_READS_OPEN ? "open"
+                                                                : "local",
              o->engine.snapshot_on_full == VD_ON_FULL_DROP ? "drop" : "block",
              m.watching ? "true" : "false", srv.access_fd >= 0 ? "true" : "false");
     server_log("info", "start", "ready", f);
+    if (srv.snapshot_reads == SERVER_SNAPSHOT_READS_OPEN && !srv.loopback && srv.snapshots_dir) {
+      char msg[300];
+      snprintf(msg, sizeof msg,
+               "--snapshot-reads open on %s, not a loopback address: anyone who reaches the "
+               "port can read every recorded decision, requests included, by its id "
+               "(docs/security.md)",
+               srv.listen_text);
+      server_log("warn", "snapshot_reads_open", msg, NULL);
+    }
   }
   uv_run(main_loop, UV_RUN_DEFAULT);
   rc = 0;

@@ -32,10 +32,15 @@ typedef struct server_opts {
   const char *authz_redact;     /* header names (comma-separated, any case) whose values
                                  * /v1/authz passes to the rules, and so to the snapshot, as
                                  * "[redacted]"; default VD_AUTHZ_REDACT_DEFAULT; "" none */
-  int snapshot_reads_admin;     /* reading a recorded decision (GET /v1/snapshots/{id}, the
-                                 * MCP tool explain_decision over /mcp) needs the admin
-                                 * token; default 0: open like /v1/decide */
+  int snapshot_reads;           /* who may read a recorded decision (GET /v1/snapshots/{id},
+                                 * the MCP tool explain_decision over /mcp): one of
+                                 * SERVER_SNAPSHOT_READS_* below; default _LOCAL */
 } server_opts;
+
+/* --snapshot-reads: a peer on a loopback address or a request with the admin
+ * token (local, the default); anyone who reaches the port (open); only a
+ * request with the admin token (admin). */
+enum { SERVER_SNAPSHOT_READS_LOCAL = 0, SERVER_SNAPSHOT_READS_OPEN, SERVER_SNAPSHOT_READS_ADMIN };
 
 /* Fills the defaults above (policy_dir NULL). */
 void server_opts_init(server_opts *o);
