@@ -219,10 +219,12 @@ int hook_parse(hook_agent ag, arena *a, const char *in, size_t len, hook_call *c
   const char *want_event = ag == HOOK_GEMINI ? "BeforeTool" : "PreToolUse";
   const value *ev = value_map_get(&root, "hook_event_name", 15);
   if (ev && !str_is(ev, want_event)) {
+    char evq[160];
     snprintf(err, errlen,
-             "verdict hook answers %s only, but this hook input is for %.*s: wire it under %s",
-             want_event, ev->kind == V_STRING ? (int)(ev->n > 64 ? 64 : ev->n) : 4,
-             ev->kind == V_STRING ? ev->s : "null", want_event);
+             "verdict hook answers %s only, but this hook input is for %s: wire it under %s",
+             want_event,
+             ev->kind == V_STRING ? json_quote_text(evq, sizeof evq, ev->s, ev->n, 64) : "null",
+             want_event);
     return -1;
   }
   const value *tool = value_map_get(&root, tool_key, strlen(tool_key));

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "agent/hook.h"
+#include "core/json.h"
 #include "snapshot/snapshot.h"
 
 #define LATEST_LEGACY "2025-11-25"
@@ -365,7 +366,9 @@ static int explain_decision(mcp_session *s, const value *id, int modern, const v
     struct timespec ts = {0, 20 * 1000000};
     nanosleep(&ts, NULL);
   }
-  snprintf(msg, sizeof msg, "no snapshot %.*s in %s", (int)sid->n, sid->s, s->snapshots_dir);
+  char idq[160];
+  snprintf(msg, sizeof msg, "no snapshot %s in %s",
+           json_quote_text(idq, sizeof idq, sid->s, sid->n, 64), s->snapshots_dir);
   return tool_error(out, id, modern, msg);
 }
 
@@ -423,10 +426,9 @@ static int tools_call(mcp_session *s, arena *a, const value *id, int modern, con
     return decide_action(s, a, id, modern, args, out);
   if (name->n == 16 && memcmp(name->s, "explain_decision", 16) == 0)
     return explain_decision(s, id, modern, args, out);
-  char msg[200];
-  snprintf(msg, sizeof msg,
-           "Unknown tool: %.*s (this server has decide_action and explain_decision)",
-           (int)(name->n > 64 ? 64 : name->n), name->s);
+  char msg[300], nq[160];
+  snprintf(msg, sizeof msg, "Unknown tool: %s (this server has decide_action and explain_decision)",
+           json_quote_text(nq, sizeof nq, name->s, name->n, 64));
   return error_reply(out, id, E_PARAMS, msg, NULL);
 }
 
@@ -510,8 +512,8 @@ static int dispatch(mcp_session *s, arena *a, const value *msg, json_buf *out) {
   }
   if (IS("tools/call")) return tools_call(s, a, id, modern, params, out);
 #undef IS
-  char buf[200];
-  snprintf(buf, sizeof buf, "Method not found: %.*s", (int)(mn > 100 ? 100 : mn), m);
+  char buf[300], mq[200];
+  snprintf(buf, sizeof buf, "Method not found: %s", json_quote_text(mq, sizeof mq, m, mn, 100));
   return error_reply(out, id, E_METHOD, buf, NULL);
 }
 

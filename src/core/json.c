@@ -711,10 +711,10 @@ static int report_dup(parser *P, const frame *f, size_t first, size_t dup) {
   int line, col;
   line_col(P->buf, P->koff[f->key_start + first], &line, &col);
   const value *k = &keys[2 * dup];
-  int shown = k->n > 64 ? 64 : (int)k->n;
+  char kq[160];
   return fail_at(P, P->buf + P->koff[f->key_start + dup], 0, k,
-                 "duplicate key \"%.*s%s\" (first at line %d, column %d); send each key once",
-                 shown, k->s, k->n > 64 ? "..." : "", line, col);
+                 "duplicate key \"%s\" (first at line %d, column %d); send each key once",
+                 json_quote_text(kq, sizeof kq, k->s, k->n, 64), line, col);
 }
 
 /* Last-wins mode: entry j repeats entry i (i < j). Entry i takes j's value
@@ -1080,6 +1080,51 @@ void json_buf_putc(json_buf *b, char c) {
   if (b->len + 1 >= b->cap && buf_reserve(b, 1) != 0) return;
   b->data[b->len++] = c;
   b->data[b->len] = '\0';
+}
+
+char *json_quote_text(char *out, size_t cap, const char *s, size_t len, size_t max) {
+  if (!cap) return out;
+  out[0] = '\0';
+  int cut = len > max;
+  if (cut) {
+    len = max;
+    /* not inside a UTF-8 sequence: it would show as U+FFFD */
+    while (len && ((unsigned char)s[len] & 0xC0) == 0x80) len--;
+  }
+  json_buf b;
+  json_buf_init(&b, NULL);
+  json_write_string(&b, s ? s : "", s ? len : 0);
+  if (b.oom || b.len < 2) {
+    json_buf_free(&b);
+    return out;
+  }
+  const char *t = b.data + 1; /* inside the quotes */
+  size_t tn = b.len - 2, o = 0, room = cap - 1;
+  if (tn > room) cut = 1;
+  if (cut) room = room > 3 ? room - 3 : 0;
+  for (size_t i = 0; i < tn;) {
+    unsigned char c = (unsigned char)t[i];
+    size_t k = c == '\\'   ? (t[i + 1] == 'u' ? 6 : 2)
+               : c < 0x80  ? 1
+               : c >= 0xF0 ? 4
+               : c >= 0xE0 ? 3
+                           : 2;
+    if (i + k > tn) k = tn - i;
+    if (o + k > room) {
+      cut = 1;
+      break;
+    }
+    memcpy(out + o, t + i, k);
+    o += k;
+    i += k;
+  }
+  if (cut && o + 3 <= cap - 1) {
+    memcpy(out + o, "...", 3);
+    o += 3;
+  }
+  out[o] = '\0';
+  json_buf_free(&b);
+  return out;
 }
 
 void json_write_string(json_buf *b, const char *s, size_t len) {

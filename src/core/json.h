@@ -104,6 +104,14 @@ void json_buf_putc(json_buf *b, char c);
 int json_write(json_buf *b, const value *v, int lenient);
 /* Appends a JSON string literal for s[0..len). */
 void json_write_string(json_buf *b, const char *s, size_t len);
+/* s[0..len) for a message that names it, as the inside of a JSON string
+ * literal (json_write_string's escapes: \u0000 for a NUL, \n, \", \\, other
+ * control bytes as \u00XX, invalid UTF-8 as U+FFFD), so that a NUL cannot cut
+ * a message short and a newline or an escape sequence cannot forge a line of
+ * its own. Text past max input bytes, or past what out[cap] holds, is cut at
+ * a whole character or escape and "..." follows. out is always terminated;
+ * returns out. For user strings in error messages: '%s' of json_quote_text. */
+char *json_quote_text(char *out, size_t cap, const char *s, size_t len, size_t max);
 /* Appends the shortest round-trip text of a double, with ".0" when it is
  * integral. Does not check for NaN/Infinity: it writes the lenient tokens
  * NaN, Infinity, -Infinity (json_write fails on them unless lenient). */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/json.h"
 #include "core/utf8.h"
 
 value value_errorf(arena *a, const char *fmt, ...) {
@@ -49,15 +50,16 @@ value value_error_format(arena *a, value v) {
     return VALUE_ERR("error");
   const char *pre = TEMPLATES[v.reserved].pre, *post = TEMPLATES[v.reserved].post;
   size_t pn = TEMPLATES[v.reserved].pre_n, qn = TEMPLATES[v.reserved].post_n;
-  /* as "%.*s" prints it: up to the first NUL; and cut where value_errorf's
-   * 512-byte buffer cuts */
-  const char *nul = v.n ? memchr(v.s, 0, v.n) : NULL;
-  size_t an = nul ? (size_t)(nul - v.s) : v.n, len = pn + an + qn;
+  /* the name with escapes (a NUL or a newline in it shows, json.h), cut to
+   * fit value_errorf's 512-byte buffer */
+  char name[512];
+  json_quote_text(name, 512 - pn - qn, v.s, v.n, 512);
+  size_t an = strlen(name), len = pn + an + qn;
   if (len > 511) len = 511;
   char *p = a ? arena_alloc(a, len + 1) : NULL;
   if (!p) return VALUE_ERR("out of memory while reporting an error");
   size_t o = 0;
-  const char *parts[3] = {pre, v.s, post};
+  const char *parts[3] = {pre, name, post};
   size_t sizes[3] = {pn, an, qn};
   for (int i = 0; i < 3 && o < len; i++) {
     size_t k = sizes[i] < len - o ? sizes[i] : len - o;
@@ -70,20 +72,34 @@ value value_error_format(arena *a, value v) {
 
 const char *value_kind_name(value_kind k) {
   switch (k) {
-    case V_NULL: return "null_type";
-    case V_BOOL: return "bool";
-    case V_INT: return "int";
-    case V_UINT: return "uint";
-    case V_DOUBLE: return "double";
-    case V_STRING: return "string";
-    case V_BYTES: return "bytes";
-    case V_LIST: return "list";
-    case V_MAP: return "map";
-    case V_TIMESTAMP: return "google.protobuf.Timestamp";
-    case V_DURATION: return "google.protobuf.Duration";
-    case V_TYPE: return "type";
-    case V_ERROR: return "error";
-    default: return "unknown";
+    case V_NULL:
+      return "null_type";
+    case V_BOOL:
+      return "bool";
+    case V_INT:
+      return "int";
+    case V_UINT:
+      return "uint";
+    case V_DOUBLE:
+      return "double";
+    case V_STRING:
+      return "string";
+    case V_BYTES:
+      return "bytes";
+    case V_LIST:
+      return "list";
+    case V_MAP:
+      return "map";
+    case V_TIMESTAMP:
+      return "google.protobuf.Timestamp";
+    case V_DURATION:
+      return "google.protobuf.Duration";
+    case V_TYPE:
+      return "type";
+    case V_ERROR:
+      return "error";
+    default:
+      return "unknown";
   }
 }
 
@@ -95,8 +111,10 @@ static int cmp3(double a, double b) { return (a > b) - (a < b); }
 static int number_cmp(const value *a, const value *b) {
   if (a->kind == b->kind) {
     switch (a->kind) {
-      case V_INT: return (a->i > b->i) - (a->i < b->i);
-      case V_UINT: return (a->u > b->u) - (a->u < b->u);
+      case V_INT:
+        return (a->i > b->i) - (a->i < b->i);
+      case V_UINT:
+        return (a->u > b->u) - (a->u < b->u);
       default:
         if (isnan(a->d) || isnan(b->d)) return 2;
         return cmp3(a->d, b->d);
@@ -129,16 +147,22 @@ bool value_equal(const value *a, const value *b) {
     return false;
   }
   switch (a->kind) {
-    case V_NULL: return true;
-    case V_BOOL: return a->b == b->b;
-    case V_INT: return a->i == b->i;
-    case V_UINT: return a->u == b->u;
-    case V_DOUBLE: return a->d == b->d;
+    case V_NULL:
+      return true;
+    case V_BOOL:
+      return a->b == b->b;
+    case V_INT:
+      return a->i == b->i;
+    case V_UINT:
+      return a->u == b->u;
+    case V_DOUBLE:
+      return a->d == b->d;
     case V_STRING:
       /* An ip()/cidr() value is not the plain string it is spelled as. */
       if ((a->flags ^ b->flags) & (VF_IP | VF_CIDR)) return false;
       return bytes_equal(a, b);
-    case V_BYTES: return bytes_equal(a, b);
+    case V_BYTES:
+      return bytes_equal(a, b);
     case V_LIST:
       if (a->n != b->n) return false;
       for (uint32_t i = 0; i < a->n; i++)
@@ -152,9 +176,12 @@ bool value_equal(const value *a, const value *b) {
       }
       return true;
     case V_TIMESTAMP:
-    case V_DURATION: return a->i == b->i && a->n == b->n;
-    case V_TYPE: return a->n == b->n;
-    default: return false;
+    case V_DURATION:
+      return a->i == b->i && a->n == b->n;
+    case V_TYPE:
+      return a->n == b->n;
+    default:
+      return false;
   }
 }
 
@@ -172,10 +199,14 @@ int value_compare(const value *a, const value *b, int *cmp) {
   }
   if (a->kind != b->kind) return -1;
   switch (a->kind) {
-    case V_BOOL: *cmp = (a->b > b->b) - (a->b < b->b); return 0;
+    case V_BOOL:
+      *cmp = (a->b > b->b) - (a->b < b->b);
+      return 0;
     /* UTF-8 byte order is code point order. */
     case V_STRING:
-    case V_BYTES: *cmp = memcmp3(a, b); return 0;
+    case V_BYTES:
+      *cmp = memcmp3(a, b);
+      return 0;
     case V_TIMESTAMP:
     case V_DURATION: {
       if (a->i != b->i) {
@@ -186,7 +217,8 @@ int value_compare(const value *a, const value *b, int *cmp) {
       }
       return 0;
     }
-    default: return -1;
+    default:
+      return -1;
   }
 }
 
@@ -212,7 +244,8 @@ const value *value_map_find(const value *map, const value *key) {
       for (uint32_t i = 0; i < n; i++)
         if (is_number(e[i].key.kind) && number_cmp(&e[i].key, key) == 0) return &e[i].val;
       return NULL;
-    default: return NULL;
+    default:
+      return NULL;
   }
 }
 
@@ -246,10 +279,14 @@ static uint64_t hash_bytes(const char *s, size_t n, uint64_t seed) {
 
 uint64_t value_hash(const value *v) {
   switch (v->kind) {
-    case V_NULL: return 0x6e756c6cull;
-    case V_BOOL: return v->b ? 0x74727565ull : 0x66616c73ull;
-    case V_INT: return mix64((uint64_t)v->i);
-    case V_UINT: return mix64(v->u);
+    case V_NULL:
+      return 0x6e756c6cull;
+    case V_BOOL:
+      return v->b ? 0x74727565ull : 0x66616c73ull;
+    case V_INT:
+      return mix64((uint64_t)v->i);
+    case V_UINT:
+      return mix64(v->u);
     case V_DOUBLE: {
       double d = v->d;
       /* Integral doubles hash like the integer they equal. */
@@ -262,8 +299,10 @@ uint64_t value_hash(const value *v) {
       memcpy(&bits, &d, 8);
       return mix64(bits ^ 0xd0d0ull);
     }
-    case V_STRING: return hash_bytes(v->s, v->n, 0x5354);
-    case V_BYTES: return hash_bytes(v->s, v->n, 0x4259);
+    case V_STRING:
+      return hash_bytes(v->s, v->n, 0x5354);
+    case V_BYTES:
+      return hash_bytes(v->s, v->n, 0x4259);
     case V_LIST: {
       uint64_t h = 0x4c49 + v->n;
       for (uint32_t i = 0; i < v->n; i++) h = mix64(h ^ value_hash(&v->items[i]));
@@ -276,9 +315,12 @@ uint64_t value_hash(const value *v) {
       return mix64(h);
     }
     case V_TIMESTAMP:
-    case V_DURATION: return mix64((uint64_t)v->i * 1000000007ull + v->n + v->kind);
-    case V_TYPE: return mix64(0x5459 + v->n);
-    default: return 0;
+    case V_DURATION:
+      return mix64((uint64_t)v->i * 1000000007ull + v->n + v->kind);
+    case V_TYPE:
+      return mix64(0x5459 + v->n);
+    default:
+      return 0;
   }
 }
 

@@ -34,6 +34,7 @@
 
 #include "core/bytes.h"
 #include "core/dtoa.h"
+#include "core/json.h"
 #include "engine/engine.h"
 #include "engine/names.h"
 #include "expr/expr.h"
@@ -515,7 +516,9 @@ __attribute__((noinline)) static limit_read *limit_take_any(dctx *x, uint32_t i,
   value k;
   if (!lk || !limit_key_direct(x, lk, &k)) k = expr_eval(pl->key, &x->act, &x->ectx);
   if (k.kind == V_ERROR) {
-    lr->v = value_errorf(x->ectx.arena, "limit '%s': key: %.*s", pl->name, (int)k.n, k.s);
+    char why[300];
+    lr->v = value_errorf(x->ectx.arena, "limit '%s': key: %s", pl->name,
+                         json_quote_text(why, sizeof why, k.s, k.n, 280));
     return lr;
   }
   if (!lk || !lk->prefix || k.kind != V_STRING || k.n >= 512)
@@ -1098,11 +1101,11 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
                const decide_limits *lim, vd_decision *d, vd_error *err) {
   const strategy *s = policy_bundle_find(b, req->action.s, req->action.n);
   if (!s) {
-    char points[512];
+    char points[512], name[256];
     list_points(b, points, sizeof points);
     return engine_error(err, VD_ENOTFOUND, 0, 0, "$.action",
-                        "no strategy serves the decision point '%.*s' (this bundle serves %s)",
-                        (int)(req->action.n > 200 ? 200 : req->action.n), req->action.s,
+                        "no strategy serves the decision point '%s' (this bundle serves %s)",
+                        json_quote_text(name, sizeof name, req->action.s, req->action.n, 200),
                         points[0] ? points : "none");
   }
 

@@ -215,9 +215,9 @@ void route_mcp(conn *c, const http_request *r) {
   }
   const char *pv = http_header_get(r, "mcp-protocol-version", &n);
   if (pv && !mcp_version_supported(pv, n)) {
-    char msg[200];
-    snprintf(msg, sizeof msg, "MCP-Protocol-Version %.*s is not one this server speaks",
-             (int)(n > 40 ? 40 : n), pv);
+    char msg[300], vq[160];
+    snprintf(msg, sizeof msg, "MCP-Protocol-Version %s is not one this server speaks",
+             json_quote_text(vq, sizeof vq, pv, n, 40));
     conn_respond_error(c, 400, "protocol_version", msg, NULL);
     return;
   }

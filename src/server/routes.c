@@ -13,9 +13,9 @@ static int path_is(const http_request *r, const char *p) {
 }
 
 static void method_not_allowed(conn *c, const http_request *r, const char *allowed) {
-  char msg[160];
-  snprintf(msg, sizeof msg, "%s %.*s is not served; use %s", llhttp_method_name(r->method),
-           (int)(r->path_len > 64 ? 64 : r->path_len), r->path, allowed);
+  char msg[300], pq[160];
+  snprintf(msg, sizeof msg, "%s %s is not served; use %s", llhttp_method_name(r->method),
+           json_quote_text(pq, sizeof pq, r->path, r->path_len, 64), allowed);
   conn_respond_error(c, 405, "method_not_allowed", msg, NULL);
 }
 
@@ -169,8 +169,8 @@ void route_request(conn *c, const http_request *r) {
     if (snapshot_read_check(c, r) < 0) return;
     return snapshot(c, r->path + sizeof prefix - 1, r->path_len - (sizeof prefix - 1));
   }
-  char msg[160];
-  snprintf(msg, sizeof msg, "no endpoint %.*s (see docs/server.md)",
-           (int)(r->path_len > 64 ? 64 : r->path_len), r->path);
+  char msg[300], pq[160];
+  snprintf(msg, sizeof msg, "no endpoint %s (see docs/server.md)",
+           json_quote_text(pq, sizeof pq, r->path, r->path_len, 64));
   conn_respond_error(c, 404, "no_endpoint", msg, NULL);
 }

@@ -652,6 +652,27 @@ static void test_buf(void) {
   CHECK(b.data == NULL);
 }
 
+static void test_quote_text(void) {
+  /* names in error messages: whole, with escapes, cut at a character */
+  char out[64];
+  CHECK_STR(json_quote_text(out, sizeof out, "http_request\0x", 14, 200), "http_request\\u0000x");
+  CHECK_STR(json_quote_text(out, sizeof out, "a\nb\"c\\d\x1b", 8, 200), "a\\nb\\\"c\\\\d\\u001b");
+  CHECK_STR(json_quote_text(out, sizeof out, "caf\xc3\xa9", 5, 200), "caf\xc3\xa9");
+  CHECK_STR(json_quote_text(out, sizeof out, "bad\xff", 4, 200), "bad\xef\xbf\xbd");
+  CHECK_STR(json_quote_text(out, sizeof out, "", 0, 200), "");
+  CHECK_STR(json_quote_text(out, sizeof out, NULL, 0, 200), "");
+  /* past max input bytes: cut, "..." after, never inside a UTF-8 character */
+  CHECK_STR(json_quote_text(out, sizeof out, "abcdef", 6, 3), "abc...");
+  CHECK_STR(json_quote_text(out, sizeof out, "ab\xc3\xa9z", 5, 3), "ab...");
+  /* past what out holds: never inside an escape */
+  char small[10];
+  CHECK_STR(json_quote_text(small, sizeof small, "abcd\0efgh", 9, 200), "abcd...");
+  CHECK_STR(json_quote_text(small, sizeof small, "abcdefghijk", 11, 200), "abcdef...");
+  CHECK_STR(json_quote_text(small, sizeof small, "abcdefghi", 9, 200), "abcdefghi");
+  char tiny[2];
+  CHECK_STR(json_quote_text(tiny, sizeof tiny, "abc", 3, 200), "");
+}
+
 int main(void) {
   arena_init(&A, NULL, 0, 0);
   TEST_RUN(test_integer_boundaries);
@@ -668,6 +689,7 @@ int main(void) {
   TEST_RUN(test_dtoa);
   TEST_RUN(test_base64);
   TEST_RUN(test_buf);
+  TEST_RUN(test_quote_text);
   arena_free(&A);
   TEST_END();
 }
