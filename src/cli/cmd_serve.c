@@ -70,7 +70,12 @@ const char cmd_serve_help[] =
     "                         stdout)\n"
     "      --authz-redact LIST  headers /v1/authz hands the rules (and the snapshot)\n"
     "                         as \"[redacted]\", comma-separated (default\n"
-    "                         " VD_AUTHZ_REDACT_DEFAULT "; '' for none)\n" CLI_STATE_HELP
+    "                         " VD_AUTHZ_REDACT_DEFAULT
+    "; '' for none)\n"
+    "      --authz-redact-query LIST  query parameters whose values /v1/authz masks\n"
+    "                         in the original URI and in URLs in headers (\"*x\": any\n"
+    "                         name ending in x; default: docs/nginx.md; '' for none).\n"
+    "                         A URL's user:password@ is always masked\n" CLI_STATE_HELP
     "  -h, --help             this text\n"
     "\n"
     "Exit status: 0 stopped by a signal; 1 could not start (the bundle, the\n"
@@ -138,7 +143,7 @@ static const struct {
     {"--max-body", 1, 0},         {"--max-header", 1, 0},   {"--idle-timeout", 1, 0},
     {"--request-timeout", 1, 0},  {"--max-conns", 1, 0},    {"--max-batch", 1, 0},
     {"--admin-token-file", 1, 0}, {"--access-log", 1, 0},   {"--authz-redact", 1, 0},
-    {"--snapshot-reads", 1, 0},   {"--watch", 0, 0},
+    {"--snapshot-reads", 1, 0},   {"--watch", 0, 0},        {"--authz-redact-query", 1, 0},
 };
 enum { NSETTINGS = sizeof settings / sizeof settings[0] };
 
@@ -244,6 +249,12 @@ static int apply(serve_args *s, const char *name, const char *v, const origin *a
       if (!(*ch == ',' || *ch == '-' || *ch == '_' || *ch == ' ' || isalnum((unsigned char)*ch)))
         return bad(at, name, "wants header names separated by commas, not", v);
     o->authz_redact = v;
+  } else if (strcmp(name, "--authz-redact-query") == 0) {
+    for (const char *ch = v; *ch; ch++)
+      if (!(*ch == ',' || *ch == '-' || *ch == '_' || *ch == ' ' || *ch == '*' ||
+            isalnum((unsigned char)*ch)))
+        return bad(at, name, "wants parameter names separated by commas, not", v);
+    o->authz_redact_query = v;
   } else if (strcmp(name, "--watch") == 0) {
     o->watch = 1;
   }
@@ -328,7 +339,8 @@ static int read_settings(serve_args *s, const char *path, char **buf) {
       if (!*v && !quoted) return bad(&at, name, "needs a value", NULL);
       continue;
     }
-    if (!*v && !quoted && strcmp(name, "--authz-redact") != 0)
+    if (!*v && !quoted && strcmp(name, "--authz-redact") != 0 &&
+        strcmp(name, "--authz-redact-query") != 0)
       return bad(&at, name, "needs a value", NULL);
     if (!settings[k].value) {
       if (strcmp(v, "false") == 0) continue;

@@ -11,9 +11,12 @@
  * other header, names in lower case), env (X-Verdict-Env-* headers), and the
  * decision point from X-Verdict-Point or ?point=, default http_request.
  * Credentials the proxy copies from the original request (Authorization,
- * Proxy-Authorization, Cookie by default: --authz-redact) reach the rules
- * as "[redacted]": a rule can see that one was sent, the snapshot log never
- * holds the secret.
+ * Proxy-Authorization, Cookie, X-Api-Key and the like by default:
+ * --authz-redact) reach the rules as "[redacted]": a rule can see that one
+ * was sent, the snapshot log never holds the secret. The same goes for
+ * credentials in URLs — the original URI's and those in header values
+ * (Referer): a user:password@ always, and query parameters named like
+ * credentials (token, password, sig, ...: --authz-redact-query).
  *
  * The request is built as JSON text and decided by vd_decide_json, so the
  * snapshot records exactly what the rules saw and replay works as for any
@@ -34,6 +37,13 @@ static const char *first_of(const http_request *r, const char *const *names, siz
     if (v && *len) return v;
   }
   return NULL;
+}
+
+static int hexdigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
 }
 
 static int starts_with_ci(const char *s, size_t n, const char *p) {
@@ -67,6 +77,111 @@ static int redacted_header(const char *list, const char *name, size_t n) {
     list = comma + 1;
   }
   return 0;
+}
+
+/* Whether a query parameter's name (raw, as in the URL) is in the
+ * --authz-redact-query list: any case, '-' as '_', %XX decoded; an item
+ * "*x" matches every name that ends in x. */
+static int redacted_param(const char *list, const char *name, size_t n) {
+  if (!list || !*list || !n) return 0;
+  char dec[128];
+  size_t dn = 0;
+  for (size_t i = 0; i < n && dn < sizeof dec; i++) {
+    unsigned char ch = (unsigned char)name[i];
+    if (ch == '%' && i + 2 < n) {
+      int hi = hexdigit(name[i + 1]), lo = hexdigit(name[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        ch = (unsigned char)(hi << 4 | lo);
+        i += 2;
+      }
+    } else if (ch == '+') {
+      ch = ' ';
+    }
+    if (ch >= 'A' && ch <= 'Z') ch = (unsigned char)(ch - 'A' + 'a');
+    if (ch == '-') ch = '_';
+    dec[dn++] = (char)ch;
+  }
+  if (dn == sizeof dec) return 0; /* longer than any name in a list */
+  while (*list) {
+    const char *comma = strchr(list, ',');
+    size_t len = comma ? (size_t)(comma - list) : strlen(list);
+    const char *item = list;
+    while (len && (*item == ' ' || *item == '\t')) item++, len--;
+    while (len && (item[len - 1] == ' ' || item[len - 1] == '\t')) len--;
+    int suffix = len && *item == '*';
+    if (suffix) item++, len--;
+    if (len && (suffix ? dn >= len : dn == len)) {
+      size_t at = suffix ? dn - len : 0, k = 0;
+      for (; k < len; k++) {
+        char c = item[k];
+        if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+        if (c == '-') c = '_';
+        if (dec[at + k] != c) break;
+      }
+      if (k == len) return 1;
+    }
+    if (!comma) break;
+    list = comma + 1;
+  }
+  return 0;
+}
+
+/* u[0..n) with its credentials masked, into out: the user:password@ of an
+ * absolute URL ("https://[redacted]@host/…") and the values of query
+ * parameters in the --authz-redact-query list ("?token=[redacted]&page=2").
+ * Everything else is kept byte for byte, as rules want the raw form. With
+ * absolute_only, text that is not an absolute URL (a header value such as a
+ * user agent) is kept whole. Returns 1 if anything was masked. */
+static int put_clean_url(json_buf *out, const char *list, const char *u, size_t n,
+                         int absolute_only) {
+  int masked = 0, absolute = 0;
+  size_t i = 0;
+  /* scheme "://" authority: the userinfo is up to the authority's last '@' */
+  size_t s = 0;
+  while (s < n &&
+         ((u[s] >= 'a' && u[s] <= 'z') || (u[s] >= 'A' && u[s] <= 'Z') ||
+          (s && ((u[s] >= '0' && u[s] <= '9') || u[s] == '+' || u[s] == '-' || u[s] == '.'))))
+    s++;
+  if (s && s + 3 <= n && memcmp(u + s, "://", 3) == 0) {
+    absolute = 1;
+    size_t a = s + 3, end = a, at = 0;
+    while (end < n && u[end] != '/' && u[end] != '?' && u[end] != '#') {
+      if (u[end] == '@') at = end;
+      end++;
+    }
+    if (at) {
+      json_buf_put(out, u, a);
+      json_buf_put(out, "[redacted]", 10);
+      i = at; /* the '@' and what follows */
+      masked = 1;
+    }
+  }
+  const char *q = memchr(u + i, '?', n - i);
+  if (!q || (absolute_only && !absolute)) {
+    json_buf_put(out, u + i, n - i);
+    return masked;
+  }
+  size_t qs = (size_t)(q - u) + 1;
+  json_buf_put(out, u + i, qs - i);
+  const char *hash = memchr(u + qs, '#', n - qs);
+  size_t qe = hash ? (size_t)(hash - u) : n;
+  for (size_t p = qs; p < qe;) {
+    const char *amp = memchr(u + p, '&', qe - p);
+    size_t pe = amp ? (size_t)(amp - u) : qe;
+    const char *eq = memchr(u + p, '=', pe - p);
+    size_t ne = eq ? (size_t)(eq - u) : pe;
+    if (eq && pe > ne + 1 && redacted_param(list, u + p, ne - p)) {
+      json_buf_put(out, u + p, ne + 1 - p);
+      json_buf_put(out, "[redacted]", 10);
+      masked = 1;
+    } else {
+      json_buf_put(out, u + p, pe - p);
+    }
+    if (amp) json_buf_putc(out, '&');
+    p = pe + 1;
+  }
+  if (hash) json_buf_put(out, u + qe, n - qe);
+  return masked;
 }
 
 static void put_lower_key(json_buf *b, const char *s, size_t n, int underscores) {
@@ -158,6 +273,17 @@ void route_authz(conn *c, const http_request *r) {
     ip = peer;
     iplen = strlen(peer);
   }
+  /* the URI with its credentials masked: uri, path and query come from it */
+  json_buf clean;
+  json_buf_init(&clean, NULL);
+  put_clean_url(&clean, w->srv->opts->authz_redact_query, uri, ulen, 0);
+  if (clean.oom) {
+    json_buf_free(&clean);
+    conn_respond_error(c, 503, "memory", "out of memory building the authz request", NULL);
+    return;
+  }
+  uri = clean.data ? clean.data : "";
+  ulen = clean.len;
   const char *q = memchr(uri, '?', ulen);
   size_t pathlen = q ? (size_t)(q - uri) : ulen;
 
@@ -211,8 +337,14 @@ void route_authz(conn *c, const http_request *r) {
       if (joined.len) json_buf_put(&joined, ", ", 2);
       json_buf_put(&joined, r->htext + o->value, o->value_len);
     }
-    json_write_string(&b, joined.data ? joined.data : "", joined.len);
-    if (joined.oom) b.oom = 1;
+    /* a URL in a header (Referer, Origin) loses its credentials too */
+    json_buf cleaned;
+    json_buf_init(&cleaned, NULL);
+    put_clean_url(&cleaned, w->srv->opts->authz_redact_query, joined.data ? joined.data : "",
+                  joined.len, 1);
+    json_write_string(&b, cleaned.data ? cleaned.data : "", cleaned.len);
+    if (joined.oom || cleaned.oom) b.oom = 1;
+    json_buf_free(&cleaned);
     json_buf_free(&joined);
   }
   /* env: X-Verdict-Env-Country: DE -> env.country = "DE"; country "XX" when
@@ -237,6 +369,7 @@ void route_authz(conn *c, const http_request *r) {
     PUT_LIT(&b, "\"country\":\"XX\"");
   }
   PUT_LIT(&b, "}}}");
+  json_buf_free(&clean); /* uri points into it: used up above */
   if (b.oom) {
     json_buf_free(&b);
     conn_respond_error(c, 503, "memory", "out of memory building the authz request", NULL);

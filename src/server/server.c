@@ -33,6 +33,7 @@ void server_opts_init(server_opts *o) {
   o->max_batch = 1000;
   o->watch_debounce_ms = 300;
   o->authz_redact = VD_AUTHZ_REDACT_DEFAULT;
+  o->authz_redact_query = VD_AUTHZ_REDACT_QUERY_DEFAULT;
 }
 
 /* "HOST:PORT" or "[V6]:PORT" into addr. */

@@ -12,29 +12,44 @@
 
 #include "verdict.h"
 
-#define VD_AUTHZ_REDACT_DEFAULT "authorization,proxy-authorization,cookie"
+#define VD_AUTHZ_REDACT_DEFAULT                                                     \
+  "authorization,proxy-authorization,cookie,x-api-key,x-auth-token,x-access-token," \
+  "x-forwarded-authorization,x-amz-security-token"
+/* Query parameters /v1/authz masks in the original URI (and in URLs in
+ * headers): names compared in any case, '-' as '_', %XX decoded; a name
+ * ending in one of the last four (access_token, client_secret, x-amz-signature)
+ * counts too. */
+#define VD_AUTHZ_REDACT_QUERY_DEFAULT                                                 \
+  "token,access_token,refresh_token,id_token,api_key,apikey,key,password,passwd,pwd," \
+  "secret,client_secret,signature,sig,auth,code,session,sessionid,credential,"        \
+  "x_amz_credential,x_amz_signature,x_amz_security_token,*token,*secret,*password,"   \
+  "*signature"
 
 typedef struct server_opts {
-  const char *policy_dir;       /* the bundle (required) */
-  const char *listen;           /* "HOST:PORT" or "[V6]:PORT"; default 127.0.0.1:8181 */
-  int threads;                  /* worker loops; default 2 */
-  vd_engine_opts engine;        /* snapshots_dir NULL: snapshots off */
-  size_t max_body;              /* request body bytes; default 1 MiB (413 past it) */
-  size_t max_header;            /* request line + header bytes; default 16 KiB (431) */
-  unsigned idle_timeout_ms;     /* keep-alive connection with no request; default 30 s */
-  unsigned request_timeout_ms;  /* a request started but not complete; default 10 s (408) */
-  unsigned max_conns;           /* open connections, all workers; default 1024 (503 past it) */
-  unsigned max_batch;           /* requests in one batch; default 1000 (413 past it) */
-  const char *admin_token_file; /* NULL: $VERDICT_ADMIN_TOKEN, else admin is disabled */
-  const char *access_log;       /* NULL: none; "-": stdout; else a file (appended) */
-  int watch;                    /* reload when a file in the bundle folder changes */
-  unsigned watch_debounce_ms;   /* quiet time before a watched change reloads; default 300 */
-  const char *authz_redact;     /* header names (comma-separated, any case) whose values
-                                 * /v1/authz passes to the rules, and so to the snapshot, as
-                                 * "[redacted]"; default VD_AUTHZ_REDACT_DEFAULT; "" none */
-  int snapshot_reads;           /* who may read a recorded decision (GET /v1/snapshots/{id},
-                                 * the MCP tool explain_decision over /mcp): one of
-                                 * SERVER_SNAPSHOT_READS_* below; default _LOCAL */
+  const char *policy_dir;         /* the bundle (required) */
+  const char *listen;             /* "HOST:PORT" or "[V6]:PORT"; default 127.0.0.1:8181 */
+  int threads;                    /* worker loops; default 2 */
+  vd_engine_opts engine;          /* snapshots_dir NULL: snapshots off */
+  size_t max_body;                /* request body bytes; default 1 MiB (413 past it) */
+  size_t max_header;              /* request line + header bytes; default 16 KiB (431) */
+  unsigned idle_timeout_ms;       /* keep-alive connection with no request; default 30 s */
+  unsigned request_timeout_ms;    /* a request started but not complete; default 10 s (408) */
+  unsigned max_conns;             /* open connections, all workers; default 1024 (503 past it) */
+  unsigned max_batch;             /* requests in one batch; default 1000 (413 past it) */
+  const char *admin_token_file;   /* NULL: $VERDICT_ADMIN_TOKEN, else admin is disabled */
+  const char *access_log;         /* NULL: none; "-": stdout; else a file (appended) */
+  int watch;                      /* reload when a file in the bundle folder changes */
+  unsigned watch_debounce_ms;     /* quiet time before a watched change reloads; default 300 */
+  const char *authz_redact;       /* header names (comma-separated, any case) whose values
+                                   * /v1/authz passes to the rules, and so to the snapshot, as
+                                   * "[redacted]"; default VD_AUTHZ_REDACT_DEFAULT; "" none */
+  const char *authz_redact_query; /* query parameter names (comma-separated; "*x": any
+                                   * name ending in x) whose values /v1/authz masks as
+                                   * "[redacted]" in the URI and in URLs in headers;
+                                   * default VD_AUTHZ_REDACT_QUERY_DEFAULT; "" none */
+  int snapshot_reads;             /* who may read a recorded decision (GET /v1/snapshots/{id},
+                                   * the MCP tool explain_decision over /mcp): one of
+                                   * SERVER_SNAPSHOT_READS_* below; default _LOCAL */
 } server_opts;
 
 /* --snapshot-reads: a peer on a loopback address or a request with the admin
