@@ -171,9 +171,33 @@ int snapshot_read_check(conn *c, const http_request *r) {
   return -1;
 }
 
-/* ---- GET /v1/policies ---- */
+/* ---- GET /v1/policies ----
+ * Paths are the host's business: shown relative to the bundle folder, and a
+ * path outside it (a store elsewhere) in full only to a request with the
+ * admin token, else as "[redacted]". */
+typedef struct policies_view {
+  json_buf *b;
+  const char *dir; /* the bundle folder, as given */
+  int full;        /* the admin token was sent */
+} policies_view;
+
+static void put_path(const policies_view *v, const char *path) {
+  size_t dn = strlen(v->dir);
+  while (dn > 1 && v->dir[dn - 1] == '/') dn--;
+  if (strncmp(path, v->dir, dn) == 0 && path[dn] == '/') {
+    const char *rel = path + dn;
+    while (*rel == '/') rel++;
+    json_write_string(v->b, rel, strlen(rel));
+  } else if (v->full) {
+    json_write_string(v->b, path, strlen(path));
+  } else {
+    PUT_LIT(v->b, "\"[redacted]\"");
+  }
+}
+
 static void put_live(void *ud, const policy_bundle *bn) {
-  json_buf *b = ud;
+  const policies_view *v = ud;
+  json_buf *b = v->b;
   PUT_LIT(b, "{\"version\":");
   json_write_string(b, bn->version, strlen(bn->version));
   PUT_LIT(b, ",\"strategies\":[");
@@ -186,7 +210,7 @@ static void put_live(void *ud, const policy_bundle *bn) {
     json_write_string(b, st->version, strlen(st->version));
     PUT_LIT(b, ",\"file\":");
     if (st->file)
-      json_write_string(b, st->file, strlen(st->file));
+      put_path(v, st->file);
     else
       PUT_LIT(b, "null");
     PUT_LIT(b, ",\"decision_points\":[");
@@ -250,12 +274,12 @@ static void put_stored_name(json_buf *b, const char *dir, const char *version) {
 #define KEPT_MAX 1000
 
 void route_policies(conn *c, const http_request *r) {
-  (void)r;
   server *s = conn_worker(c)->srv;
   json_buf b;
   json_buf_init(&b, NULL);
+  policies_view view = {&b, s->opts->policy_dir, admin_token_sent(s, r)};
   PUT_LIT(&b, "{\"live\":");
-  engine_with_live_bundle(s->engine, put_live, &b);
+  engine_with_live_bundle(s->engine, put_live, &view);
   char num[128];
   int n = snprintf(num, sizeof num, ",\"reloads\":%llu,\"reload_failures\":%llu,\"store\":",
                    (unsigned long long)atomic_load(&s->reloads),
@@ -264,7 +288,7 @@ void route_policies(conn *c, const http_request *r) {
   if (!s->store_dir) {
     PUT_LIT(&b, "null,\"kept\":[]}\n");
   } else {
-    json_write_string(&b, s->store_dir, strlen(s->store_dir));
+    put_path(&view, s->store_dir);
     PUT_LIT(&b, ",\"kept\":[");
     kept *list = malloc(KEPT_MAX * sizeof *list);
     size_t nk = 0, total = 0;

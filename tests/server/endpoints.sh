@@ -151,7 +151,15 @@ eq "$CODE" 200 "GET /v1/policies"
 LIVE=$(json 'd["live"]["version"]')
 eq "${#LIVE}" 64 "policies: the live version"
 eq "$(json 'sorted(s["name"] for s in d["live"]["strategies"])')" "['agent_guard', 'content_routing', 'payment_fraud', 'request_gate', 'throttle']" "policies: the live strategies"
-eq "$(json 'd["store"]')" "$T/store" "policies: the store folder"
+eq "$(json 'd["store"]')" "[redacted]" "policies: a store outside the bundle, without the token: not shown"
+eq "$(json '[s["file"] for s in d["live"]["strategies"] if s["name"] == "request_gate"][0]')" request_gate.yaml \
+  "policies: a strategy's file, relative to the bundle folder"
+hasnt "$T/body" "$T" "policies: no absolute path without the token"
+req GET /v1/policies -H "Authorization: Bearer $TOKEN"
+eq "$(json 'd["store"]')" "$T/store" "policies: with the token, the store folder in full"
+eq "$(json '[s["file"] for s in d["live"]["strategies"] if s["name"] == "request_gate"][0]')" request_gate.yaml \
+  "policies: with the token, files still relative to the bundle"
+req GET /v1/policies
 eq "$(json 'sorted(k["version"] for k in d["kept"]) == sorted(s["version"] for s in d["live"]["strategies"])')" True "policies: the versions kept"
 eq "$(json '[k["strategy"] for k in d["kept"] if k["version"] == [s for s in d["live"]["strategies"] if s["name"] == "request_gate"][0]["version"]][0]')" request_gate "policies: a kept version names its strategy"
 req POST /v1/policies
