@@ -29,22 +29,24 @@ extern "C" {
 
 /* Error codes (negative returns). */
 #define VD_OK 0
-#define VD_EINVAL (-1)   /* bad argument */
-#define VD_ENOMEM (-2)   /* out of memory or over a memory limit */
-#define VD_ESYNTAX (-3)  /* an expression or document did not parse */
-#define VD_EJSON (-4)    /* malformed JSON input */
-#define VD_EEVAL (-5)    /* evaluation failed (division by zero, no such key, cost limit, ...) */
-#define VD_ELIMIT (-6)   /* an input exceeded a size or depth limit */
-#define VD_ENOTFOUND (-7)    /* no strategy serves the request's decision point */
-#define VD_ENOCANDIDATE (-8) /* no candidate answer, and the strategy says on_no_candidate: error */
-#define VD_EREQUEST (-9)     /* a request that is valid JSON but not a valid request (path says where) */
-#define VD_EPOLICY (-10)     /* a policy bundle failed to load or compile (message lists why) */
-#define VD_ESNAPSHOT (-11)   /* the snapshot log could not be opened (message says why) */
-#define VD_EBUSY (-12)       /* another process is writing snapshots to that folder */
+#define VD_EINVAL (-1)    /* bad argument */
+#define VD_ENOMEM (-2)    /* out of memory or over a memory limit */
+#define VD_ESYNTAX (-3)   /* an expression or document did not parse */
+#define VD_EJSON (-4)     /* malformed JSON input */
+#define VD_EEVAL (-5)     /* evaluation failed (division by zero, no such key, cost limit, ...) */
+#define VD_ELIMIT (-6)    /* an input exceeded a size or depth limit */
+#define VD_ENOTFOUND (-7) /* no strategy serves the request's decision point */
+#define VD_ENOCANDIDATE (-8) /* no candidate answer, and the strategy says on_no_candidate: error \
+                              */
+#define VD_EREQUEST \
+  (-9) /* a request that is valid JSON but not a valid request (path says where) */
+#define VD_EPOLICY (-10)   /* a policy bundle failed to load or compile (message lists why) */
+#define VD_ESNAPSHOT (-11) /* the snapshot log could not be opened (message says why) */
+#define VD_EBUSY (-12)     /* another process is writing snapshots to that folder */
 
 typedef struct vd_error {
-  int code;           /* the VD_E* code also returned */
-  int line;           /* 1-based place in the source, 0 if none */
+  int code; /* the VD_E* code also returned */
+  int line; /* 1-based place in the source, 0 if none */
   int column;
   char path[256];     /* JSON path of a bad input field, "" if none */
   char message[1024]; /* a sentence for a person, with the place and what to do */
@@ -94,11 +96,11 @@ typedef struct vd_engine_opts {
   /* Content-addressed store of every policy version loaded: NULL means
    * <bundle>/.verdict/versions, "" keeps no store. */
   const char *store_dir;
-  unsigned long cost_limit;     /* evaluation work per decision; 0 = 1,000,000 */
-  unsigned regex_match_limit;   /* PCRE2 match limit per regex call; 0 = 100,000 */
-  size_t memory_limit;          /* bytes one decision may allocate; 0 = 64 MiB */
-  size_t max_request_bytes;     /* largest request JSON accepted; 0 = 1 MiB */
-  int warnings_as_errors;       /* reject a bundle that has warnings */
+  unsigned long cost_limit;   /* evaluation work per decision; 0 = 1,000,000 */
+  unsigned regex_match_limit; /* PCRE2 match limit per regex call; 0 = 100,000 */
+  size_t memory_limit;        /* bytes one decision may allocate; 0 = 64 MiB */
+  size_t max_request_bytes;   /* largest request JSON accepted; 0 = 1 MiB */
+  int warnings_as_errors;     /* reject a bundle that has warnings */
 
   /* Decision snapshots (docs/snapshots.md): every decision is recorded in a
    * segment log in this folder (created if needed). NULL or "": off. */
@@ -157,19 +159,19 @@ void vd_engine_close(vd_engine *e);
 
 /* Counters of an engine, readable at any time from any thread. */
 typedef struct vd_engine_counters {
-  unsigned long long snapshots_appended; /* snapshots queued for the log */
-  unsigned long long snapshots_written;  /* written to segment files */
-  unsigned long long snapshots_dropped;  /* refused: the queue was full (VD_ON_FULL_DROP) */
-  unsigned long long snapshots_failed;   /* not recorded: too big, out of memory, log closed */
+  unsigned long long snapshots_appended;    /* snapshots queued for the log */
+  unsigned long long snapshots_written;     /* written to segment files */
+  unsigned long long snapshots_dropped;     /* refused: the queue was full (VD_ON_FULL_DROP) */
+  unsigned long long snapshots_failed;      /* not recorded: too big, out of memory, log closed */
   unsigned long long snapshot_write_errors; /* failed write/fsync attempts (each retried) */
   unsigned long long snapshot_fsyncs;
-  unsigned long long snapshot_queue_depth;  /* snapshots waiting to be written now */
+  unsigned long long snapshot_queue_depth;           /* snapshots waiting to be written now */
   unsigned long long snapshot_recovered_cut_records; /* torn records cut when the log opened */
   unsigned long long snapshot_recovered_cut_bytes;
-  int snapshots_on;                   /* 1 when the engine records snapshots */
+  int snapshots_on;                         /* 1 when the engine records snapshots */
   unsigned long long model_calls;           /* decisions that ran a fallback model */
   unsigned long long model_deadline_misses; /* of those, the ones its timeout_ms cut short */
-  char snapshot_last_error[512];      /* the last write error, "" if none */
+  char snapshot_last_error[512];            /* the last write error, "" if none */
   /* rate-limit counters (docs/policy.md, "Limits") */
   unsigned long long limit_charges;       /* charges logged */
   unsigned long long limit_refusals;      /* readings that refused */
@@ -184,6 +186,19 @@ typedef struct vd_engine_counters {
 
 /* Fills *out (the snapshot fields are zero when snapshots are off). 0, or VD_EINVAL. */
 int vd_engine_stats(vd_engine *e, vd_engine_counters *out);
+
+/* A repair the snapshot log made to its folder when the engine opened it
+ * (docs/snapshots.md, "Recovery"). */
+typedef struct vd_snapshot_repair {
+  const char *kind;           /* "cut_tail", "moved_corrupt", "removed_empty" or "damaged_kept" */
+  const char *segment;        /* the file's name in the snapshot folder, after the repair */
+  unsigned long long bytes;   /* cut, moved aside, removed, or damaged */
+  unsigned long long records; /* the records in them (0 for damaged_kept, removed_empty) */
+} vd_snapshot_repair;
+
+/* The i-th repair (from 0): 0 with *out filled (its strings valid while e is
+ * open), or -1 past the last (none when snapshots are off). */
+int vd_engine_snapshot_repair(vd_engine *e, unsigned i, vd_snapshot_repair *out);
 
 /* NULL when out of memory. */
 vd_decision *vd_decision_new(void);
@@ -201,8 +216,7 @@ void vd_decision_set_trace(vd_decision *d, int on);
  * With snapshots on, every decision is recorded before the call returns
  * (vd_decision_snapshot_id); a refused request is not a decision and leaves
  * no snapshot. */
-int vd_decide_json(vd_engine *e, const char *request_json, long len, vd_decision *d,
-                   vd_error *err);
+int vd_decide_json(vd_engine *e, const char *request_json, long len, vd_decision *d, vd_error *err);
 
 /* The same request built in C. candidates may be NULL (ncandidates 0);
  * context_json may be NULL (an empty context), context_len < 0 means

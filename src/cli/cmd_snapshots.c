@@ -5,6 +5,7 @@
  *   show    one snapshot's JSON, found by id through the sparse index
  *   export  the snapshots' JSON as JSON Lines, for analysis elsewhere
  *   gc      retention and sampling (snapshot_gc), safe beside a live writer
+ *   repairs what recovery did to the folder (its journal, repairs.jsonl)
  *
  * Filters match the record headers, so no JSON is parsed to select. This is
  * a thin shell over src/snapshot/snapshot.h; docs/snapshots.md has the rest. */
@@ -26,6 +27,7 @@ const char cmd_snapshots_help[] =
     "       verdict snapshots export [--snapshots DIR] [filters] [--limit N]\n"
     "       verdict snapshots gc     [--snapshots DIR] [--keep-days N] [--sample F]\n"
     "                                [--min-confidence C] [--dry-run]\n"
+    "       verdict snapshots repairs [--snapshots DIR]\n"
     "\n"
     "Reads the decision snapshots recorded in DIR (a segment log; see\n"
     "docs/snapshots.md). DIR comes from --snapshots, else $VERDICT_SNAPSHOTS.\n"
@@ -40,6 +42,9 @@ const char cmd_snapshots_help[] =
     "          a hash of the id, so every run keeps the same ones. Safe while a\n"
     "          writer is appending (its active segment is skipped). --dry-run\n"
     "          counts without changing anything.\n"
+    "  repairs what opening the log repaired, one JSON line each (time, segment,\n"
+    "          repair: cut_tail, moved_corrupt, removed_empty or damaged_kept,\n"
+    "          bytes, records); a count on stderr\n"
     "\n"
     "options:\n"
     "  -s, --snapshots DIR         the snapshot folder (default: $VERDICT_SNAPSHOTS)\n"
@@ -172,12 +177,44 @@ static int run_gc(const char *dir, const snapshot_gc_opts *o) {
   return 0;
 }
 
+/* The folder's repair journal (src/snapshot/repairs.c), as it is. */
+static int run_repairs(const char *dir) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/repairs.jsonl", dir);
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    if (errno != ENOENT) {
+      fprintf(stderr, "verdict snapshots: %s: %s\n", path, strerror(errno));
+      return 1;
+    }
+    FILE *d = fopen(dir, "r");
+    if (!d) {
+      fprintf(stderr, "verdict snapshots: %s: %s\n", dir, strerror(errno));
+      return 1;
+    }
+    fclose(d);
+    fprintf(stderr, "0 repairs recorded in %s\n", dir);
+    return 0;
+  }
+  char line[8192];
+  unsigned long n = 0;
+  while (fgets(line, sizeof line, f)) {
+    fputs(line, stdout);
+    n++;
+  }
+  fclose(f);
+  fprintf(stderr, "%lu repair%s recorded in %s\n", n, n == 1 ? "" : "s", dir);
+  return 0;
+}
+
 int cmd_snapshots(int argc, char **argv) {
-  if (argc < 2) return usage_error("give a subcommand: list, show, export or gc", NULL);
+  if (argc < 2) return usage_error("give a subcommand: list, show, export, gc or repairs", NULL);
   const char *sub = argv[1];
   int is_list = strcmp(sub, "list") == 0, is_show = strcmp(sub, "show") == 0,
-      is_export = strcmp(sub, "export") == 0, is_gc = strcmp(sub, "gc") == 0;
-  if (!is_list && !is_show && !is_export && !is_gc) return usage_error("unknown subcommand", sub);
+      is_export = strcmp(sub, "export") == 0, is_gc = strcmp(sub, "gc") == 0,
+      is_repairs = strcmp(sub, "repairs") == 0;
+  if (!is_list && !is_show && !is_export && !is_gc && !is_repairs)
+    return usage_error("unknown subcommand", sub);
 
   const char *dir = getenv("VERDICT_SNAPSHOTS"), *id_text = NULL;
   snapshot_filter f;
@@ -274,6 +311,7 @@ int cmd_snapshots(int argc, char **argv) {
     return usage_error("--until must be later than --since", NULL);
 
   if (is_gc) return run_gc(dir, &g);
+  if (is_repairs) return run_repairs(dir);
 
   uint8_t id[16];
   if (is_show) {

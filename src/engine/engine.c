@@ -278,6 +278,11 @@ void vd_engine_close(vd_engine *e) {
   free(e);
 }
 
+int vd_engine_snapshot_repair(vd_engine *e, unsigned i, vd_snapshot_repair *out) {
+  if (!e || !out || !e->rec) return -1;
+  return recorder_repair(e->rec, i, out);
+}
+
 int vd_engine_stats(vd_engine *e, vd_engine_counters *out) {
   if (!e || !out) return VD_EINVAL;
   memset(out, 0, sizeof *out);

@@ -302,6 +302,7 @@ int recorder_past(recorder *r, uint64_t mark);
 void recorder_forget(recorder *r);
 /* Counters into out (which the caller zeroed). */
 void recorder_counters(recorder *r, vd_engine_counters *out);
+int recorder_repair(recorder *r, unsigned i, vd_snapshot_repair *out);
 
 /* record.c: the snapshot payload of decision d (format 1, docs/snapshots.md)
  * written into d's arena, directly. id may be NULL (written as null); no log

@@ -218,6 +218,17 @@ void recorder_counters(recorder *r, vd_engine_counters *out) {
   snprintf(out->snapshot_last_error, sizeof out->snapshot_last_error, "%s", st.last_error);
 }
 
+int recorder_repair(recorder *r, unsigned i, vd_snapshot_repair *out) {
+  const snapshot_repair *list;
+  size_t n = snapshot_log_repairs(r->log, &list);
+  if (i >= n) return -1;
+  out->kind = snapshot_repair_kind(list[i].kind);
+  out->segment = list[i].segment;
+  out->bytes = list[i].bytes;
+  out->records = list[i].records;
+  return 0;
+}
+
 /* ---- writing the payload ----
  * Straight into a json_buf in the decision's arena, sized up front for the
  * usual case. This runs once per decision, so the small writes are inline:

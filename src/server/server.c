@@ -339,6 +339,35 @@ int server_run(const server_opts *o) {
     if (srv.access_fd > STDOUT_FILENO) close(srv.access_fd);
     return 1;
   }
+  /* What opening the snapshot log repaired, one warning a file (the
+   * journal in the folder keeps them too: `verdict snapshots repairs`). */
+  vd_snapshot_repair rep;
+  for (unsigned i = 0; vd_engine_snapshot_repair(srv.engine, i, &rep) == 0; i++) {
+    json_buf f;
+    json_buf_init(&f, NULL);
+    json_buf_put(&f, ",\"snapshots\":", 13);
+    json_write_string(&f, srv.snapshots_dir ? srv.snapshots_dir : "",
+                      srv.snapshots_dir ? strlen(srv.snapshots_dir) : 0);
+    json_buf_put(&f, ",\"segment\":", 11);
+    json_write_string(&f, rep.segment, strlen(rep.segment));
+    char num[160], msg[300];
+    snprintf(num, sizeof num, ",\"repair\":\"%s\",\"bytes\":%llu,\"records\":%llu", rep.kind,
+             rep.bytes, rep.records);
+    json_buf_put(&f, num, strlen(num));
+    snprintf(msg, sizeof msg,
+             strcmp(rep.kind, "cut_tail") == 0
+                 ? "a torn tail was cut from a snapshot segment: %llu bytes, %llu records"
+             : strcmp(rep.kind, "moved_corrupt") == 0
+                 ? "a file under a segment's name was not a segment: moved aside (%llu bytes, %llu "
+                   "records in it)"
+             : strcmp(rep.kind, "removed_empty") == 0
+                 ? "a segment without a header was removed (%llu bytes, %llu records)"
+                 : "a damaged span in a snapshot segment is skipped on read (%llu bytes, %llu "
+                   "records)",
+             rep.bytes, rep.records);
+    if (!f.oom) server_log("warn", "snapshot_repaired", msg, f.data);
+    json_buf_free(&f);
+  }
   int nw = o->threads > 0 ? o->threads : 1;
   srv.workers = calloc((size_t)nw, sizeof *srv.workers);
   int *fds = calloc((size_t)nw, sizeof *fds);

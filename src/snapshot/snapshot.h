@@ -275,6 +275,35 @@ typedef struct snapshot_log_status {
 
 void snapshot_log_status_get(snapshot_log *log, snapshot_log_status *st);
 
+/* ---- repairs at open ----
+ * What recovery did to the folder, one entry a file: a torn tail cut, a file
+ * under a segment's name that was no segment moved aside to NAME.corrupt
+ * (with the records still readable in it), a segment without a header
+ * removed, damage in the middle of a segment kept and skipped. Each is also
+ * appended to DIR/repairs.jsonl, one JSON object a line (time, segment,
+ * repair, bytes, records), which `verdict snapshots repairs` prints. */
+enum {
+  SNAPSHOT_REPAIR_CUT_TAIL = 1, /* bytes cut; records: frames (whole or torn) in them */
+  SNAPSHOT_REPAIR_CORRUPT,      /* moved aside; bytes: its size; records: valid frames in it */
+  SNAPSHOT_REPAIR_EMPTY,        /* removed; bytes: its size (no header, so no record) */
+  SNAPSHOT_REPAIR_DAMAGED,      /* kept, skipped on read; bytes: the damaged spans; records: 0 */
+};
+#define SNAPSHOT_REPAIRS_MAX 32 /* kept in memory; the journal has them all */
+typedef struct snapshot_repair {
+  int kind;
+  char segment[96]; /* the file's name in the folder, after the repair */
+  uint64_t bytes, records;
+} snapshot_repair;
+
+/* "cut_tail", "moved_corrupt", "removed_empty", "damaged_kept". */
+const char *snapshot_repair_kind(int kind);
+/* The repairs this open made (at most SNAPSHOT_REPAIRS_MAX); *out valid
+ * until close. */
+size_t snapshot_log_repairs(snapshot_log *log, const snapshot_repair **out);
+/* Appends r to dir/repairs.jsonl (best effort: a folder that cannot take it
+ * loses the line, not the repair). */
+void snapshot_repair_journal(const char *dir, const snapshot_repair *r);
+
 /* Stops taking records, drains the queue into the segment, fsyncs (unless
  * NONE), writes the sparse index of the current segment, stops the writer
  * and frees everything. Call once no other thread appends any more. Returns

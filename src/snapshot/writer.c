@@ -108,6 +108,8 @@ struct snapshot_log {
 
   /* recovery results: written before the thread starts, read-only after */
   uint64_t rec_segments, cut_bytes, cut_records, damaged_regions;
+  snapshot_repair repairs[SNAPSHOT_REPAIRS_MAX];
+  size_t nrepairs;
 
   /* the writer thread's own */
   int fd; /* current segment, -1 when none */
@@ -199,6 +201,33 @@ static int open_locked(const char *path) {
   return fd;
 }
 
+/* A repair made at open: kept for snapshot_log_repairs and written to the
+ * folder's journal. */
+static void note_repair(snapshot_log *L, int kind, const char *name, uint64_t bytes,
+                        uint64_t records) {
+  snapshot_repair r = {.kind = kind, .bytes = bytes, .records = records};
+  snprintf(r.segment, sizeof r.segment, "%s", name);
+  if (L->nrepairs < SNAPSHOT_REPAIRS_MAX) L->repairs[L->nrepairs++] = r;
+  snapshot_repair_journal(L->dir, &r);
+}
+
+size_t snapshot_log_repairs(snapshot_log *log, const snapshot_repair **out) {
+  *out = log->repairs;
+  return log->nrepairs;
+}
+
+/* Valid frames anywhere in a file whose header cannot be read. */
+static uint64_t count_frames(int fd, uint64_t size) {
+  frame_scan s;
+  if (frame_scan_init(&s, fd, 0, size) < 0) return 0;
+  const uint8_t *body;
+  uint32_t len;
+  uint64_t n = 0;
+  while (frame_scan_next(&s, &body, &len) == 1) n++;
+  frame_scan_free(&s);
+  return n;
+}
+
 /* Scans one segment, cuts a torn tail, counts damage. Keeps it open as the
  * current segment when keep is set and it may be appended to; else seals it
  * (writes its index) and closes it. */
@@ -232,6 +261,7 @@ static int recover_segment(snapshot_log *L, const seg_entry *e, int keep, char *
     unlink(path);
     unlink(ipath);
     close(fd);
+    note_repair(L, SNAPSHOT_REPAIR_EMPTY, e->name, size, 0);
     return 0;
   }
   if (hr == -2) {
@@ -245,11 +275,14 @@ static int recover_segment(snapshot_log *L, const seg_entry *e, int keep, char *
   if (hr < 0) {
     /* Not a segment we can read: keep it for a person to look at, out of the
      * way of readers and of the name space. */
-    char bad[4200];
+    char bad[4200], badname[200];
     snprintf(bad, sizeof bad, "%s.corrupt", path);
+    snprintf(badname, sizeof badname, "%s.corrupt", e->name);
+    uint64_t records = count_frames(fd, size);
     rename(path, bad);
     L->damaged_regions++;
     close(fd);
+    note_repair(L, SNAPSHOT_REPAIR_CORRUPT, badname, size, records);
     return 0;
   }
   seg_index x;
@@ -282,8 +315,10 @@ static int recover_segment(snapshot_log *L, const seg_entry *e, int keep, char *
     }
     L->damaged_regions += s.damaged_regions;
     damaged = s.damaged_regions > 0;
+    if (damaged) note_repair(L, SNAPSHOT_REPAIR_DAMAGED, e->name, s.damaged_bytes, 0);
     if (s.torn) {
-      L->cut_records += frame_count_tail(fd, s.tail_off, size);
+      uint64_t cut = frame_count_tail(fd, s.tail_off, size);
+      L->cut_records += cut;
       L->cut_bytes += size - s.tail_off;
       if (ftruncate(fd, (off_t)s.tail_off) < 0 || fsync(fd) < 0) {
         snprintf(err, errlen, "cut torn tail of %s: %s", path, strerror(errno));
@@ -292,6 +327,7 @@ static int recover_segment(snapshot_log *L, const seg_entry *e, int keep, char *
         close(fd);
         return SNAPSHOT_EIO;
       }
+      note_repair(L, SNAPSHOT_REPAIR_CUT_TAIL, e->name, size - s.tail_off, cut);
       size = s.tail_off;
     }
     frame_scan_free(&s);
