@@ -40,8 +40,8 @@ void mcp_session_on_decision(mcp_session *s, mcp_decision_fn fn, void *user);
 
 /* why NULL: explain_decision reads snapshots (the default). Else it answers
  * with the tool error why (a static string, not copied) and reads nothing:
- * a host that guards recorded decisions (verdict serve --snapshot-reads
- * admin) sets it for each request that lacks the credential. */
+ * a host that guards recorded decisions (verdict serve --snapshot-reads)
+ * sets it for each request that may not read them. */
 void mcp_session_explain_refusal(mcp_session *s, const char *why);
 
 /* Handles one JSON-RPC message, msg[0..len) (UTF-8 JSON text). Appends the

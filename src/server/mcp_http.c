@@ -20,8 +20,9 @@
  * DNS rebinding: an Origin header must name a loopback host, and while the
  * server listens on loopback so must Host; otherwise 403.
  *
- * With --snapshot-reads admin, explain_decision answers a request without
- * the admin bearer token with a tool error; decide_action stays open.
+ * explain_decision answers a request that --snapshot-reads does not let
+ * read (admin.c: a client elsewhere without the admin token, by default)
+ * with a tool error; decide_action stays open.
  *
  * Not here: SSE (GET streams, resumability), batching (JSON arrays, dropped
  * from MCP in 2025-06-18, are the core's -32600). */
