@@ -7,7 +7,23 @@
  *
  * What libuv does not give is here: keep-alive, timeouts, backpressure (a
  * connection whose answers are not being read stops being read), the drain
- * on shutdown (finish what was asked, then close). */
+ * on shutdown (finish what was asked, then close).
+ *
+ * Strictness. A proxy in front and this server must agree on where each
+ * request ends, or a request can be smuggled past the proxy inside another.
+ * llhttp is built in strict mode with none of its lenient flags set (8.1.0
+ * has headers, chunked_length, keep_alive and transfer_encoding; llhttp_init
+ * clears them all). Strict 8.1.0 still takes obs-fold (a line starting with
+ * a space or tab continues the previous header's value), a bare LF as a line
+ * end, a bare LF after a chunked body's last chunk, a version other than
+ * HTTP/1.x (RTSP/1.0, ICE/1.0, HTTP/0.9 and 2.0), any request target, empty
+ * header names, a missing or doubled Host and any transfer coding before
+ * `chunked`. So the request head is scanned once more here, in place (from
+ * the method's first byte to the blank line, in the read buffer; the scan
+ * state carries over reads), and the end of a chunked body too; the headers
+ * are checked as llhttp hands them over. Anything off gets 400 and the
+ * connection closes. The scan costs a byte loop over the request line and a
+ * memchr a header line. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +49,13 @@ struct conn {
   unsigned nhdrs;
   http_header cur; /* the header being read */
   int in_field;
+  const char *bad;         /* why the request is refused with 400, when we say so */
+  const char *rd_end;      /* end of the bytes being parsed (the head scan's limit) */
+  uint8_t scan;            /* SCAN_*: where the scan of the raw head is */
+  uint8_t scan_k;          /* bytes of "HTTP/1.x\r" matched */
+  char scan_last;          /* the last byte scanned (a line's CR may end a read) */
+  uint8_t nhost;           /* Host headers seen */
+  uint8_t last_chunk;      /* paused at the end of a chunked body */
   int have_method;         /* the request line's method has been read */
   const char *note_action; /* for the access log (copied into note_buf) */
   const char *note_snapshot;
@@ -350,6 +373,141 @@ void conn_respond_error(conn *c, int status, const char *code, const char *messa
   json_buf_free(&b);
 }
 
+/* ---- the head scan ----
+ * A request head is exactly: METHOD SP /target SP HTTP/1.x CRLF, then header
+ * lines each ending in CRLF, none starting with SP or HT, then CRLF. A
+ * chunked body ends with its last chunk's line and one CRLF (no trailer
+ * fields). llhttp checks the tokens; this checks the shape. */
+enum {
+  SCAN_OFF,     /* not in a head */
+  SCAN_PENDING, /* a message began; the scan starts at its method */
+  SCAN_METHOD,
+  SCAN_TARGET0, /* the target's first byte */
+  SCAN_TARGET,
+  SCAN_VERSION,
+  SCAN_RL_LF, /* the LF of the request line */
+  SCAN_LINE0, /* a header line's first byte, or the blank line's CR */
+  SCAN_LINE,  /* in a header line */
+  SCAN_END_LF,
+  SCAN_TAIL_CR, /* after a chunked body's last chunk line */
+  SCAN_TAIL_LF,
+};
+
+static int scan_fail(conn *c, const char *why) {
+  c->bad = why;
+  c->fail_status = 400;
+  return -1;
+}
+
+/* Scans [p, end) from the state the last call left; 0, or -1 with c->bad. */
+static int scan_head(conn *c, const char *p, const char *end) {
+  static const char version[] = "HTTP/1.";
+  const char *base = p;
+  unsigned st = c->scan;
+  while (p < end && st != SCAN_OFF) {
+    unsigned char ch = (unsigned char)*p;
+    switch (st) {
+      case SCAN_METHOD:
+        if (ch == ' ')
+          st = SCAN_TARGET0;
+        else if (ch < 0x21)
+          return scan_fail(c, "the request line must be METHOD SP /path SP HTTP/1.1");
+        p++;
+        break;
+      case SCAN_TARGET0:
+        if (ch == ' ') return scan_fail(c, "the request line must have single spaces");
+        if (ch != '/')
+          return scan_fail(c,
+                           "the request target must be a path starting with '/': "
+                           "absolute-form, authority-form and '*' are not served");
+        st = SCAN_TARGET;
+        p++;
+        break;
+      case SCAN_TARGET:
+        if (ch == ' ') {
+          st = SCAN_VERSION;
+          c->scan_k = 0;
+        } else if (ch == '#') {
+          return scan_fail(c, "the request target must not have a fragment ('#')");
+        } else if (ch < 0x21 || ch == 0x7f) {
+          return scan_fail(c,
+                           "the request target has a control byte or is not followed by "
+                           "SP HTTP/1.1");
+        }
+        p++;
+        break;
+      case SCAN_VERSION: {
+        unsigned k = c->scan_k;
+        if (k < 7 ? ch != (unsigned char)version[k] : k == 7 ? ch != '0' && ch != '1' : ch != '\r')
+          return scan_fail(c, k == 0 && ch == ' '
+                                  ? "the request line must have single spaces"
+                                  : "the protocol must be HTTP/1.1 or HTTP/1.0, ended by CRLF");
+        if (k == 8)
+          st = SCAN_RL_LF;
+        else
+          c->scan_k = (uint8_t)(k + 1);
+        p++;
+        break;
+      }
+      case SCAN_RL_LF:
+      case SCAN_END_LF:
+      case SCAN_TAIL_LF:
+        if (ch != '\n') return scan_fail(c, "a CR is not followed by LF");
+        st = st == SCAN_RL_LF ? SCAN_LINE0 : SCAN_OFF;
+        p++;
+        break;
+      case SCAN_LINE0:
+        if (ch == '\r')
+          st = SCAN_END_LF;
+        else if (ch == ' ' || ch == '\t')
+          return scan_fail(c,
+                           "a header line starts with a space or tab (obs-fold line "
+                           "folding is not accepted)");
+        else if (ch == '\n')
+          return scan_fail(c, "a line ends with LF alone, not CRLF");
+        else
+          st = SCAN_LINE;
+        p++;
+        break;
+      case SCAN_LINE: {
+        const char *q = memchr(p, '\n', (size_t)(end - p));
+        if (!q) {
+          p = end;
+          break;
+        }
+        if ((q > base ? q[-1] : c->scan_last) != '\r')
+          return scan_fail(c, "a line ends with LF alone, not CRLF");
+        st = SCAN_LINE0;
+        p = q + 1;
+        break;
+      }
+      case SCAN_TAIL_CR:
+        if (ch != '\r')
+          return scan_fail(c, ch == '\n' ? "a chunked body ends with LF alone, not CRLF"
+                                         : "trailer fields after a chunked body are not accepted");
+        st = SCAN_TAIL_LF;
+        p++;
+        break;
+      default: /* SCAN_PENDING: no method byte yet */
+        p = end;
+    }
+  }
+  c->scan = (uint8_t)st;
+  if (end > base) c->scan_last = end[-1];
+  return 0;
+}
+
+/* RFC 9112 3.2: Host is uri-host [ ":" port ]; these are the bytes it may hold. */
+static int host_ok(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+          (ch && strchr("-._~!$&'()*+,;=%:[]", ch))))
+      return 0;
+  }
+  return 1;
+}
+
 /* ---- parsing ---- */
 static int on_message_begin(llhttp_t *p) {
   conn *c = p->data;
@@ -359,6 +517,9 @@ static int on_message_begin(llhttp_t *p) {
   c->nhdrs = 0;
   c->in_field = 0;
   c->have_method = 0;
+  c->bad = NULL;
+  c->scan = SCAN_PENDING;
+  c->nhost = 0;
   c->note_action = c->note_snapshot = NULL;
   c->request_start_ms = uv_now(&c->w->loop);
   c->request_start_ns = uv_hrtime();
@@ -372,6 +533,17 @@ static int count_header(conn *c, size_t n) {
     return -1;
   }
   return 0;
+}
+
+/* The method's first byte is where the head starts: the scan begins there
+ * and runs over what this read holds of the head (the rest, read later, is
+ * scanned before llhttp sees it). */
+static int on_method(llhttp_t *p, const char *at, size_t n) {
+  (void)n;
+  conn *c = p->data;
+  if (c->scan != SCAN_PENDING) return 0;
+  c->scan = SCAN_METHOD;
+  return scan_head(c, at, c->rd_end);
 }
 
 static int on_url(llhttp_t *p, const char *at, size_t n) {
@@ -403,8 +575,10 @@ static int on_header_field(llhttp_t *p, const char *at, size_t n) {
 
 static int on_header_field_complete(llhttp_t *p) {
   conn *c = p->data;
+  if (!c->in_field) return scan_fail(c, "a header line has an empty name");
   c->in_field = 0;
   c->cur.name_len = (uint32_t)c->htext_len - c->cur.name;
+  if (c->cur.name_len == 0) return scan_fail(c, "a header line has an empty name");
   c->cur.value = (uint32_t)c->htext_len;
   return 0;
 }
@@ -421,7 +595,22 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n) {
 
 static int on_header_value_complete(llhttp_t *p) {
   conn *c = p->data;
-  c->cur.value_len = (uint32_t)c->htext_len - c->cur.value;
+  http_header *h = &c->cur;
+  h->value_len = (uint32_t)c->htext_len - h->value;
+  const char *name = c->htext + h->name, *v = c->htext + h->value;
+  if (h->name_len == 4 && strncasecmp(name, "host", 4) == 0) {
+    if (++c->nhost > 1) return scan_fail(c, "more than one Host header");
+    size_t n = h->value_len;
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t')) n--;
+    if (!host_ok(v, n)) return scan_fail(c, "the Host header is not a host[:port]");
+  } else if (h->name_len == 17 && strncasecmp(name, "transfer-encoding", 17) == 0) {
+    /* llhttp refuses anything after chunked, and a body without it; what is
+     * before it (gzip, chunked) would be a coding this server cannot undo. */
+    size_t n = h->value_len;
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t')) n--;
+    if (n != 7 || strncasecmp(v, "chunked", 7) != 0)
+      return scan_fail(c, "Transfer-Encoding must be 'chunked' alone");
+  }
   if (c->nhdrs < HTTP_MAX_HEADERS) c->hdrs[c->nhdrs++] = c->cur;
   return 0;
 }
@@ -441,12 +630,31 @@ static int on_body(llhttp_t *p, const char *at, size_t n) {
 
 static int on_headers_complete(llhttp_t *p) {
   conn *c = p->data;
+  /* HTTP/1.0 may leave Host out (RFC 9112 3.2 asks it of 1.1 only), but
+   * must not be chunked (6.1: the framing is faulty). */
+  if (p->http_minor == 1 && c->nhost == 0)
+    return scan_fail(c, "an HTTP/1.1 request must have a Host header");
+  if (p->http_minor == 0 && (p->flags & F_TRANSFER_ENCODING))
+    return scan_fail(c, "Transfer-Encoding is not accepted in an HTTP/1.0 request");
+  /* Upgrade (and CONNECT, whose authority-form target the scan refused) is
+   * ignored (RFC 9110 7.8): the request is answered as plain HTTP and the
+   * connection stays HTTP/1.1; llhttp would stop parsing after it. */
+  p->upgrade = 0;
   /* Refuse a declared oversize body before reading it. */
   if ((p->flags & F_CONTENT_LENGTH) && p->content_length > c->w->srv->opts->max_body) {
     c->fail_status = 413;
     return -1;
   }
   return 0;
+}
+
+/* At the last chunk the parse pauses, so that what follows its line can be
+ * checked in the read buffer (on_read): a CRLF, nothing else. */
+static int on_chunk_header(llhttp_t *p) {
+  conn *c = p->data;
+  if (p->content_length != 0) return 0;
+  c->last_chunk = 1;
+  return HPE_PAUSED;
 }
 
 static int on_message_complete(llhttp_t *p) {
@@ -487,6 +695,7 @@ static int on_message_complete(llhttp_t *p) {
 void worker_settings_init(llhttp_settings_t *s) {
   llhttp_settings_init(s);
   s->on_message_begin = on_message_begin;
+  s->on_method = on_method;
   s->on_url = on_url;
   s->on_header_field = on_header_field;
   s->on_header_field_complete = on_header_field_complete;
@@ -494,6 +703,7 @@ void worker_settings_init(llhttp_settings_t *s) {
   s->on_header_value_complete = on_header_value_complete;
   s->on_headers_complete = on_headers_complete;
   s->on_body = on_body;
+  s->on_chunk_header = on_chunk_header;
   s->on_message_complete = on_message_complete;
 }
 
@@ -536,8 +746,11 @@ static void fail_request(conn *c, llhttp_errno_t e) {
       break;
     default: {
       char msg[256];
-      snprintf(msg, sizeof msg, "malformed HTTP request: %s (%s)",
-               llhttp_get_error_reason(&c->parser), llhttp_errno_name(e));
+      if (c->bad)
+        snprintf(msg, sizeof msg, "malformed HTTP request: %s", c->bad);
+      else
+        snprintf(msg, sizeof msg, "malformed HTTP request: %s (%s)",
+                 llhttp_get_error_reason(&c->parser), llhttp_errno_name(e));
       conn_respond_error(c, 400, "bad_http", msg, NULL);
     }
   }
@@ -558,7 +771,25 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   }
   c->last_active_ms = uv_now(&c->w->loop);
   if (c->closing) return;
-  llhttp_errno_t e = llhttp_execute(&c->parser, buf->base, (size_t)n);
+  const char *at = buf->base, *end = buf->base + n;
+  c->rd_end = end;
+  /* A head (or a chunked body's end) that the last read did not finish. */
+  if (c->scan > SCAN_PENDING && scan_head(c, at, end) < 0) {
+    fail_request(c, HPE_USER);
+    return;
+  }
+  llhttp_errno_t e = llhttp_execute(&c->parser, at, (size_t)(end - at));
+  while (e == HPE_PAUSED && c->last_chunk) {
+    c->last_chunk = 0;
+    at = llhttp_get_error_pos(&c->parser);
+    c->scan = SCAN_TAIL_CR;
+    if (scan_head(c, at, end) < 0) {
+      fail_request(c, HPE_USER);
+      return;
+    }
+    llhttp_resume(&c->parser);
+    e = llhttp_execute(&c->parser, at, (size_t)(end - at));
+  }
   if (e == HPE_OK) return;
   if (e == HPE_PAUSED) {
     stop_reading(c);
