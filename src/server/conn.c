@@ -497,13 +497,38 @@ static int scan_head(conn *c, const char *p, const char *end) {
   return 0;
 }
 
-/* RFC 9112 3.2: Host is uri-host [ ":" port ]; these are the bytes it may hold. */
+/* The common case in one pass and few branches: the whole head is in this
+ * read, and well-formed (1). Anything else (0) is left to scan_head, which
+ * carries its state over reads and says what is wrong. */
+static int scan_whole_head(const char *p, const char *end) {
+  const char *lf = memchr(p, '\n', (size_t)(end - p));
+  if (!lf) return 0;
+  const char *sp = memchr(p, ' ', (size_t)(lf - p));
+  /* METHOD SP / ... SP HTTP/1.x CR LF */
+  if (!sp || sp == p || lf - sp < 12 || sp[1] != '/') return 0;
+  const char *v = lf - 10;
+  for (const char *q = sp + 2; q < v; q++) {
+    unsigned char ch = (unsigned char)*q;
+    if (ch <= ' ' || ch == 0x7f || ch == '#') return 0;
+  }
+  if (memcmp(v, " HTTP/1.", 8) != 0 || (v[8] != '0' && v[8] != '1') || v[9] != '\r') return 0;
+  for (p = lf + 1; p < end;) {
+    if (*p == '\r') return p + 1 < end && p[1] == '\n';
+    if (*p == ' ' || *p == '\t' || *p == '\n') return 0;
+    lf = memchr(p + 1, '\n', (size_t)(end - p - 1));
+    if (!lf || lf[-1] != '\r') return 0;
+    p = lf + 1;
+  }
+  return 0;
+}
+
+/* RFC 9112 3.2: Host is uri-host [ ":" port ]: letters, digits and
+ * "-._~!$&'()*+,;=%:[]" (one bit a byte, 0x00-0x3f and 0x40-0x7f). */
 static int host_ok(const char *s, size_t n) {
+  static const uint64_t lo = 0x2fff7ff200000000u, hi = 0x47fffffeaffffffeu;
   for (size_t i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)s[i];
-    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-          (ch && strchr("-._~!$&'()*+,;=%:[]", ch))))
-      return 0;
+    unsigned ch = (unsigned char)s[i];
+    if (!(ch < 64 ? lo >> ch & 1 : ch < 128 && hi >> (ch - 64) & 1)) return 0;
   }
   return 1;
 }
@@ -542,6 +567,10 @@ static int on_method(llhttp_t *p, const char *at, size_t n) {
   (void)n;
   conn *c = p->data;
   if (c->scan != SCAN_PENDING) return 0;
+  if (scan_whole_head(at, c->rd_end)) {
+    c->scan = SCAN_OFF;
+    return 0;
+  }
   c->scan = SCAN_METHOD;
   return scan_head(c, at, c->rd_end);
 }
