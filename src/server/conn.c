@@ -11,19 +11,21 @@
  *
  * Strictness. A proxy in front and this server must agree on where each
  * request ends, or a request can be smuggled past the proxy inside another.
- * llhttp is built in strict mode with none of its lenient flags set (8.1.0
- * has headers, chunked_length, keep_alive and transfer_encoding; llhttp_init
- * clears them all). Strict 8.1.0 still takes obs-fold (a line starting with
- * a space or tab continues the previous header's value), a bare LF as a line
- * end, a bare LF after a chunked body's last chunk, a version other than
- * HTTP/1.x (RTSP/1.0, ICE/1.0, HTTP/0.9 and 2.0), any request target, empty
- * header names, a missing or doubled Host and any transfer coding before
- * `chunked`. So the request head is scanned once more here, in place (from
- * the method's first byte to the blank line, in the read buffer; the scan
- * state carries over reads), and the end of a chunked body too; the headers
- * are checked as llhttp hands them over. Anything off gets 400 and the
- * connection closes. The scan costs a byte loop over the request line and a
- * memchr a header line. */
+ * llhttp is built in strict mode (CMakeLists.txt) with none of its lenient
+ * flags set: 8.1.0 has setters for headers, chunked_length, keep_alive and
+ * transfer_encoding, a version flag without one, and llhttp_init clears them
+ * all. Strict mode refuses CR alone after the head and after chunk data,
+ * and spaces in header names; no flag of 8.1.0 refuses obs-fold (a line
+ * starting with a space or tab continues the previous header's value), a
+ * bare LF ending the request line, the head or a chunked body's last chunk,
+ * a version other than HTTP/1.x (RTSP/1.0, ICE/1.0, HTTP/0.9 and 2.0), a
+ * target that is not a path, empty header names, a missing or doubled Host,
+ * a transfer coding before `chunked`, or trailer fields. So the request head
+ * is scanned once more here, in place (from the method's first byte to the
+ * blank line, in the read buffer; the state carries over reads), and the end
+ * of a chunked body too; the headers are checked as llhttp hands them over.
+ * Anything off gets 400 and the connection closes. A whole head in one read
+ * costs a memchr a line and a byte loop over the target. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
