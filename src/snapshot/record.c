@@ -31,6 +31,8 @@ const char *snapshot_strerror(int code) {
       return "snapshot record too big";
     case SNAPSHOT_ECORRUPT:
       return "not a snapshot file, or damaged";
+    case SNAPSHOT_EREFUSED:
+      return "snapshot refused: the log's disk does not take writes";
     default:
       return "unknown error";
   }

@@ -57,6 +57,10 @@
 #define SNAPSHOT_EBUSY (-6)    /* another writer holds the directory */
 #define SNAPSHOT_ETOOBIG (-7)  /* a record larger than snapshot_log_max_record() */
 #define SNAPSHOT_ECORRUPT (-8) /* a file is not a snapshot segment/index, or is damaged */
+#define SNAPSHOT_EREFUSED (-9) /* not taken (BLOCK: the queue is full and the disk refuses
+                                * writes, or it stayed full for full_wait_ms) or, under ALWAYS,
+                                * not made durable (the disk refused it): never written; counted
+                                * in `refused` */
 
 #define SNAPSHOT_ERRLEN 512              /* enough for any message these calls write */
 #define SNAPSHOT_MAX_STRING 65535        /* decision point, action, policy version: bytes */
@@ -148,6 +152,9 @@ typedef struct snapshot_log_opts {
   uint64_t segment_bytes;         /* rotate past this size: default 64 MiB */
   const char *node;               /* node name in segment headers: default the host name */
   uint32_t close_timeout_ms;      /* close gives up on a failing disk after this: default 10000 */
+  uint32_t full_wait_ms;          /* BLOCK: how long an append waits for room before it is
+                                   * refused (SNAPSHOT_EREFUSED): default 1000. It does not
+                                   * wait at all while the disk refuses writes */
   /* Optional: turns the payload as appended into the payload written, on the
    * writer thread, just before the record is framed — so that a producer
    * can append a cheap capture and leave the formatting to the writer. It
@@ -189,7 +196,11 @@ int snapshot_log_open(const char *dir, const snapshot_log_opts *opts, snapshot_l
  * Errors: SNAPSHOT_EFULL (DROP and no room; counted in `dropped`),
  * SNAPSHOT_ETOOBIG / SNAPSHOT_EINVAL (the record, not the log, is bad; counted
  * in `rejected`), SNAPSHOT_ECLOSED. With BLOCK a full queue makes the call
- * wait (spin, then yield, then short sleeps) until the writer makes room. */
+ * wait (spin, then yield, then short sleeps) until the writer makes room,
+ * but never for long: while the disk refuses writes (status.failing) it
+ * returns SNAPSHOT_EREFUSED at once, and after full_wait_ms without room
+ * too (and then at once again until the writer has made progress), so that
+ * a caller never hangs on a disk that cannot take the records. */
 int snapshot_log_append(snapshot_log *log, const snapshot_rec *rec, uint64_t *ticket);
 
 /* Appending in two steps, for a producer that writes its payload straight
@@ -235,7 +246,16 @@ int snapshot_log_append_raw(snapshot_log *log, const char *payload, size_t len, 
  * and ALWAYS (ALWAYS syncs at once, one fsync for every record in the batch;
  * INTERVAL waits for the next periodic sync), written to the OS under NONE.
  * Returns 0, or SNAPSHOT_ECLOSED when the log closed without making it
- * durable (a disk that kept failing until the close timeout). */
+ * durable (a disk that kept failing until the close timeout).
+ * Under ALWAYS a disk that refuses the record ends the wait with
+ * SNAPSHOT_EREFUSED: the writer gives the record up (it is never written,
+ * not even once space returns; counted in `refused`) rather than keep its
+ * waiter until the disk takes writes again. While the disk fails, records
+ * appended meanwhile are refused as the writer takes them (in a
+ * millisecond or so), and one write is tried per backoff step (10 ms
+ * doubling to 1 s): when it succeeds, records are durable again. So under
+ * ALWAYS a record is durable with its waiter told 0, or refused with its
+ * waiter told so: never both, never later. */
 int snapshot_log_wait_durable(snapshot_log *log, uint64_t ticket);
 
 /* A mark after every record appended (or being appended) so far, and
@@ -262,6 +282,8 @@ typedef struct snapshot_log_status {
   uint64_t queue_depth;    /* records appended and not written yet (queued, or
                             * held by the writer while the disk refuses them) */
   uint64_t segments;       /* segments created by this writer */
+  uint64_t refused;        /* SNAPSHOT_EREFUSED: appends refused (BLOCK) and, under
+                            * ALWAYS, records the disk refused (never written) */
   uint64_t durable_ticket; /* every ticket <= this is durable */
   uint64_t written_ticket; /* every ticket <= this is written */
   /* recovery at open */
@@ -269,7 +291,14 @@ typedef struct snapshot_log_status {
   uint64_t cut_bytes;          /* torn/corrupt tail bytes cut */
   uint64_t cut_records;        /* frames (whole or torn) in the cut tails */
   uint64_t damaged_regions;    /* bad spans in the middle of a segment, kept, skipped on read */
-  int last_errno;              /* errno of the last write error, 0 if none */
+  /* The disk refuses writes: the last write, fsync, segment creation or
+   * probe failed (set at the failure, cleared by the next success; with
+   * nothing to write, the writer probes the disk once per backoff step so
+   * that this clears by itself once space returns). */
+  int failing;
+  int64_t failing_since_ns; /* wall clock of the first failure of this spell, 0 if none */
+  uint64_t lost;            /* close: records appended and given up unwritten (close timeout) */
+  int last_errno;           /* errno of the last write error, 0 if none */
   char last_error[SNAPSHOT_ERRLEN]; /* "write /dir/seg-...log: No space left on device" */
 } snapshot_log_status;
 
@@ -308,8 +337,9 @@ void snapshot_repair_journal(const char *dir, const snapshot_repair *r);
  * NONE), writes the sparse index of the current segment, stops the writer
  * and frees everything. Call once no other thread appends any more. Returns
  * 0, or SNAPSHOT_EIO when records could not be written before the close
- * timeout (they are lost; the count is in the final status, passed back in st
- * if st is not NULL). */
+ * timeout (they are lost; their count is `lost` in the final status, passed
+ * back in st if st is not NULL, with the last error). Under ALWAYS records
+ * still queued while the disk refuses writes are refused, not lost. */
 int snapshot_log_close(snapshot_log *log, snapshot_log_status *st);
 
 /* ---- the reader ----

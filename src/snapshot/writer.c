@@ -31,8 +31,20 @@
  * (after a failed fsync the page cache cannot be trusted, so retrying the
  * fsync alone would claim durability for data that may be gone). Errors are
  * counted and the last one is kept, with its errno text, for
- * snapshot_log_status_get. While the disk fails, the queue fills; BLOCK then
- * slows producers down, DROP refuses and counts.
+ * snapshot_log_status_get, and the log is `failing` until a write succeeds
+ * again (with nothing left to write, the writer probes the disk once per
+ * backoff step, so that the state clears by itself when space returns).
+ * While the disk fails, the queue fills; DROP then refuses and counts;
+ * BLOCK refuses too (SNAPSHOT_EREFUSED), at once while the disk fails and
+ * after full_wait_ms of waiting for room otherwise: a producer never waits
+ * on a disk that cannot take its record. Under ALWAYS nothing that waits
+ * for the disk is held through a failure either: a failed write or fsync
+ * gives up the records since the last sync (the file is cut back to it,
+ * the records are never written, their waiters are told), and records
+ * appended while the disk fails are given up as the writer takes them, but
+ * for one write tried per backoff step. Which tickets were given up is kept
+ * as ranges (few: one per failure spell), so that a waiter is told right
+ * even when later records became durable before it looked.
  *
  * Files and locks: `writer.lock` in the directory is flock'd for the life of
  * the log (one writer per directory); the active segment is flock'd too, which
@@ -54,6 +66,7 @@
  * the sync points are the writer thread's; what goes is starting a thread,
  * its stack, its polling, and the wake-ups and the join that cost a
  * one-shot process more than writing its record. */
+#define _GNU_SOURCE /* O_TMPFILE */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -73,6 +86,19 @@
 #define GATHER_MAX ((size_t)4 << 20) /* bytes one round takes from the ring */
 #define BACKOFF_MIN_MS 10
 #define BACKOFF_MAX_MS 1000
+#define REFUSALS_MAX 64   /* ranges of refused tickets remembered (ALWAYS) */
+#define PROBE_BYTES 4096  /* what a probe of a failing disk writes (and takes back) */
+
+/* The sparse index as it was at the last sync, so that records given up
+ * after a failed write (ALWAYS) leave it too: gather only ever adds to the
+ * last block or adds blocks. */
+typedef struct idx_mark {
+  size_t n;
+  uint64_t records;
+  uint8_t min_id[16], max_id[16];
+  int64_t min_time, max_time;
+  idx_block last;
+} idx_mark;
 
 struct snapshot_log {
   char *dir;
@@ -96,8 +122,14 @@ struct snapshot_log {
   _Atomic int idle;     /* the writer is in any wait: a producer facing a full ring wakes it */
   _Atomic int dead;     /* the writer thread has finished */
   _Atomic int waiters;  /* threads in wait_durable */
+  _Atomic int failing;  /* the disk refuses writes: written by the writer when it changes */
+  _Atomic uint64_t refused_max; /* ALWAYS: the end of the last range of refused tickets */
   _Alignas(64) _Atomic uint64_t rejected;
-  _Atomic uint64_t unformatted; /* appended, then refused by opts.format (also in rejected) */
+  _Atomic uint64_t unformatted;  /* appended, then refused by opts.format (also in rejected) */
+  _Atomic uint64_t refused;      /* SNAPSHOT_EREFUSED: producers' refusals and the writer's */
+  _Atomic uint64_t given_up;     /* of those, records appended that the writer gave up */
+  _Atomic uint64_t stalled_tail; /* BLOCK: the ring's tail when an append last gave up */
+  _Atomic uint64_t lost;         /* records given up on at close */
   _Atomic uint64_t written, bytes, fsyncs, write_errors, segments;
   _Atomic uint64_t durable_pos, written_pos;
   pthread_mutex_t mu;
@@ -105,6 +137,15 @@ struct snapshot_log {
   pthread_cond_t durable_cv; /* waiters sleep here */
   int last_errno;            /* under mu */
   char last_error[SNAPSHOT_ERRLEN];
+  int64_t failing_since_ns; /* under mu */
+  /* under mu: ALWAYS, the tickets given up, as ranges (from, to], oldest
+   * first; a ticket at or below refusals_floor may have been in a range no
+   * longer kept, and counts as refused */
+  struct {
+    uint64_t from, to;
+  } refusals[REFUSALS_MAX];
+  unsigned nrefusals;
+  uint64_t refusals_floor;
 
   /* recovery results: written before the thread starts, read-only after */
   uint64_t rec_segments, cut_bytes, cut_records, damaged_regions;
@@ -126,7 +167,7 @@ struct snapshot_log {
   uint64_t last_sync_ms;
   uint32_t backoff_ms;
   uint64_t retry_at_ms;
-  uint64_t lost; /* records given up on at close */
+  idx_mark mark; /* the index at seg_base */
 };
 
 static uint64_t mono_ms(void) {
@@ -151,6 +192,7 @@ void snapshot_log_opts_init(snapshot_log_opts *o) {
   o->segment_bytes = (uint64_t)64 << 20;
   o->node = NULL;
   o->close_timeout_ms = 10000;
+  o->full_wait_ms = 1000;
 }
 
 static void set_error(snapshot_log *L, int err, const char *what, const char *name) {
@@ -158,7 +200,40 @@ static void set_error(snapshot_log *L, int err, const char *what, const char *na
   pthread_mutex_lock(&L->mu);
   L->last_errno = err;
   snprintf(L->last_error, sizeof L->last_error, "%s %s/%s: %s", what, L->dir, name, strerror(err));
+  if (!atomic_load_explicit(&L->failing, memory_order_relaxed)) {
+    L->failing_since_ns = real_ns();
+    atomic_store_explicit(&L->failing, 1, memory_order_seq_cst);
+  }
   pthread_mutex_unlock(&L->mu);
+}
+
+/* A write (or a probe) succeeded: the disk takes writes again. */
+static void clear_failing(snapshot_log *L) {
+  if (!atomic_load_explicit(&L->failing, memory_order_relaxed)) return;
+  pthread_mutex_lock(&L->mu);
+  atomic_store_explicit(&L->failing, 0, memory_order_seq_cst);
+  L->failing_since_ns = 0;
+  pthread_mutex_unlock(&L->mu);
+}
+
+static void idx_mark_save(const seg_index *x, idx_mark *m) {
+  m->n = x->n;
+  m->records = x->records;
+  memcpy(m->min_id, x->min_id, 16);
+  memcpy(m->max_id, x->max_id, 16);
+  m->min_time = x->min_time;
+  m->max_time = x->max_time;
+  if (x->n) m->last = x->blocks[x->n - 1];
+}
+
+static void idx_mark_restore(seg_index *x, const idx_mark *m) {
+  x->n = m->n;
+  x->records = m->records;
+  memcpy(x->min_id, m->min_id, 16);
+  memcpy(x->max_id, m->max_id, 16);
+  x->min_time = m->min_time;
+  x->max_time = m->max_time;
+  if (m->n) x->blocks[m->n - 1] = m->last;
 }
 
 /* ---- open and recovery ---- */
@@ -470,6 +545,7 @@ static int segment_create(snapshot_log *L, const uint8_t rec_id[16], uint32_t da
   L->seg_day = day;
   L->hdr = h;
   seg_index_reset(&L->idx);
+  idx_mark_save(&L->idx, &L->mark);
   L->seg_base = hlen;
   atomic_fetch_add_explicit(&L->segments, 1, memory_order_relaxed);
   return 0;
@@ -512,6 +588,7 @@ static int pend_reserve(snapshot_log *L, size_t more) {
 static uint64_t gather(snapshot_log *L, int *rotate) {
   uint64_t start = L->rpos, nrec = 0;
   size_t taken = 0;
+  if (L->pend_len == 0) idx_mark_save(&L->idx, &L->mark); /* what a give-up restores */
   for (;;) {
     const uint8_t *body;
     uint32_t len;
@@ -684,21 +761,117 @@ static void wait_ms(snapshot_log *L, uint64_t ms, int deep) {
   pthread_mutex_unlock(&L->mu);
 }
 
-/* One round of the writer's work: take what the ring holds into pend, write
- * it, sync when due (force: now), seal on rotation; on failure, set the
- * backoff. Sets *rotate; returns the records taken. */
-static uint64_t writer_round(snapshot_log *L, uint64_t now, int force, int *rotate) {
-  int failed = 0;
-  *rotate = 0;
-  uint64_t got = gather(L, rotate);
-  if (pend_write(L) < 0) failed = 1;
-  if (!failed && L->pend_len > 0) {
-    int due = L->opts.durability == SNAPSHOT_DURABLE_ALWAYS || *rotate || force ||
-              L->pend_len >= PEND_CAP || now - L->last_sync_ms >= L->opts.interval_ms;
-    if (due && pend_sync(L) < 0) failed = 1;
+/* ALWAYS: the tickets in (durable_pos, to] are given up. Kept as ranges:
+ * a later record can become durable before a waiter of a refused one looks,
+ * so the durable position alone cannot tell it. One failure spell makes one
+ * range (consecutive refusals with nothing durable between merge). */
+static void add_refusal(snapshot_log *L, uint64_t to) {
+  uint64_t from = atomic_load_explicit(&L->durable_pos, memory_order_relaxed);
+  pthread_mutex_lock(&L->mu);
+  unsigned n = L->nrefusals;
+  if (n && L->refusals[n - 1].to >= from) {
+    if (to > L->refusals[n - 1].to) L->refusals[n - 1].to = to;
+  } else {
+    if (n == REFUSALS_MAX) {
+      L->refusals_floor = L->refusals[0].to;
+      memmove(&L->refusals[0], &L->refusals[1], (REFUSALS_MAX - 1) * sizeof L->refusals[0]);
+      n--;
+    }
+    L->refusals[n].from = from;
+    L->refusals[n].to = to;
+    L->nrefusals = n + 1;
   }
-  if (!failed && *rotate) segment_seal(L);
-  if (L->fd < 0 && L->pend_len == 0 && ring_has_work(L) && !*rotate) failed = 1; /* create failed */
+  atomic_store_explicit(&L->refused_max, to, memory_order_seq_cst);
+  pthread_cond_broadcast(&L->durable_cv);
+  pthread_mutex_unlock(&L->mu);
+}
+
+/* Under mu. */
+static int is_refused(snapshot_log *L, uint64_t ticket) {
+  if (atomic_load_explicit(&L->refused_max, memory_order_seq_cst) < ticket) return 0;
+  for (unsigned i = 0; i < L->nrefusals; i++)
+    if (ticket > L->refusals[i].from && ticket <= L->refusals[i].to) return 1;
+  return ticket <= L->refusals_floor;
+}
+
+/* ALWAYS, after a failed write or fsync: every record since the last sync
+ * is given up (its waiter is waiting: nothing there was acknowledged). The
+ * file is cut back to the last sync and the index with it. */
+static void refuse_pend(snapshot_log *L) {
+  if (L->pend_len == 0) return;
+  if (L->fd >= 0)
+    while (ftruncate(L->fd, (off_t)L->seg_base) < 0 && errno == EINTR) {
+    }
+  idx_mark_restore(&L->idx, &L->mark);
+  if (L->pend_written) { /* written, not synced: no longer there */
+    atomic_fetch_sub_explicit(&L->written, L->pend_recs - L->pend_unwritten_recs,
+                              memory_order_relaxed);
+    atomic_fetch_sub_explicit(&L->bytes, L->pend_written, memory_order_relaxed);
+  }
+  atomic_fetch_add_explicit(&L->refused, L->pend_recs, memory_order_relaxed);
+  atomic_fetch_add_explicit(&L->given_up, L->pend_recs, memory_order_relaxed);
+  L->pend_len = L->pend_written = 0;
+  L->pend_recs = L->pend_unwritten_recs = 0;
+  add_refusal(L, L->pend_pos);
+}
+
+/* ALWAYS, while the disk fails and the next try is not due: what the ring
+ * holds is given up as it comes, rather than kept (with its waiters)
+ * through the backoff. Returns the records given up. */
+static uint64_t refuse_queued(snapshot_log *L) {
+  uint64_t start = L->rpos, nrec = 0;
+  for (;;) {
+    const uint8_t *body;
+    uint32_t len;
+    uint64_t next;
+    int k = ring_peek(&L->q, L->rpos, &body, &len, &next);
+    if (k == 0) break;
+    if (k != 2) nrec++;
+    L->rpos = next;
+  }
+  if (L->rpos == start) return 0;
+  ring_release(&L->q, L->rpos, nrec);
+  L->pend_pos = L->rpos;
+  atomic_fetch_add_explicit(&L->refused, nrec, memory_order_relaxed);
+  atomic_fetch_add_explicit(&L->given_up, nrec, memory_order_relaxed);
+  add_refusal(L, L->rpos);
+  return nrec;
+}
+
+/* A failing disk with nothing left to write (ALWAYS gave it all up, or no
+ * decisions come while readiness says no): does it take writes again?
+ * PROBE_BYTES of zeros where the next record goes, then cut back (a reader
+ * meanwhile sees a torn tail, which it passes over, as for a write in
+ * progress); with no segment open, an unnamed file in the directory. 0 when
+ * the disk took them (or cannot be asked: the next record will tell). */
+static int disk_probe(snapshot_log *L) {
+  static const uint8_t zeros[PROBE_BYTES];
+  int fd = L->fd, own = L->fd < 0;
+  uint64_t at = own ? 0 : L->seg_base;
+  if (own) {
+    fd = open(L->dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) return 0;
+    if (fd < 0) {
+      set_error(L, errno, "create", "(a probe)");
+      return -1;
+    }
+  }
+  int rc = write_full(fd, zeros, sizeof zeros, at), e = errno;
+  if (own)
+    close(fd);
+  else
+    while (ftruncate(fd, (off_t)at) < 0 && errno == EINTR) {
+    }
+  if (rc < 0) {
+    set_error(L, e, "write", own ? "(a probe)" : L->seg_name);
+    return -1;
+  }
+  return 0;
+}
+
+/* After a round that tried the disk: the next try waits 10 ms doubling to
+ * 1 s while tries fail. */
+static void backoff(snapshot_log *L, uint64_t now, int failed) {
   if (failed) {
     L->backoff_ms = L->backoff_ms ? L->backoff_ms * 2 : BACKOFF_MIN_MS;
     if (L->backoff_ms > BACKOFF_MAX_MS) L->backoff_ms = BACKOFF_MAX_MS;
@@ -706,6 +879,29 @@ static uint64_t writer_round(snapshot_log *L, uint64_t now, int force, int *rota
   } else {
     L->backoff_ms = 0;
   }
+}
+
+/* One round of the writer's work: take what the ring holds into pend, write
+ * it, sync when due (force: now), seal on rotation; on failure, set the
+ * backoff (and under ALWAYS give up what failed). Sets *rotate; returns the
+ * records taken. */
+static uint64_t writer_round(snapshot_log *L, uint64_t now, int force, int *rotate) {
+  int failed = 0;
+  *rotate = 0;
+  uint64_t got = gather(L, rotate);
+  int tried = L->pend_written < L->pend_len;
+  if (pend_write(L) < 0) failed = 1;
+  if (!failed && L->pend_len > 0) {
+    int due = L->opts.durability == SNAPSHOT_DURABLE_ALWAYS || *rotate || force ||
+              L->pend_len >= PEND_CAP || now - L->last_sync_ms >= L->opts.interval_ms;
+    if (due) tried = 1;
+    if (due && pend_sync(L) < 0) failed = 1;
+  }
+  if (!failed && *rotate) segment_seal(L);
+  if (L->fd < 0 && L->pend_len == 0 && ring_has_work(L) && !*rotate) failed = 1; /* create failed */
+  if (failed && L->opts.durability == SNAPSHOT_DURABLE_ALWAYS) refuse_pend(L);
+  if (failed || tried) backoff(L, now, failed);
+  if (!failed && tried) clear_failing(L);
   return got;
 }
 
@@ -719,7 +915,17 @@ static void *writer_main(void *arg) {
     if (closing && !close_deadline) close_deadline = now + L->opts.close_timeout_ms;
     int rotate = 0;
     uint64_t got = 0;
-    if (now >= L->retry_at_ms) got = writer_round(L, now, closing, &rotate);
+    int failing = atomic_load_explicit(&L->failing, memory_order_relaxed);
+    if (now >= L->retry_at_ms) {
+      got = writer_round(L, now, closing, &rotate);
+      if (!got && !rotate && L->pend_len == 0 && atomic_load(&L->failing) && !ring_has_work(L)) {
+        int failed = disk_probe(L) < 0;
+        backoff(L, now, failed);
+        if (!failed) clear_failing(L);
+      }
+    } else if (failing && L->opts.durability == SNAPSHOT_DURABLE_ALWAYS && L->pend_len == 0) {
+      got = refuse_queued(L);
+    }
     if (got || rotate) last_work = now;
     if (closing) {
       int drained = !ring_has_work(L) && L->rpos == atomic_load(&L->q.head) && L->pend_len == 0;
@@ -742,10 +948,14 @@ static void *writer_main(void *arg) {
       uint64_t left = due > now ? due - now : 0;
       if (left < wait) wait = left ? left : 1;
     }
+    if (closing) { /* a backoff does not outlast the close timeout */
+      uint64_t left = close_deadline > now ? close_deadline - now : 1;
+      if (left < wait) wait = left;
+    }
     wait_ms(L, wait, deep);
   }
   /* Whatever could not be written is lost; say how much. */
-  L->lost = ring_count(&L->q) + L->pend_recs;
+  atomic_store(&L->lost, ring_count(&L->q) + L->pend_recs);
   if (L->pend_len == 0)
     segment_seal(L);
   else if (L->fd >= 0) {
@@ -801,6 +1011,7 @@ int snapshot_log_open(const char *dir, const snapshot_log_opts *opts, snapshot_l
   if (!o.queue_bytes) o.queue_bytes = (size_t)32 << 20;
   if (!o.segment_bytes) o.segment_bytes = (uint64_t)64 << 20;
   if (!o.close_timeout_ms) o.close_timeout_ms = 10000;
+  if (!o.full_wait_ms) o.full_wait_ms = 1000;
 
   snapshot_log *L = aligned_alloc(64, (sizeof *L + 63) & ~(size_t)63);
   if (L) memset(L, 0, sizeof *L);
@@ -810,6 +1021,7 @@ int snapshot_log_open(const char *dir, const snapshot_log_opts *opts, snapshot_l
   }
   L->fd = -1;
   L->lock_fd = -1;
+  atomic_store(&L->stalled_tail, UINT64_MAX);
   pthread_mutex_init(&L->mu, NULL);
   pthread_mutex_init(&L->run_mu, NULL);
   pthread_cond_init(&L->wake_cv, NULL);
@@ -934,9 +1146,17 @@ static void drain_wait(snapshot_log *L, int force) {
   drain_here(L, force);
 }
 
+static int refuse(snapshot_log *L) {
+  atomic_fetch_add_explicit(&L->refused, 1, memory_order_relaxed);
+  return SNAPSHOT_EREFUSED;
+}
+
 /* Room in the ring for a body of len bytes, waiting (BLOCK) or refusing
- * (DROP, counted) when it is full. */
+ * (DROP, counted) when it is full. BLOCK waits only while waiting can help:
+ * not while the disk refuses writes, not past full_wait_ms, and not again
+ * (until the writer has moved) once an append gave up. */
 static int take_room(snapshot_log *L, size_t len, uint8_t **body, uint64_t *t) {
+  uint64_t deadline = 0;
   for (unsigned spins = 0; ring_reserve(&L->q, len, body, t) < 0; spins++) {
     /* Full. A writer pausing between polls would leave the queue full for
      * the rest of its pause: wake it (the slow path may make a syscall). */
@@ -947,6 +1167,16 @@ static int take_room(snapshot_log *L, size_t len, uint8_t **body, uint64_t *t) {
     }
     if (atomic_load_explicit(&L->closing, memory_order_relaxed) || atomic_load(&L->dead))
       return SNAPSHOT_ECLOSED;
+    uint64_t tail = atomic_load_explicit(&L->q.tail, memory_order_relaxed);
+    if (atomic_load_explicit(&L->failing, memory_order_relaxed) ||
+        tail == atomic_load_explicit(&L->stalled_tail, memory_order_relaxed))
+      return refuse(L);
+    if (!deadline) {
+      deadline = mono_ms() + L->opts.full_wait_ms;
+    } else if ((spins & 63) == 0 && mono_ms() >= deadline) {
+      atomic_store_explicit(&L->stalled_tail, tail, memory_order_relaxed);
+      return refuse(L);
+    }
     if (L->inline_writer) { /* the writer is us */
       drain_wait(L, 0);
       continue;
@@ -1077,12 +1307,20 @@ void snapshot_log_cancel(snapshot_log *L, snapshot_slot *s) {
     wake_writer(L);
 }
 
+/* Under ALWAYS a ticket below the durable position may still have been
+ * given up (a later record became durable first): refused_max tells. */
 int snapshot_log_wait_durable(snapshot_log *L, uint64_t ticket) {
-  if (atomic_load_explicit(&L->durable_pos, memory_order_acquire) >= ticket) return 0;
+  if (atomic_load_explicit(&L->durable_pos, memory_order_acquire) >= ticket &&
+      atomic_load_explicit(&L->refused_max, memory_order_acquire) < ticket)
+    return 0;
   if (L->inline_writer) { /* sync here; a disk that keeps failing: give up */
     uint64_t deadline = mono_ms() + L->opts.close_timeout_ms;
     for (;;) {
       drain_wait(L, 1);
+      pthread_mutex_lock(&L->mu);
+      int refused = is_refused(L, ticket);
+      pthread_mutex_unlock(&L->mu);
+      if (refused) return SNAPSHOT_EREFUSED;
       if (atomic_load_explicit(&L->durable_pos, memory_order_acquire) >= ticket) return 0;
       if (mono_ms() >= deadline) return SNAPSHOT_ECLOSED;
     }
@@ -1090,7 +1328,12 @@ int snapshot_log_wait_durable(snapshot_log *L, uint64_t ticket) {
   int rc = 0;
   pthread_mutex_lock(&L->mu);
   atomic_fetch_add_explicit(&L->waiters, 1, memory_order_seq_cst);
-  while (atomic_load_explicit(&L->durable_pos, memory_order_seq_cst) < ticket) {
+  for (;;) {
+    if (is_refused(L, ticket)) {
+      rc = SNAPSHOT_EREFUSED;
+      break;
+    }
+    if (atomic_load_explicit(&L->durable_pos, memory_order_seq_cst) >= ticket) break;
     if (atomic_load(&L->dead)) {
       rc = SNAPSHOT_ECLOSED;
       break;
@@ -1116,10 +1359,12 @@ void snapshot_log_status_get(snapshot_log *L, snapshot_log_status *st) {
    * buffer while the disk refuses it (appended is counted just after the
    * commit, so the writer can be a record ahead of it for a moment). */
   uint64_t depth = ring_count(&L->q);
-  uint64_t done = st->written + atomic_load(&L->unformatted);
+  uint64_t done = st->written + atomic_load(&L->unformatted) + atomic_load(&L->given_up);
   uint64_t unwritten = st->appended > done ? st->appended - done : 0;
   st->queue_depth = unwritten > depth ? unwritten : depth;
   st->segments = atomic_load(&L->segments);
+  st->refused = atomic_load(&L->refused);
+  st->lost = atomic_load(&L->lost);
   st->durable_ticket = atomic_load(&L->durable_pos);
   st->written_ticket = atomic_load(&L->written_pos);
   st->recovered_segments = L->rec_segments;
@@ -1129,6 +1374,8 @@ void snapshot_log_status_get(snapshot_log *L, snapshot_log_status *st) {
   pthread_mutex_lock(&L->mu);
   st->last_errno = L->last_errno;
   memcpy(st->last_error, L->last_error, sizeof st->last_error);
+  st->failing = atomic_load(&L->failing);
+  st->failing_since_ns = L->failing_since_ns;
   pthread_mutex_unlock(&L->mu);
 }
 
@@ -1143,7 +1390,7 @@ int snapshot_log_close(snapshot_log *L, snapshot_log_status *st) {
     wake_writer(L);
     pthread_join(L->thread, NULL);
   }
-  uint64_t lost = L->lost;
+  uint64_t lost = atomic_load(&L->lost);
   if (st) snapshot_log_status_get(L, st);
   log_free(L);
   return lost ? SNAPSHOT_EIO : 0;
