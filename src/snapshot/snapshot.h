@@ -57,10 +57,11 @@
 #define SNAPSHOT_EBUSY (-6)    /* another writer holds the directory */
 #define SNAPSHOT_ETOOBIG (-7)  /* a record larger than snapshot_log_max_record() */
 #define SNAPSHOT_ECORRUPT (-8) /* a file is not a snapshot segment/index, or is damaged */
-#define SNAPSHOT_EREFUSED (-9) /* not taken (BLOCK: the queue is full and the disk refuses
-                                * writes, or it stayed full for full_wait_ms) or, under ALWAYS,
-                                * not made durable (the disk refused it): never written; counted
-                                * in `refused` */
+#define SNAPSHOT_EREFUSED                                                \
+  (-9) /* not taken (BLOCK: the queue is full and the disk refuses       \
+        * writes, or it stayed full for full_wait_ms) or, under ALWAYS,  \
+        * not made durable (the disk refused it): never written; counted \
+        * in `refused` */
 
 #define SNAPSHOT_ERRLEN 512              /* enough for any message these calls write */
 #define SNAPSHOT_MAX_STRING 65535        /* decision point, action, policy version: bytes */

@@ -86,8 +86,8 @@
 #define GATHER_MAX ((size_t)4 << 20) /* bytes one round takes from the ring */
 #define BACKOFF_MIN_MS 10
 #define BACKOFF_MAX_MS 1000
-#define REFUSALS_MAX 64   /* ranges of refused tickets remembered (ALWAYS) */
-#define PROBE_BYTES 4096  /* what a probe of a failing disk writes (and takes back) */
+#define REFUSALS_MAX 64  /* ranges of refused tickets remembered (ALWAYS) */
+#define PROBE_BYTES 4096 /* what a probe of a failing disk writes (and takes back) */
 
 /* The sparse index as it was at the last sync, so that records given up
  * after a failed write (ALWAYS) leave it too: gather only ever adds to the
