@@ -40,9 +40,11 @@ extern "C" {
                               */
 #define VD_EREQUEST \
   (-9) /* a request that is valid JSON but not a valid request (path says where) */
-#define VD_EPOLICY (-10)   /* a policy bundle failed to load or compile (message lists why) */
-#define VD_ESNAPSHOT (-11) /* the snapshot log could not be opened (message says why) */
-#define VD_EBUSY (-12)     /* another process is writing snapshots to that folder */
+#define VD_EPOLICY (-10) /* a policy bundle failed to load or compile (message lists why) */
+#define VD_ESNAPSHOT                                                                      \
+  (-11)                /* the snapshot log could not be opened, or a decision was refused \
+                        * because its snapshot cannot be recorded (message says why) */
+#define VD_EBUSY (-12) /* another process is writing snapshots to that folder */
 
 typedef struct vd_error {
   int code; /* the VD_E* code also returned */
@@ -105,10 +107,11 @@ typedef struct vd_engine_opts {
   /* Decision snapshots (docs/snapshots.md): every decision is recorded in a
    * segment log in this folder (created if needed). NULL or "": off. */
   const char *snapshots_dir;
-  int snapshot_durability;       /* VD_DURABILITY_*: INTERVAL (0, the default), NONE, ALWAYS */
-  unsigned snapshot_interval_ms; /* INTERVAL: fsync at most this often; 0 = 100 */
-  int snapshot_on_full;          /* VD_ON_FULL_BLOCK (0, the default) or VD_ON_FULL_DROP */
-  const char *node;              /* node name in snapshots; NULL = the host name */
+  int snapshot_durability;            /* VD_DURABILITY_*: INTERVAL (0, the default), NONE, ALWAYS */
+  unsigned snapshot_interval_ms;      /* INTERVAL: fsync at most this often; 0 = 100 */
+  int snapshot_on_full;               /* VD_ON_FULL_BLOCK (0, the default) or VD_ON_FULL_DROP */
+  unsigned snapshot_close_timeout_ms; /* closing retries a failing disk this long; 0 = 10000 */
+  const char *node;                   /* node name in snapshots; NULL = the host name */
 
   /* Rate-limit counters (docs/policy.md "Limits", docs/deploy.md): NULL or
    * "local" keeps them in this process; "redis://HOST:PORT[/DB]" in Redis,
@@ -141,8 +144,11 @@ typedef struct vd_engine_opts {
 #define VD_DURABILITY_NONE 1     /* write(); the OS flushes when it likes */
 #define VD_DURABILITY_ALWAYS 2   /* a decision returns only once its snapshot is on disk */
 /* snapshot_on_full: when the snapshot queue is full */
-#define VD_ON_FULL_BLOCK 0 /* the deciding thread waits for room: nothing is dropped */
-#define VD_ON_FULL_DROP 1  /* the snapshot is dropped and counted */
+#define VD_ON_FULL_BLOCK                                                                         \
+  0                       /* the deciding thread waits for room (up to 1 s, and not at all while \
+                           * the disk refuses writes), else the decision is refused              \
+                           * (VD_ESNAPSHOT): nothing answered goes unrecorded */
+#define VD_ON_FULL_DROP 1 /* the snapshot is dropped and counted; the decision is answered */
 
 /* Loads and compiles the bundle in bundle_dir. opts may be NULL. On failure
  * err->message lists every diagnostic and err->line/column place the first. */
@@ -154,7 +160,8 @@ int vd_engine_reload(vd_engine *e, vd_error *err);
 /* The live bundle's version (hex SHA-256) copied into buf; returns buf. */
 const char *vd_engine_policy_version(vd_engine *e, char buf[65]);
 /* Waits for no one: the caller must make sure no decision is running on e.
- * Snapshots still queued are written (and synced, unless durability NONE). */
+ * Snapshots still queued are written (and synced, unless durability NONE);
+ * on a disk that refuses them, for snapshot_close_timeout_ms at most. */
 void vd_engine_close(vd_engine *e);
 
 /* Counters of an engine, readable at any time from any thread. */
@@ -165,7 +172,16 @@ typedef struct vd_engine_counters {
   unsigned long long snapshots_failed;      /* not recorded: too big, out of memory, log closed */
   unsigned long long snapshot_write_errors; /* failed write/fsync attempts (each retried) */
   unsigned long long snapshot_fsyncs;
-  unsigned long long snapshot_queue_depth;           /* snapshots waiting to be written now */
+  unsigned long long snapshot_queue_depth; /* snapshots waiting to be written now */
+  unsigned long long snapshots_refused;    /* decisions refused (VD_ESNAPSHOT) because their
+                                            * snapshot could not be queued (on_full BLOCK) or
+                                            * made durable (ALWAYS) */
+  unsigned long long snapshot_unwritten;   /* decisions answered with a snapshot_id whose
+                                            * snapshot is not written yet (never under ALWAYS):
+                                            * what a stop now would lose */
+  unsigned long long snapshots_lost;       /* after close: answered, then given up unwritten */
+  int snapshot_failing;                    /* 1 while the log's disk refuses writes */
+  long long snapshot_failing_since_ns;     /* unix ns of the first failure of this spell */
   unsigned long long snapshot_recovered_cut_records; /* torn records cut when the log opened */
   unsigned long long snapshot_recovered_cut_bytes;
   int snapshots_on;                         /* 1 when the engine records snapshots */
@@ -186,6 +202,10 @@ typedef struct vd_engine_counters {
 
 /* Fills *out (the snapshot fields are zero when snapshots are off). 0, or VD_EINVAL. */
 int vd_engine_stats(vd_engine *e, vd_engine_counters *out);
+/* vd_engine_close, and the counters as they were at the end into *out: what
+ * the close could write and what it could not (snapshots_lost, with the
+ * last error in snapshot_last_error). */
+void vd_engine_close_stats(vd_engine *e, vd_engine_counters *out);
 
 /* A repair the snapshot log made to its folder when the engine opened it
  * (docs/snapshots.md, "Recovery"). */
@@ -212,7 +232,10 @@ void vd_decision_set_trace(vd_decision *d, int on);
  * Only "action" is required. len < 0: NUL-terminated. The result replaces
  * whatever d held. Errors: VD_EJSON (malformed), VD_EREQUEST (a field of the
  * wrong type or an unknown key; err->path names it), VD_ELIMIT (too large or
- * deep), VD_ENOTFOUND (no strategy for the action), VD_ENOCANDIDATE.
+ * deep), VD_ENOTFOUND (no strategy for the action), VD_ENOCANDIDATE,
+ * VD_ESNAPSHOT (its snapshot cannot be recorded: on_full BLOCK and the queue
+ * stays full, or durability ALWAYS and the disk refuses it; the message
+ * gives the disk's error).
  * With snapshots on, every decision is recorded before the call returns
  * (vd_decision_snapshot_id); a refused request is not a decision and leaves
  * no snapshot. */

@@ -261,9 +261,13 @@ const char *vd_engine_policy_version(vd_engine *e, char buf[65]) {
   return buf;
 }
 
-void vd_engine_close(vd_engine *e) {
+void vd_engine_close(vd_engine *e) { vd_engine_close_stats(e, NULL); }
+
+void vd_engine_close_stats(vd_engine *e, vd_engine_counters *out) {
+  if (out) memset(out, 0, sizeof *out);
   if (!e) return;
-  recorder_close(e->rec); /* formats every record: nothing reads a bundle after */
+  if (out) vd_engine_stats(e, out);
+  recorder_close(e->rec, out); /* formats every record: nothing reads a bundle after */
   state_close(e->state);
   live_free(e->live);
   while (e->retired) {
@@ -328,7 +332,7 @@ static int decide_stages(const policy_bundle *b, const name_table *names, const 
  * snapshots on, until its capture is in the log's queue: the capture points
  * at names in the bundle, and a reload keeps a replaced bundle until the
  * writer has formatted every record appended before it (vd_engine_reload).
- * The append may wait for room (on_full BLOCK), delaying a reload meanwhile;
+ * The append may wait for room (on_full BLOCK, 1 s at most), delaying a reload meanwhile;
  * waiting for the disk (durability ALWAYS) comes after. */
 static int decide_live(vd_engine *e, const decide_request *req, vd_decision *d, uint64_t t0,
                        record_input *rin, vd_error *err) {
@@ -337,7 +341,7 @@ static int decide_live(vd_engine *e, const decide_request *req, vd_decision *d, 
   int rc = decide_stages(l->bundle, l->names, &e->lim, req, d, t0, err);
   if (rc == 0 && rin) {
     record_build(e->rec, d, rin);
-    record_commit(e->rec, d, rin);
+    rc = record_commit(e->rec, d, rin);
   }
   if (d->trace_borrow) { /* names into the bundle: gone with it */
     d->ntrace = 0;
@@ -350,7 +354,11 @@ static int decide_live(vd_engine *e, const decide_request *req, vd_decision *d, 
     if (d->model_run == MODEL_DEADLINE)
       atomic_fetch_add_explicit(&e->model_deadline_misses, 1, memory_order_relaxed);
   }
-  if (rc == 0 && rin) record_wait(e->rec, d, rin);
+  if (rc == 0 && rin) rc = record_wait(e->rec, d, rin);
+  if (rc == VD_ESNAPSHOT && rin) { /* decided, but not to be answered: its snapshot was refused */
+    d->decided = 0;
+    return record_refusal(e->rec, rin, err);
+  }
   return rc;
 }
 

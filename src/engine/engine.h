@@ -259,8 +259,9 @@ typedef struct recorder recorder;
 /* Opens the snapshot log in dir (created if needed) as opts says. Returns 0,
  * or VD_EBUSY / VD_ESNAPSHOT with a message in err. */
 int recorder_open(const char *dir, const vd_engine_opts *opts, recorder **out, vd_error *err);
-/* Drains the queue into the log, syncs and closes it. */
-void recorder_close(recorder *r);
+/* Drains the queue into the log, syncs and closes it; the counters as they
+ * were at the end into out (NULL: not wanted), snapshots_lost included. */
+void recorder_close(recorder *r, vd_engine_counters *out);
 
 /* What the snapshot needs beyond the decision itself, and (filled by
  * record_build) the record waiting to be appended. */
@@ -275,6 +276,7 @@ typedef struct record_input {
   const char *payload; /* a capture in d's arena, when it did not fit the queue slot */
   size_t payload_len;
   uint64_t ticket; /* filled by record_commit: 0 when nothing was appended */
+  int refused;     /* record_commit: 1, the queue refused it; record_wait: 2, not durable */
 } record_input;
 
 /* Records decision d in three steps. record_build and record_commit run
@@ -286,12 +288,19 @@ typedef struct record_input {
  * the engine keeps a replaced bundle until recorder_past says the writer is
  * done with it. record_wait runs after the bundle is let go: with durability
  * ALWAYS it waits until the record is on disk. d->snapshot_id is set when the
- * record was accepted; a decision is never refused because its snapshot
- * could not be written — it then has no snapshot_id and the counters say
- * why. */
+ * record was accepted. A decision whose snapshot could not be recorded is
+ * answered without a snapshot_id (the counters say why: dropped under
+ * on_full DROP, too big, out of memory), except where answering would break
+ * the setting's promise: under BLOCK a queue that stays full, and under
+ * ALWAYS a disk that refuses the record, refuse the decision instead. */
 void record_build(recorder *r, vd_decision *d, record_input *in);
-void record_commit(recorder *r, vd_decision *d, record_input *in);
-void record_wait(recorder *r, vd_decision *d, record_input *in);
+/* record_commit and record_wait return 0, or VD_ESNAPSHOT when the log
+ * refused the record (on_full BLOCK and no room; ALWAYS and the disk did not
+ * take it): the decision must then not be answered, and record_refusal
+ * says why in err. */
+int record_commit(recorder *r, vd_decision *d, record_input *in);
+int record_wait(recorder *r, vd_decision *d, record_input *in);
+int record_refusal(recorder *r, const record_input *in, vd_error *err);
 /* A mark after every record appended so far, and whether the writer has
  * formatted (and so stopped reading the captures of) every record before a
  * mark. */

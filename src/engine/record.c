@@ -75,7 +75,8 @@ typedef struct name_cache {
 struct recorder {
   snapshot_log *log;
   snapshot_idgen gen;
-  int always; /* durability ALWAYS: wait for the disk */
+  int always;            /* durability ALWAYS: wait for the disk */
+  unsigned full_wait_ms; /* on_full BLOCK: how long an append waits for room */
   /* not recorded, and not counted by the log: the payload could not be
    * built, the log was closing, or (ALWAYS) the record never became durable */
   _Atomic uint64_t failed;
@@ -162,6 +163,8 @@ int recorder_open(const char *dir, const vd_engine_opts *opts, recorder **out, v
   }
   o.on_full = opts->snapshot_on_full == VD_ON_FULL_DROP ? SNAPSHOT_FULL_DROP : SNAPSHOT_FULL_BLOCK;
   if (opts->snapshot_interval_ms) o.interval_ms = opts->snapshot_interval_ms;
+  if (opts->snapshot_close_timeout_ms) o.close_timeout_ms = opts->snapshot_close_timeout_ms;
+  r->full_wait_ms = o.full_wait_ms;
   o.node = r->node;
   o.format = recorder_format;
   o.format_ud = r;
@@ -189,9 +192,13 @@ int recorder_open(const char *dir, const vd_engine_opts *opts, recorder **out, v
   return 0;
 }
 
-void recorder_close(recorder *r) {
+static void counters_of(recorder *r, const snapshot_log_status *st, vd_engine_counters *out);
+
+void recorder_close(recorder *r, vd_engine_counters *out) {
   if (!r) return;
-  snapshot_log_close(r->log, NULL); /* formats what is queued: fmt_mem after */
+  snapshot_log_status st;
+  snapshot_log_close(r->log, &st); /* formats what is queued: fmt_mem after */
+  if (out) counters_of(r, &st, out);
   arena_free(&r->fmt_mem);
   free(r->names.tab);
   free(r->names.text);
@@ -205,6 +212,11 @@ void recorder_forget(recorder *r) {
 void recorder_counters(recorder *r, vd_engine_counters *out) {
   snapshot_log_status st;
   snapshot_log_status_get(r->log, &st);
+  counters_of(r, &st, out);
+}
+
+static void counters_of(recorder *r, const snapshot_log_status *st_, vd_engine_counters *out) {
+  const snapshot_log_status st = *st_;
   out->snapshots_on = 1;
   out->snapshots_appended = st.appended;
   out->snapshots_written = st.written;
@@ -213,6 +225,12 @@ void recorder_counters(recorder *r, vd_engine_counters *out) {
   out->snapshot_write_errors = st.write_errors;
   out->snapshot_fsyncs = st.fsyncs;
   out->snapshot_queue_depth = st.queue_depth;
+  out->snapshots_refused = st.refused;
+  /* under ALWAYS nothing is answered before it is on disk */
+  out->snapshot_unwritten = r->always ? 0 : st.queue_depth;
+  out->snapshots_lost = st.lost;
+  out->snapshot_failing = st.failing;
+  out->snapshot_failing_since_ns = st.failing_since_ns;
   out->snapshot_recovered_cut_records = st.cut_records;
   out->snapshot_recovered_cut_bytes = st.cut_bytes;
   snprintf(out->snapshot_last_error, sizeof out->snapshot_last_error, "%s", st.last_error);
@@ -1928,13 +1946,39 @@ void record_build(recorder *r, vd_decision *d, record_input *in) {
   in->payload = NULL; /* the capture is made by record_commit */
 }
 
-void record_wait(recorder *r, vd_decision *d, record_input *in) {
-  if (!r->always || !d->snapshot_id) return;
-  if (snapshot_log_wait_durable(r->log, in->ticket) != 0) {
-    atomic_fetch_add_explicit(&r->failed, 1, memory_order_relaxed);
-    d->snapshot_id = NULL;
-    d->answer = NULL;
-  }
+int record_wait(recorder *r, vd_decision *d, record_input *in) {
+  if (!r->always || !d->snapshot_id) return 0;
+  int rc = snapshot_log_wait_durable(r->log, in->ticket);
+  if (rc == 0) return 0;
+  /* Not durable: under ALWAYS that is not an answer (the log counted a
+   * refusal; a log closed under it is counted here). */
+  if (rc != SNAPSHOT_EREFUSED) atomic_fetch_add_explicit(&r->failed, 1, memory_order_relaxed);
+  in->refused = 2;
+  d->snapshot_id = NULL;
+  d->answer = NULL;
+  return VD_ESNAPSHOT;
+}
+
+int record_refusal(recorder *r, const record_input *in, vd_error *err) {
+  snapshot_log_status st;
+  snapshot_log_status_get(r->log, &st);
+  const char *why = st.failing && st.last_error[0] ? st.last_error : NULL;
+  if (in->refused == 2)
+    return engine_error(err, VD_ESNAPSHOT, 0, 0, NULL,
+                        "not answered: the decision's snapshot could not be made durable "
+                        "(durability always)%s%s",
+                        why ? ": " : "", why ? why : "");
+  if (why)
+    return engine_error(err, VD_ESNAPSHOT, 0, 0, NULL,
+                        "not answered: the snapshot queue is full and the disk does not take "
+                        "writes (%s); with on_full block a decision is refused rather than "
+                        "answered unrecorded",
+                        why);
+  return engine_error(err, VD_ESNAPSHOT, 0, 0, NULL,
+                      "not answered: the snapshot queue stayed full for %u ms (the disk is "
+                      "slower than the decisions); with on_full block a decision is refused "
+                      "rather than answered unrecorded",
+                      r->full_wait_ms);
 }
 
 uint64_t recorder_mark(recorder *r) { return snapshot_log_mark(r->log); }
@@ -1947,7 +1991,7 @@ int recorder_past(recorder *r, uint64_t mark) { return snapshot_log_taken(r->log
  * or the slot cannot be had because the record would be too big for the
  * queue, it is built in d's arena and appended, which copies it (and
  * refuses what is too big, counted). */
-void record_commit(recorder *r, vd_decision *d, record_input *in) {
+int record_commit(recorder *r, vd_decision *d, record_input *in) {
   in->ticket = 0;
   /* What the record header cannot hold (as snapshot_log_append refuses it) */
   size_t action_n = d->action ? strlen(d->action) : 0;
@@ -1960,7 +2004,7 @@ void record_commit(recorder *r, vd_decision *d, record_input *in) {
     int cr = capture_into(d, in, &c, source, action_n);
     if (cr == 0 && c.data == slot.payload) {
       snapshot_log_commit(r->log, &slot, c.len, &in->ticket);
-      return;
+      return 0;
     }
     snapshot_log_cancel(r->log, &slot);
     if (cr != 0) goto failed;
@@ -1973,12 +2017,19 @@ void record_commit(recorder *r, vd_decision *d, record_input *in) {
   }
   rc = snapshot_log_append_raw(r->log, in->payload, in->payload_len, &in->ticket);
 refused:
+  if (rc == SNAPSHOT_EREFUSED) { /* BLOCK and no room: not an answer (the log counted it) */
+    in->refused = 1;
+    d->snapshot_id = NULL;
+    d->answer = NULL;
+    return VD_ESNAPSHOT;
+  }
   if (rc == SNAPSHOT_EFULL || rc == SNAPSHOT_ETOOBIG || rc == SNAPSHOT_EINVAL) goto not_recorded;
   if (rc != 0) goto failed;
-  return;
+  return 0;
 failed:
   atomic_fetch_add_explicit(&r->failed, 1, memory_order_relaxed);
 not_recorded: /* the log counted it (dropped, or rejected) */
   d->snapshot_id = NULL;
   d->answer = NULL;
+  return 0;
 }
