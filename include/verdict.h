@@ -36,8 +36,9 @@ extern "C" {
 #define VD_EEVAL (-5)     /* evaluation failed (division by zero, no such key, cost limit, ...) */
 #define VD_ELIMIT (-6)    /* an input exceeded a size or depth limit */
 #define VD_ENOTFOUND (-7) /* no strategy serves the request's decision point */
-#define VD_ENOCANDIDATE (-8) /* no candidate answer, and the strategy says on_no_candidate: error \
-                              */
+#define VD_ENOCANDIDATE                                                     \
+  (-8) /* no candidate answer, and the strategy says on_no_candidate: error \
+        */
 #define VD_EREQUEST \
   (-9) /* a request that is valid JSON but not a valid request (path says where) */
 #define VD_EPOLICY (-10) /* a policy bundle failed to load or compile (message lists why) */
@@ -111,6 +112,8 @@ typedef struct vd_engine_opts {
   unsigned snapshot_interval_ms;      /* INTERVAL: fsync at most this often; 0 = 100 */
   int snapshot_on_full;               /* VD_ON_FULL_BLOCK (0, the default) or VD_ON_FULL_DROP */
   unsigned snapshot_close_timeout_ms; /* closing retries a failing disk this long; 0 = 10000 */
+  unsigned snapshot_queue_records;    /* snapshots waiting at most, in the queue and again in
+                                       * the writer's buffer; 0 = 65536 */
   const char *node;                   /* node name in snapshots; NULL = the host name */
 
   /* Rate-limit counters (docs/policy.md "Limits", docs/deploy.md): NULL or

@@ -46,9 +46,17 @@ const char cmd_serve_help[] =
     "      --no-snapshots     record nothing\n"
     "      --durability none|interval|always   (as for `verdict decide`)\n"
     "      --on-full block|drop  when the snapshot queue is full (the disk cannot\n"
-    "                         keep up): decisions wait for room (block, the\n"
-    "                         default: nothing is lost) or go on unrecorded (drop,\n"
-    "                         counted in verdict_snapshots_dropped_total)\n"
+    "                         keep up, or refuses writes): decisions wait for room\n"
+    "                         up to 1 s and are then refused with 503, at once\n"
+    "                         while the disk refuses writes (block, the default:\n"
+    "                         nothing answered goes unrecorded) or go on unrecorded\n"
+    "                         (drop, counted in verdict_snapshots_dropped_total)\n"
+    "      --snapshot-queue N snapshots the queue holds while the disk is slow or\n"
+    "                         refuses writes (default 65536; as many again in the\n"
+    "                         writer's buffer): what a stop then could lose\n"
+    "      --drain-timeout MS at stop, how long unwritten snapshots are retried on a\n"
+    "                         disk that refuses them (default 10000); then the stop\n"
+    "                         line says how many are lost\n"
     "      --store DIR        keep the policy versions in DIR; --no-store: none\n"
     "      --max-body BYTES   largest request body (default 1048576; 413 past it)\n"
     "      --max-header BYTES request line + headers (default 16384; 431 past it)\n"
@@ -137,13 +145,14 @@ static const struct {
   char value;
   char alias;
 } settings[] = {
-    {"--policy", 1, 'p'},         {"--listen", 1, 'l'},     {"--threads", 1, 't'},
-    {"--snapshots", 1, 's'},      {"--no-snapshots", 0, 0}, {"--store", 1, 0},
-    {"--no-store", 0, 0},         {"--durability", 1, 0},   {"--on-full", 1, 0},
-    {"--max-body", 1, 0},         {"--max-header", 1, 0},   {"--idle-timeout", 1, 0},
-    {"--request-timeout", 1, 0},  {"--max-conns", 1, 0},    {"--max-batch", 1, 0},
-    {"--admin-token-file", 1, 0}, {"--access-log", 1, 0},   {"--authz-redact", 1, 0},
-    {"--snapshot-reads", 1, 0},   {"--watch", 0, 0},        {"--authz-redact-query", 1, 0},
+    {"--policy", 1, 'p'},         {"--listen", 1, 'l'},      {"--threads", 1, 't'},
+    {"--snapshots", 1, 's'},      {"--no-snapshots", 0, 0},  {"--store", 1, 0},
+    {"--no-store", 0, 0},         {"--durability", 1, 0},    {"--on-full", 1, 0},
+    {"--max-body", 1, 0},         {"--max-header", 1, 0},    {"--idle-timeout", 1, 0},
+    {"--request-timeout", 1, 0},  {"--max-conns", 1, 0},     {"--max-batch", 1, 0},
+    {"--admin-token-file", 1, 0}, {"--access-log", 1, 0},    {"--authz-redact", 1, 0},
+    {"--snapshot-reads", 1, 0},   {"--watch", 0, 0},         {"--authz-redact-query", 1, 0},
+    {"--snapshot-queue", 1, 0},   {"--drain-timeout", 1, 0},
 };
 enum { NSETTINGS = sizeof settings / sizeof settings[0] };
 
@@ -213,6 +222,14 @@ static int apply(serve_args *s, const char *name, const char *v, const origin *a
     long long n = parse_count(v, 1 << 20);
     if (n < 256) return bad(at, name, "wants bytes from 256 to 1048576, not", v);
     o->max_header = (size_t)n;
+  } else if (strcmp(name, "--snapshot-queue") == 0) {
+    long long n = parse_count(v, 1LL << 24);
+    if (n < 1) return bad(at, name, "wants a number of snapshots, not", v);
+    o->engine.snapshot_queue_records = (unsigned)n;
+  } else if (strcmp(name, "--drain-timeout") == 0) {
+    long long n = parse_count(v, 86400000);
+    if (n < 1) return bad(at, name, "wants milliseconds (at least 1), not", v);
+    o->engine.snapshot_close_timeout_ms = (unsigned)n;
   } else if (strcmp(name, "--idle-timeout") == 0) {
     long long n = parse_count(v, 86400000);
     if (n < 0) return bad(at, name, "wants milliseconds, not", v);

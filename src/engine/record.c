@@ -164,6 +164,7 @@ int recorder_open(const char *dir, const vd_engine_opts *opts, recorder **out, v
   o.on_full = opts->snapshot_on_full == VD_ON_FULL_DROP ? SNAPSHOT_FULL_DROP : SNAPSHOT_FULL_BLOCK;
   if (opts->snapshot_interval_ms) o.interval_ms = opts->snapshot_interval_ms;
   if (opts->snapshot_close_timeout_ms) o.close_timeout_ms = opts->snapshot_close_timeout_ms;
+  if (opts->snapshot_queue_records) o.queue_records = opts->snapshot_queue_records;
   r->full_wait_ms = o.full_wait_ms;
   o.node = r->node;
   o.format = recorder_format;

@@ -283,6 +283,17 @@ static void render_engine(server *srv, json_buf *b) {
          "# HELP verdict_snapshot_queue_depth Snapshots waiting to be written.\n"
          "# TYPE verdict_snapshot_queue_depth gauge\nverdict_snapshot_queue_depth %llu\n",
          c.snapshot_queue_depth);
+    counter(b, "verdict_snapshots_refused_total",
+            "Decisions refused (503 not_recorded) because their snapshot could not be queued "
+            "(--on-full block) or made durable (--durability always).",
+            c.snapshots_refused);
+    putf(b,
+         "# HELP verdict_snapshots_unwritten Decisions answered with a snapshot_id whose snapshot "
+         "is not written yet: what a stop now would lose if the disk does not take them.\n"
+         "# TYPE verdict_snapshots_unwritten gauge\nverdict_snapshots_unwritten %llu\n"
+         "# HELP verdict_snapshot_write_failing 1 while the snapshot log's disk refuses writes.\n"
+         "# TYPE verdict_snapshot_write_failing gauge\nverdict_snapshot_write_failing %d\n",
+         c.snapshot_unwritten, c.snapshot_failing);
     counter(b, "verdict_model_calls_total", "Decisions that ran a fallback model.", c.model_calls);
     counter(b, "verdict_model_deadline_misses_total",
             "Model calls cut short by their strategy's timeout_ms.", c.model_deadline_misses);
@@ -315,10 +326,13 @@ static void render_engine(server *srv, json_buf *b) {
        "# HELP verdict_policy_info The live policy bundle.\n# TYPE verdict_policy_info gauge\n"
        "verdict_policy_info{version=\"%s\"} 1\n",
        v);
+  int failing = 0;
+  vd_engine_counters k;
+  if (vd_engine_stats(srv->engine, &k) == 0) failing = k.snapshot_failing;
   putf(b,
-       "# HELP verdict_ready 1 once the warm-up is done.\n# TYPE verdict_ready gauge\n"
-       "verdict_ready %d\n",
-       atomic_load(&srv->ready));
+       "# HELP verdict_ready 1 when /readyz says ready: warmed up, and snapshots are written.\n"
+       "# TYPE verdict_ready gauge\nverdict_ready %d\n",
+       atomic_load(&srv->ready) && !failing);
 }
 
 /* Process metrics as the Prometheus client libraries name them, from /proc. */

@@ -4,8 +4,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/timefmt.h"
 #include "server/internal.h"
 #include "snapshot/snapshot.h"
+
+#define PUT_LIT(b, s) json_buf_put((b), (s), sizeof(s) - 1)
 
 static int path_is(const http_request *r, const char *p) {
   size_t n = strlen(p);
@@ -33,6 +36,8 @@ const char *route_error_code(int code) {
       return "not_found";
     case VD_ENOCANDIDATE:
       return "no_candidate";
+    case VD_ESNAPSHOT:
+      return "not_recorded";
     default:
       return "error";
   }
@@ -50,6 +55,7 @@ int route_error_status(int code) {
     case VD_ENOCANDIDATE:
       return 422;
     case VD_ENOMEM:
+    case VD_ESNAPSHOT: /* its snapshot cannot be recorded now: try again later */
       return 503;
     default:
       return 500;
@@ -115,6 +121,42 @@ static void snapshot(conn *c, const char *id_text, size_t len) {
   snapshot_reader_close(rd);
 }
 
+/* GET /readyz: ready once warmed up, and not while the snapshot log cannot
+ * be written (a balancer should send decisions elsewhere meanwhile): then
+ * 503 with the disk's error, since when, and what waits unwritten. */
+static void readyz(conn *c) {
+  server *srv = conn_worker(c)->srv;
+  if (!atomic_load(&srv->ready))
+    return conn_respond_error(c, 503, "not_ready", "the warm-up has not finished yet", NULL);
+  vd_engine_counters k;
+  if (vd_engine_stats(srv->engine, &k) != 0 || !k.snapshot_failing)
+    return conn_respond(c, 200, "application/json", NULL, "{\"status\":\"ready\"}\n", 19);
+  char msg[700], since[48] = "";
+  snprintf(msg, sizeof msg, "snapshots cannot be written: %s",
+           k.snapshot_last_error[0] ? k.snapshot_last_error : "the snapshot log's disk fails");
+  if (k.snapshot_failing_since_ns > 0)
+    timefmt_format_rfc3339(k.snapshot_failing_since_ns / 1000000000,
+                           (int32_t)(k.snapshot_failing_since_ns % 1000000000), since);
+  json_buf b;
+  json_buf_init(&b, NULL);
+  PUT_LIT(&b, "{\"error\":{\"code\":\"snapshot_write_failed\",\"message\":");
+  json_write_string(&b, msg, strlen(msg));
+  PUT_LIT(&b, ",\"path\":null,\"since\":");
+  if (since[0])
+    json_write_string(&b, since, strlen(since));
+  else
+    PUT_LIT(&b, "null");
+  char tail[160];
+  int n = snprintf(tail, sizeof tail, ",\"unwritten\":%llu,\"refused\":%llu}}\n",
+                   k.snapshot_unwritten, k.snapshots_refused);
+  json_buf_put(&b, tail, (size_t)n);
+  if (b.oom)
+    conn_respond_error(c, 503, "snapshot_write_failed", msg, NULL);
+  else
+    conn_respond(c, 503, "application/json", NULL, b.data, b.len);
+  json_buf_free(&b);
+}
+
 static void metrics_page(conn *c) {
   json_buf b;
   json_buf_init(&b, NULL);
@@ -156,9 +198,7 @@ void route_request(conn *c, const http_request *r) {
   }
   if (path_is(r, "/readyz")) {
     if (!get) return method_not_allowed(c, r, "GET");
-    if (atomic_load(&conn_worker(c)->srv->ready))
-      return conn_respond(c, 200, "application/json", NULL, "{\"status\":\"ready\"}\n", 19);
-    return conn_respond_error(c, 503, "not_ready", "the warm-up has not finished yet", NULL);
+    return readyz(c);
   }
   if (path_is(r, "/metrics")) {
     if (!get) return method_not_allowed(c, r, "GET");

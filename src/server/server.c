@@ -199,11 +199,11 @@ static void on_disk_check(uv_timer_t *t) {
   char f[256];
   if (c.snapshot_write_errors > m->disk_errors && !m->disk_failing) {
     m->disk_failing = 1;
-    snprintf(f, sizeof f, ",\"write_errors\":%llu,\"queue_depth\":%llu", c.snapshot_write_errors,
-             c.snapshot_queue_depth);
+    snprintf(f, sizeof f, ",\"write_errors\":%llu,\"queue_depth\":%llu,\"unwritten\":%llu",
+             c.snapshot_write_errors, c.snapshot_queue_depth, c.snapshot_unwritten);
     server_log("error", "snapshot_write_failed",
                c.snapshot_last_error[0] ? c.snapshot_last_error : "snapshot write failed", f);
-  } else if (m->disk_failing && c.snapshot_write_errors == m->disk_errors &&
+  } else if (m->disk_failing && !c.snapshot_failing && c.snapshot_write_errors == m->disk_errors &&
              (c.snapshots_written > m->disk_written || c.snapshot_queue_depth == 0)) {
     m->disk_failing = 0;
     snprintf(f, sizeof f, ",\"write_errors\":%llu,\"queue_depth\":%llu", c.snapshot_write_errors,
@@ -515,11 +515,28 @@ out:
       if (fds[i] >= 0) close(fds[i]);
   free(fds);
   mcp_http_free(srv.mcp); /* its sessions hold decisions of the engine */
-  vd_engine_close(srv.engine);
+  /* The snapshot log drains here: on a disk that refuses writes, for
+   * --drain-timeout at most; what it could not write is said. */
+  vd_engine_counters fin;
+  vd_engine_close_stats(srv.engine, &fin);
   if (rc == 0) {
-    char f[128];
-    snprintf(f, sizeof f, ",\"uptime_s\":%.3f", (double)(uv_hrtime() - t0) / 1e9);
-    server_log("info", "stop", "snapshots flushed, engine closed", f);
+    char f[900], msg[800];
+    int nf = snprintf(f, sizeof f, ",\"uptime_s\":%.3f", (double)(uv_hrtime() - t0) / 1e9);
+    if (fin.snapshots_on)
+      nf +=
+          snprintf(f + nf, sizeof f - (size_t)nf,
+                   ",\"snapshots_written\":%llu,\"snapshots_lost\":%llu,\"snapshots_refused\":%llu",
+                   fin.snapshots_written, fin.snapshots_lost, fin.snapshots_refused);
+    if (fin.snapshots_lost) {
+      snprintf(msg, sizeof msg,
+               "engine closed; %llu answered decisions' snapshots could not be written and are "
+               "lost: %s",
+               fin.snapshots_lost,
+               fin.snapshot_last_error[0] ? fin.snapshot_last_error : "the disk refused them");
+      server_log("error", "stop", msg, f);
+    } else {
+      server_log("info", "stop", "snapshots flushed, engine closed", f);
+    }
   }
   free(srv.workers);
   free(srv.admin_token);

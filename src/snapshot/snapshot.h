@@ -147,7 +147,8 @@ typedef enum snapshot_on_full {
 typedef struct snapshot_log_opts {
   snapshot_durability durability; /* default INTERVAL */
   uint32_t interval_ms;           /* INTERVAL: default 100 */
-  uint32_t queue_records;         /* records waiting at most: default 65536 */
+  uint32_t queue_records;         /* records waiting at most: default 65536 (and as many again
+                                   * in the writer's buffer, INTERVAL and NONE) */
   size_t queue_bytes;             /* ring bytes: default 32 MiB (rounded up to a power of 2) */
   snapshot_on_full on_full;       /* default BLOCK */
   uint64_t segment_bytes;         /* rotate past this size: default 64 MiB */

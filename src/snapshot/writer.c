@@ -600,10 +600,14 @@ static uint64_t gather(snapshot_log *L, int *rotate) {
       continue;
     }
     if (taken >= GATHER_MAX) break;
-    /* INTERVAL syncs early past PEND_CAP; NONE, whose buffer only holds what
-     * a failing disk refused, stops taking records there too, so that the
-     * queue's bounds (and BLOCK or DROP) hold while the disk fails. */
-    if (L->opts.durability != SNAPSHOT_DURABLE_ALWAYS && L->pend_len >= PEND_CAP) break;
+    /* INTERVAL syncs early past PEND_CAP (or as many records as the queue
+     * holds); NONE, whose buffer only holds what a failing disk refused,
+     * stops taking records there too, so that the queue's bounds (and BLOCK
+     * or DROP) hold while the disk fails: at most twice queue_records are
+     * unwritten. */
+    if (L->opts.durability != SNAPSHOT_DURABLE_ALWAYS &&
+        (L->pend_len >= PEND_CAP || L->pend_recs >= L->opts.queue_records))
+      break;
     /* With a format hook, the body written is the one it makes; a raw
      * record (snapshot_log_reserve_raw) gets its header fields from it too. */
     snapshot_rec fr;
@@ -893,7 +897,8 @@ static uint64_t writer_round(snapshot_log *L, uint64_t now, int force, int *rota
   if (pend_write(L) < 0) failed = 1;
   if (!failed && L->pend_len > 0) {
     int due = L->opts.durability == SNAPSHOT_DURABLE_ALWAYS || *rotate || force ||
-              L->pend_len >= PEND_CAP || now - L->last_sync_ms >= L->opts.interval_ms;
+              L->pend_len >= PEND_CAP || L->pend_recs >= L->opts.queue_records ||
+              now - L->last_sync_ms >= L->opts.interval_ms;
     if (due) tried = 1;
     if (due && pend_sync(L) < 0) failed = 1;
   }

@@ -6,8 +6,11 @@ loopback, round-robin over the request bodies given, until the stop file
 exists (and at least --min requests were answered). It counts the answers by
 status and keeps what the fault tests assert on: every snapshot id a 2xx
 answer acknowledged (--ids, one per line), the sources and model versions
-seen, and the first few failures with their bodies. A connection that fails
-(the server was killed) is counted as `conn`, and the client reconnects.
+seen, 2xx answers that carry no snapshot id (`unrecorded`), the error codes
+of the others (`codes`, with the first message of each in `messages`), and
+the first few failures with their bodies. A connection that fails (the
+server was killed, or an answer took longer than --timeout) is counted as
+`conn`, and the client reconnects.
 
 Progress (answers so far) is written to --progress every 50 answers, so a
 test can wait for the load to have reached a point without sleeping blind.
@@ -36,7 +39,7 @@ a = ap.parse_args()
 bodies = [open(f, "rb").read() for f in a.bodies]
 lock = threading.Lock()
 st = {"total": 0, "status": {}, "conn": 0, "failures": [], "sources": {}, "model_versions": [],
-      "policy_versions": []}
+      "policy_versions": [], "unrecorded": 0, "codes": {}, "messages": {}}
 ids_f = open(a.ids, "a") if a.ids else None
 
 
@@ -90,11 +93,21 @@ def client(n):
                 if pv and pv not in st["policy_versions"]:
                     st["policy_versions"].append(pv)
                 sid = d.get("snapshot_id")
+                if not sid:
+                    st["unrecorded"] += 1
                 if ids_f and sid:
                     ids_f.write(sid + "\n")
                     ids_f.flush()
-            elif len(st["failures"]) < 5:
-                st["failures"].append("%d %s" % (code, data[:300].decode("utf-8", "replace")))
+            else:
+                try:
+                    e = json.loads(data)["error"]
+                    ec, em = str(e["code"]), str(e["message"])
+                except (ValueError, KeyError, TypeError):
+                    ec, em = "(not a JSON error)", data[:300].decode("utf-8", "replace")
+                st["codes"][ec] = st["codes"].get(ec, 0) + 1
+                st["messages"].setdefault(ec, em)
+                if len(st["failures"]) < 5:
+                    st["failures"].append("%d %s" % (code, data[:300].decode("utf-8", "replace")))
             progress()
     if conn is not None:
         conn.close()
