@@ -84,11 +84,13 @@ free() { # space returns
   fi
 }
 # load N NAME: N decisions (4 clients), acknowledged ids to $T/NAME.ids, the
-# summary to $T/NAME.json
+# summary to $T/NAME.json; an answer that takes 5 s counts in `conn` (hung),
+# and a load still short of N after 60 s gives up (a hang, not a slow run)
 load() {
   touch "$T/stop"
   $PY "$HERE/faultload.py" --port "$PORT" --stop "$T/stop" --out "$T/$2.json" --ids "$T/$2.ids" \
-    --threads 4 --min "$1" --timeout 5 "$T/req-model.json" "$T/req-probe.json" "$T/req-login.json"
+    --threads 4 --min "$1" --timeout 5 --give-up 60 \
+    "$T/req-model.json" "$T/req-probe.json" "$T/req-login.json"
   touch "$T/$2.ids"
 }
 # jget FILE EXPR: a python expression over the load summary `d`

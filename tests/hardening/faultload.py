@@ -33,13 +33,16 @@ ap.add_argument("--progress", help="answers so far, rewritten every 50")
 ap.add_argument("--threads", type=int, default=4)
 ap.add_argument("--min", type=int, default=0, help="answers to reach before stopping")
 ap.add_argument("--timeout", type=float, default=60.0, help="seconds one answer may take")
+ap.add_argument("--give-up", type=float, default=0,
+                help="stop after this many seconds even short of --min (0: never); only a "
+                     "bound against a server that hangs, `gave_up` in the summary says so")
 ap.add_argument("bodies", nargs="+", help="files holding one decide request each")
 a = ap.parse_args()
 
 bodies = [open(f, "rb").read() for f in a.bodies]
 lock = threading.Lock()
 st = {"total": 0, "status": {}, "conn": 0, "failures": [], "sources": {}, "model_versions": [],
-      "policy_versions": [], "unrecorded": 0, "codes": {}, "messages": {}}
+      "policy_versions": [], "unrecorded": 0, "codes": {}, "messages": {}, "gave_up": False}
 ids_f = open(a.ids, "a") if a.ids else None
 
 
@@ -51,7 +54,13 @@ def progress():
         os.replace(tmp, a.progress)
 
 
+started = time.monotonic()
+
+
 def done():
+    if a.give_up and time.monotonic() - started > a.give_up:
+        st["gave_up"] = True
+        return True
     return os.path.exists(a.stop) and st["total"] >= a.min
 
 
