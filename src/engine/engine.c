@@ -56,6 +56,7 @@ struct vd_engine {
   decide_limits lim;
   pthread_mutex_t reload_lock;
   recorder *rec;      /* NULL: snapshots off */
+  int rec_always;     /* durability ALWAYS: a decision waits for its snapshot (record_wait) */
   live *retired;      /* replaced bundles the snapshot writer may still read */
   state_store *state; /* rate-limit counters, shared by every decision */
   _Atomic unsigned long long model_calls, model_deadline_misses;
@@ -209,6 +210,7 @@ int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out,
     vd_engine_close(e);
     return rc;
   }
+  e->rec_always = e->rec && opts->snapshot_durability == VD_DURABILITY_ALWAYS;
   *out = e;
   return 0;
 }
@@ -354,7 +356,8 @@ static int decide_live(vd_engine *e, const decide_request *req, vd_decision *d, 
     if (d->model_run == MODEL_DEADLINE)
       atomic_fetch_add_explicit(&e->model_deadline_misses, 1, memory_order_relaxed);
   }
-  if (rc == 0 && rin) rc = record_wait(e->rec, d, rin);
+  /* Only ALWAYS waits: the others spare the call. */
+  if (rc == 0 && rin && e->rec_always) rc = record_wait(e->rec, d, rin);
   if (rc == VD_ESNAPSHOT && rin) { /* decided, but not to be answered: its snapshot was refused */
     d->decided = 0;
     return record_refusal(e->rec, rin, err);
