@@ -88,6 +88,17 @@
  * REGEX_FIRST_TRY x 4), so the budget bounds a decision's regex time. */
 #define REGEX_STEPS_PER_UNIT 8u
 #define REGEX_FIRST_TRY 2u
+/* The first try never has fewer steps than this. PCRE2's JIT and its
+ * interpreter count steps differently, and a pattern is interpreted until
+ * its REGEX_JIT_AFTER-th match under expr_opts.defer_jit: a first try
+ * sized to the subject alone would be cut short in one and not in the
+ * other, and the same decision would cost differently in a hook, a server
+ * and a replay. Ordinary policy patterns (the example bundle's, each
+ * subject and engine) take well under this many steps, so they run once
+ * and cost the same everywhere; only a match past it is charged by the
+ * engine's own count. It lets a call take at most this many steps beyond
+ * what its subject paid for. */
+#define REGEX_FIRST_STEPS 512u
 
 #define NO_OVERLOAD VALUE_ERR("no such overload")
 #define COST_ERROR VALUE_ERR("cost limit exceeded")
@@ -426,6 +437,7 @@ static value fn_matches(eval_ctx *ctx, const value *args, uint32_t nargs, void *
    * steps, each try charged before it runs. */
   uint64_t cap = ctx->regex_match_limit ? ctx->regex_match_limit : REGEX_DEFAULT_MATCH_LIMIT;
   uint64_t limit = (subject->n / 8 + 1) * REGEX_STEPS_PER_UNIT * REGEX_FIRST_TRY;
+  if (limit < REGEX_FIRST_STEPS) limit = REGEX_FIRST_STEPS;
   /* Strings are valid UTF-8 when they enter verdict; re-check only what is
    * not already known to be ASCII. */
   uint32_t opts = (subject->flags & VF_ASCII) ? PCRE2_NO_UTF_CHECK : 0;
