@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 int cmd_eval(int argc, char **argv);
 extern const char cmd_eval_help[];
@@ -48,9 +49,14 @@ int cli_parse_when(const char *s, int64_t now, int64_t *out);
 int cli_default_snapshots(const char *policy, int no_snapshots, const char **snapshots,
                           char **owned);
 
+/* Opens a file as fopen does ("-" is stdin when reading),
+ * or prints "verdict CMD: PATH: reason" on stderr and returns NULL: every
+ * command names itself, the file and why it could not be opened. */
+FILE *cli_open_file(const char *cmd, const char *path, const char *mode);
+
 /* Reads a whole file (or "-" for stdin) into a malloc'd NUL-terminated
- * buffer. Returns NULL and prints "verdict: PATH: reason" on failure. */
-char *cli_read_file(const char *path, size_t *len);
+ * buffer. Returns NULL and prints "verdict CMD: PATH: reason" on failure. */
+char *cli_read_file(const char *cmd, const char *path, size_t *len);
 
 /* state_opts.c: --state, --state-on-error, --state-timeout, --state-max-bytes.
  * When argv[*i] is one of them, takes its value (advancing *i) into o and

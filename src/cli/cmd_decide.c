@@ -179,11 +179,8 @@ static int print_decision(vd_decision *d, int flags, int pretty) {
 }
 
 static int run_jsonl(vd_engine *e, vd_decision *d, const char *path, int flags) {
-  FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-  if (!f) {
-    perror(path);
-    return 1;
-  }
+  FILE *f = cli_open_file("decide", path, "rb");
+  if (!f) return 1;
   char *line = NULL;
   size_t cap = 0;
   ssize_t got;
@@ -362,7 +359,7 @@ int cmd_decide(int argc, char **argv) {
     rc = run_jsonl(e, d, input, flags);
   } else {
     size_t len;
-    char *buf = cli_read_file(input, &len);
+    char *buf = cli_read_file("decide", input, &len);
     if (!buf) {
       rc = 1;
     } else if (vd_decide_json(e, buf, (long)len, d, &err) != 0) {

@@ -66,12 +66,13 @@ int cmd_eval(int argc, char **argv) {
   if (i < argc) expr = argv[i++];
   if (i < argc) return usage_error("unexpected argument", argv[i]);
   if (!expr == !expr_file) return usage_error("give exactly one expression, or --file", NULL);
-  if (bindings && bindings_file) return usage_error("give --bindings or --bindings-file, not both", NULL);
+  if (bindings && bindings_file)
+    return usage_error("give --bindings or --bindings-file, not both", NULL);
 
   char *expr_buf = NULL, *bind_buf = NULL;
   size_t expr_len = expr ? strlen(expr) : 0, bind_len = bindings ? strlen(bindings) : 0;
-  if (expr_file && !(expr = expr_buf = cli_read_file(expr_file, &expr_len))) return 1;
-  if (bindings_file && !(bindings = bind_buf = cli_read_file(bindings_file, &bind_len))) {
+  if (expr_file && !(expr = expr_buf = cli_read_file("eval", expr_file, &expr_len))) return 1;
+  if (bindings_file && !(bindings = bind_buf = cli_read_file("eval", bindings_file, &bind_len))) {
     free(expr_buf);
     return 1;
   }

@@ -1088,12 +1088,8 @@ int cmd_gen(int argc, char **argv) {
     return usage_error("--kind wants gate, payment, routing, agent or all, not", kind);
 
   FILE *out = stdout, *lab = NULL;
-  if (out_path && !(out = fopen(out_path, "w"))) {
-    fprintf(stderr, "verdict gen: %s: %s\n", out_path, strerror(errno));
-    return 1;
-  }
-  if (labels_path && !(lab = fopen(labels_path, "w"))) {
-    fprintf(stderr, "verdict gen: %s: %s\n", labels_path, strerror(errno));
+  if (out_path && !(out = cli_open_file("gen", out_path, "w"))) return 1;
+  if (labels_path && !(lab = cli_open_file("gen", labels_path, "w"))) {
     if (out != stdout) fclose(out);
     return 1;
   }

@@ -269,7 +269,7 @@ int cmd_hook(int argc, char **argv) {
     return fail(ag, "the hook command is wrong: give --policy DIR (or set VERDICT_POLICY)");
 
   size_t len;
-  char *in = cli_read_file("-", &len);
+  char *in = cli_read_file("hook", "-", &len);
   if (!in) return fail(ag, "cannot read the hook input on stdin");
 
   char stack[16384];

@@ -157,13 +157,9 @@ static int csv_open(csv *c, const char *path) {
     c->name = "<stdin>";
     return 0;
   }
-  c->f = fopen(path, "r");
+  c->f = cli_open_file("model", path, "r");
   c->name = path;
-  if (!c->f) {
-    fprintf(stderr, "verdict model: %s: %s\n", path, strerror(errno));
-    return -1;
-  }
-  return 0;
+  return c->f ? 0 : -1;
 }
 
 static void csv_close(csv *c) {
@@ -424,8 +420,7 @@ static int do_features(const char *spec_path, const char *in, const char *model_
   const char *name = "<stdin>";
   if (in && strcmp(in, "-")) {
     name = in;
-    if (!(f = fopen(in, "r"))) {
-      fprintf(stderr, "verdict model: %s: %s\n", in, strerror(errno));
+    if (!(f = cli_open_file("model", in, "r"))) {
       features_free(fs);
       return 1;
     }

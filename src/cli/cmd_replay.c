@@ -358,9 +358,11 @@ int cmd_replay(int argc, char **argv) {
       report_text(stdout, &rep, &info);
     }
     if (html_path) {
-      FILE *h = fopen(html_path, "w");
-      if (!h || report_html(h, &rep, &info) < 0) {
-        fprintf(stderr, "verdict replay: %s: %s\n", html_path, h ? "write error" : strerror(errno));
+      FILE *h = cli_open_file("replay", html_path, "w");
+      if (!h) {
+        status = 1;
+      } else if (report_html(h, &rep, &info) < 0) {
+        fprintf(stderr, "verdict replay: %s: write error\n", html_path);
         status = 1;
       }
       if (h && fclose(h) != 0 && !status) {

@@ -100,12 +100,16 @@ int cli_parse_when(const char *s, int64_t now, int64_t *out) {
   return -1;
 }
 
-char *cli_read_file(const char *path, size_t *len) {
-  FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-  if (!f) {
-    fprintf(stderr, "verdict: %s: %s\n", path, strerror(errno));
-    return NULL;
-  }
+FILE *cli_open_file(const char *cmd, const char *path, const char *mode) {
+  if (mode[0] == 'r' && strcmp(path, "-") == 0) return stdin;
+  FILE *f = fopen(path, mode);
+  if (!f) fprintf(stderr, "verdict %s: %s: %s\n", cmd, path, strerror(errno));
+  return f;
+}
+
+char *cli_read_file(const char *cmd, const char *path, size_t *len) {
+  FILE *f = cli_open_file(cmd, path, "rb");
+  if (!f) return NULL;
   size_t cap = 4096, n = 0;
   char *buf = malloc(cap);
   for (;;) {
@@ -126,7 +130,8 @@ char *cli_read_file(const char *path, size_t *len) {
   int err = ferror(f);
   if (f != stdin) fclose(f);
   if (!buf || err) {
-    fprintf(stderr, "verdict: %s: %s\n", path, buf ? "read error" : "out of memory");
+    fprintf(stderr, "verdict %s: %s: %s\n", cmd, strcmp(path, "-") == 0 ? "<stdin>" : path,
+            buf ? "read error" : "out of memory");
     free(buf);
     return NULL;
   }
