@@ -97,7 +97,8 @@ typedef struct vd_decision vd_decision; /* reusable; owns a per-decision arena *
 
 typedef struct vd_engine_opts {
   /* Content-addressed store of every policy version loaded: NULL means
-   * <bundle>/.verdict/versions, "" keeps no store. */
+   * `versions` beside snapshots_dir when snapshots are on (where replay
+   * looks), else <bundle>/.verdict/versions; "" keeps no store. */
   const char *store_dir;
   unsigned long cost_limit;   /* evaluation work per decision; 0 = 1,000,000 */
   unsigned regex_match_limit; /* PCRE2 match limit per regex call; 0 = 100,000 */

@@ -49,7 +49,7 @@ typedef struct live {
 struct vd_engine {
   live *live; /* RCU-protected: read with rcu_dereference */
   char *dir;
-  char *store_dir; /* NULL: the policy default */
+  char *store_dir; /* engine_store_path's; "": none */
   int warnings_as_errors;
   char *only_point; /* NULL: every strategy file */
   int lazy;         /* vd_engine_opts.lazy_compile */
@@ -160,6 +160,25 @@ static int load(vd_engine *e, live **out, vd_error *err) {
   return 0;
 }
 
+int engine_store_path(const char *bundle, const char *store_dir, const char *snapshots_dir,
+                      char **out) {
+  *out = NULL;
+  if (store_dir) {
+    if (!*store_dir) return 0;
+    return (*out = strdup(store_dir)) ? 0 : -1;
+  }
+  if (snapshots_dir && *snapshots_dir) { /* versions beside the snapshot folder */
+    size_t n = strlen(snapshots_dir);
+    while (n > 1 && snapshots_dir[n - 1] == '/') n--;
+    size_t cut = n;
+    while (cut > 0 && snapshots_dir[cut - 1] != '/') cut--;
+    if (asprintf(out, "%.*sversions", (int)cut, snapshots_dir) < 0) *out = NULL;
+    return *out ? 0 : -1;
+  }
+  if (asprintf(out, "%s/.verdict/versions", bundle) < 0) *out = NULL;
+  return *out ? 0 : -1;
+}
+
 int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out, vd_error *err) {
   engine_error_clear(err);
   if (!out) return engine_error(err, VD_EINVAL, 0, 0, NULL, "vd_engine_open: out is NULL");
@@ -168,8 +187,11 @@ int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out,
     return engine_error(err, VD_EINVAL, 0, 0, NULL, "vd_engine_open: no bundle folder given");
   vd_engine *e = calloc(1, sizeof *e);
   if (!e || !(e->dir = strdup(dir)) ||
-      (opts && opts->store_dir && !(e->store_dir = strdup(opts->store_dir)))) {
+      engine_store_path(dir, opts ? opts->store_dir : NULL, opts ? opts->snapshots_dir : NULL,
+                        &e->store_dir) != 0 ||
+      (!e->store_dir && !(e->store_dir = strdup("")))) {
     if (e) free(e->dir);
+    if (e) free(e->store_dir);
     free(e);
     return engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory");
   }

@@ -221,6 +221,15 @@ int engine_error(vd_error *err, int code, int line, int column, const char *path
                  ...) __attribute__((format(printf, 6, 7)));
 void engine_error_clear(vd_error *err);
 
+/* engine.c: the version store an engine opened on bundle with opts keeps
+ * (vd_engine_opts.store_dir): that folder when given ("" none), else
+ * `versions` beside the snapshot folder when snapshots are on (where replay
+ * looks for it: <bundle>/.verdict/snapshots -> <bundle>/.verdict/versions),
+ * else <bundle>/.verdict/versions. *out is malloc'd, or NULL for no store.
+ * Returns 0, or -1 when out of memory. */
+int engine_store_path(const char *bundle, const char *store_dir, const char *snapshots_dir,
+                      char **out);
+
 /* engine.c: monotonic clock in ns. */
 uint64_t engine_now_ns(void);
 /* engine.c: the wall clock (CLOCK_REALTIME) in unix ns. */

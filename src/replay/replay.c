@@ -897,15 +897,11 @@ static void replayer_free(replayer *rp) {
  * the snapshot folder (<bundle>/.verdict/snapshots -> <bundle>/.verdict/versions,
  * where `verdict decide` keeps both by default). */
 static char *store_path(const replay_opts *o) {
-  if (o->store_dir && o->store_dir[0]) return strdup(o->store_dir);
-  size_t n = strlen(o->snapshots_dir);
-  while (n > 1 && o->snapshots_dir[n - 1] == '/') n--;
-  size_t cut = n;
-  while (cut > 0 && o->snapshots_dir[cut - 1] != '/') cut--;
   char *p;
-  if (cut == 0) /* a relative name with no folder part: versions beside it */
-    return strdup("versions");
-  if (asprintf(&p, "%.*sversions", (int)cut, o->snapshots_dir) < 0) return NULL;
+  /* the engine's rule for the store of an engine recording here */
+  if (engine_store_path("", o->store_dir && o->store_dir[0] ? o->store_dir : NULL, o->snapshots_dir,
+                        &p) != 0)
+    return NULL;
   return p;
 }
 
@@ -928,8 +924,7 @@ int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *
   if (opts->source) {
     f.source = snapshot_source_parse(opts->source, strlen(opts->source));
     if (f.source < 0)
-      return fail(err, errlen, "unknown source '%s' (rule, model, default or error)",
-                  opts->source);
+      return fail(err, errlen, "unknown source '%s' (rule, model, default or error)", opts->source);
   }
 
   replayer rp;

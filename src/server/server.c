@@ -322,13 +322,10 @@ int server_run(const server_opts *o) {
       }
     }
   }
-  if (!o->engine.store_dir) {
-    size_t n = strlen(o->policy_dir) + sizeof "/.verdict/versions";
-    srv.store_dir = malloc(n);
-    if (srv.store_dir) snprintf(srv.store_dir, n, "%s/.verdict/versions", o->policy_dir);
-  } else if (*o->engine.store_dir) {
-    srv.store_dir = strdup(o->engine.store_dir);
-  }
+  /* the engine's own store (engine_store_path), which GET /v1/policies lists */
+  if (engine_store_path(o->policy_dir, o->engine.store_dir, o->engine.snapshots_dir,
+                        &srv.store_dir) != 0)
+    srv.store_dir = NULL;
   vd_engine_opts eo = o->engine;
   eo.max_request_bytes = o->max_body;
   vd_error err;
