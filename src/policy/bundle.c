@@ -1,7 +1,7 @@
 /* bundle.c — a folder of strategy files to one immutable bundle.
  *
- * Reads every `*.yaml` file of the folder (names starting with '.' or '_'
- * are skipped, and so are sub-folders), in name order so that messages and
+ * Reads every `*.yaml` and `*.yml` file of the folder (names starting with
+ * '.' or '_' are skipped, and so are sub-folders), in name order so that messages and
  * versions do not depend on the file system's order. Each file goes through
  * yaml.c and strategy.c with its own scratch arena; what the bundle keeps is
  * copied into the bundle's arena. Then the checks that need every strategy:
@@ -306,7 +306,8 @@ int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bun
   int oom = 0;
   while ((de = readdir(dh))) {
     const char *nm = de->d_name;
-    if (nm[0] == '.' || nm[0] == '_' || !ends_with(nm, ".yaml")) continue;
+    if (nm[0] == '.' || nm[0] == '_' || !(ends_with(nm, ".yaml") || ends_with(nm, ".yml")))
+      continue;
     if (nnames == MAX_FILES) {
       diag_add(d, DIAG_ERROR, dir, 0, 0, "", "more than %d strategy files", MAX_FILES);
       break;
@@ -353,7 +354,7 @@ int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bun
   if (!b) {
     diag_add(d, DIAG_ERROR, dir, 0, 0, "", "out of memory");
   } else if (nnames == 0 && d->errors == errors0) {
-    diag_add(d, DIAG_ERROR, dir, 0, 0, "", "no strategy files (*.yaml) in this folder");
+    diag_add(d, DIAG_ERROR, dir, 0, 0, "", "no strategy files (*.yaml, *.yml) in this folder");
   }
   for (uint32_t i = 0; b && i < nnames; i++) {
     char path[4096];

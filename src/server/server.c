@@ -244,14 +244,15 @@ static void on_hup(uv_signal_t *h, int signum) {
 /* --watch: a change in the bundle folder (re)starts the debounce timer; the
  * reload runs once the folder has been quiet that long, so an editor's
  * save (write a temporary file, rename it) or a deploy copying many files
- * costs one reload. Only names the loader reads count: *.yaml files not
+ * costs one reload. Only names the loader reads count: *.yaml and *.yml files not
  * starting with . or _, and the models folder (editor swap files, the
  * .verdict folder, logs kept beside the bundle do not). */
 static int is_bundle_file(const char *name) {
   size_t n = strlen(name);
   if (name[0] == '.' || name[0] == '_') return 0;
   if (strcmp(name, "models") == 0) return 1;
-  return n > 5 && strcmp(name + n - 5, ".yaml") == 0;
+  return (n > 5 && strcmp(name + n - 5, ".yaml") == 0) ||
+         (n > 4 && strcmp(name + n - 4, ".yml") == 0);
 }
 
 static void on_debounce(uv_timer_t *t) {

@@ -338,7 +338,7 @@ static void test_bundle_level(void) {
                  "'second': a request must pick one strategy"));
   policy_diags_free(&d);
   CHECK(policy_bundle_load("tests/policy/fixtures/empty", &opts, &b, &d) == -1);
-  CHECK(has_diag(&d, "tests/policy/fixtures/empty: no strategy files (*.yaml) in this folder"));
+  CHECK(has_diag(&d, "tests/policy/fixtures/empty: no strategy files (*.yaml, *.yml) in this folder"));
   policy_diags_free(&d);
   CHECK(policy_bundle_load("tests/policy/fixtures/no-such-folder", &opts, &b, &d) == -1);
   CHECK(
