@@ -1013,6 +1013,42 @@ static int set_action(vd_decision *d, const strategy *s, int32_t a) {
   return d->action ? 0 : -1;
 }
 
+static const char *threshold_text(double v);
+
+/* What made the answer on_no_candidate replaces, for its message. */
+static const char *answer_kind(const vd_decision *d) {
+  if (d->source == SRC_ERROR) return "on_error action";
+  if (d->source == SRC_MODEL)
+    return d->model_run == MODEL_DEADLINE ? "on_timeout action" : "model's answer";
+  return "default";
+}
+
+/* The model's thresholds reached whose actions the candidates rule out
+ * (fallback.on_not_candidate: next), into d->no_candidate: the decision's
+ * reason and its snapshot's trace say the next one down decided, and why.
+ * 0, or -1 when out of memory. Off the usual path: only when candidates
+ * exclude a threshold the score reached. */
+static int excluded_note(dctx *x, const uint8_t *mask) {
+  const strategy *s = x->s;
+  vd_decision *d = x->d;
+  char msg[512];
+  size_t o = (size_t)snprintf(msg, sizeof msg, "thresholds reached but not among the candidates: ");
+  int k = 0;
+  for (uint32_t t = 0; t < s->nthresholds && o < sizeof msg; t++) {
+    const policy_threshold *th = &s->thresholds[t];
+    if (!(d->model_score >= th->min_score)) continue;
+    if (th->outcome.action >= 0 && mask[th->outcome.action]) break;
+    o += (size_t)snprintf(msg + o, sizeof msg - o, "%s'%s' (at least %s)", k++ ? ", " : "",
+                          th->outcome.action >= 0 ? s->actions[th->outcome.action].name : "?",
+                          threshold_text(th->min_score));
+  }
+  if (o < sizeof msg)
+    snprintf(msg + o, sizeof msg - o,
+             "; fallback.on_not_candidate: next (the next threshold down decides)");
+  d->no_candidate = dup(d, msg);
+  return d->no_candidate ? 0 : -1;
+}
+
 /* Step 5: the answer is not a candidate. Returns 0, or an error code. */
 static int no_candidate(dctx *x, const uint8_t *mask, int32_t chosen, vd_error *err) {
   const strategy *s = x->s;
@@ -1032,15 +1068,14 @@ static int no_candidate(dctx *x, const uint8_t *mask, int32_t chosen, vd_error *
         action_name_defaults(c->s, c->n, &d->allowed, &d->review);
       }
       snprintf(msg, sizeof msg, "'%s' (the %s) is not among the candidates; on_no_candidate: first",
-               was, d->source == SRC_ERROR ? "on_error action" : "default");
+               was, answer_kind(d));
       break;
     }
     case NC_ACTION:
       if (s->nc_action >= 0 && mask[s->nc_action]) {
         if (set_action(d, s, s->nc_action)) return nomem(err);
         snprintf(msg, sizeof msg, "'%s' (the %s) is not among the candidates; on_no_candidate: %s",
-                 was, d->source == SRC_ERROR ? "on_error action" : "default",
-                 s->actions[s->nc_action].name);
+                 was, answer_kind(d), s->actions[s->nc_action].name);
         break;
       }
       return engine_error(err, VD_ENOCANDIDATE, 0, 0, "$.candidates",
@@ -1054,12 +1089,14 @@ static int no_candidate(dctx *x, const uint8_t *mask, int32_t chosen, vd_error *
                           "candidates; its on_no_candidate is 'error'",
                           s->name, was, d->source);
   }
-  d->no_candidate = dup(d, msg);
   /* Keep why the strategy answered what it did (an error's message, the
-   * default's reason) before what on_no_candidate made of it. */
-  d->reason = d->reason && d->no_candidate ? cat(&d->mem, d->reason, "; ", d->no_candidate, NULL, 0)
-                                           : d->no_candidate;
-  return d->no_candidate ? 0 : nomem(err);
+   * default's reason; what the candidates did to the model's thresholds,
+   * which both hold already) before what on_no_candidate made of it. */
+  const char *note = dup(d, msg);
+  if (!note) return nomem(err);
+  d->reason = d->reason ? cat(&d->mem, d->reason, "; ", note, NULL, 0) : note;
+  d->no_candidate = d->no_candidate ? cat(&d->mem, d->no_candidate, "; ", note, NULL, 0) : note;
+  return d->reason && d->no_candidate ? 0 : nomem(err);
 }
 
 /* A threshold's shortest digits. Thresholds are few and fixed for a
@@ -1224,6 +1261,7 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
     chosen = matched->action;
   } else if (model_says == MODEL_SCORED) {
     const policy_outcome *o = NULL;
+    uint32_t excluded = 0; /* thresholds reached whose actions are not candidates */
     char buf[256];
     d->source = SRC_MODEL;
     d->confidence = d->model_confidence == d->model_confidence ? d->model_confidence : 1.0;
@@ -1236,11 +1274,19 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
                (int)d->model_class, d->model_score);
     } else {
       uint32_t t = 0;
-      /* the first threshold reached whose action the request allows */
+      /* the first threshold reached whose action the request allows; with
+       * on_not_candidate: on_no_candidate, the first reached, whatever it is */
       while (t < s->nthresholds && (!(d->model_score >= s->thresholds[t].min_score) ||
                                     (mask && (s->thresholds[t].outcome.action < 0 ||
-                                              !mask[s->thresholds[t].outcome.action]))))
+                                              !mask[s->thresholds[t].outcome.action])))) {
+        if (d->model_score >= s->thresholds[t].min_score) {
+          excluded++;
+          if (s->threshold_nc) break;
+        }
         t++;
+      }
+      /* the candidates ruled out what the thresholds chose: say so */
+      if (excluded && !s->threshold_nc && excluded_note(&x, mask)) return nomem(err);
       if (t < s->nthresholds) {
         o = &s->thresholds[t].outcome;
         /* (no printf on the decision path: shortest digits of a decimal
@@ -1254,11 +1300,18 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
         char sc[32];
         dtoa_shortest(d->model_score, sc);
         join(buf, sizeof buf, "model '", s->fallback_model, "' scored ", sc,
-             ", below every threshold", "");
+             excluded ? ", below every threshold whose action is a candidate"
+                      : ", below every threshold",
+             "");
       }
       chosen = o->action;
     }
+    /* below's reason speaks of a score under every threshold: not when the
+     * candidates ruled out the ones it reached */
+    if (o == &s->below && excluded) o = NULL;
     d->reason = o && o->reason ? cat(&d->mem, o->reason, " (", buf, ")", (size_t)-1) : dup(d, buf);
+    if (d->reason && d->no_candidate)
+      d->reason = cat(&d->mem, d->reason, "; ", d->no_candidate, NULL, 0);
     if (!d->reason) return nomem(err);
   } else if (d->model_run == MODEL_DEADLINE &&
              (s->on_timeout.action >= 0 || s->default_outcome.action >= 0)) {

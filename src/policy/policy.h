@@ -166,7 +166,11 @@ typedef struct strategy {
   uint32_t fallback_timeout_ms;
   const policy_threshold *thresholds; /* binary and regression models */
   uint32_t nthresholds;
-  policy_outcome below;   /* no threshold reached (action -1: not declared) */
+  policy_outcome below; /* no threshold reached (action -1: not declared) */
+  /* fallback.on_not_candidate: what a reached threshold whose action is not
+   * a candidate leads to — the next threshold down (0, the default), or the
+   * threshold's own action, which on_no_candidate then handles (1) */
+  uint8_t threshold_nc;
   const int32_t *classes; /* multiclass: class index -> action index */
   uint32_t nclasses;
   policy_outcome on_timeout;       /* the model missed its deadline (-1: default, else on_error) */

@@ -1235,9 +1235,9 @@ static void parse_fallback(cc *c, const ynode *n) {
   s->below.action = -1;
   s->on_timeout.action = -1;
   if (want_map(c, n, "fallback")) return;
-  static const char *const keys[] = {"model",   "timeout_ms", "thresholds", "below",
-                                     "classes", "on_timeout", "features"};
-  check_keys(c, n, "fallback", keys, 7);
+  static const char *const keys[] = {"model",   "timeout_ms", "thresholds",       "below",
+                                     "classes", "on_timeout", "on_not_candidate", "features"};
+  check_keys(c, n, "fallback", keys, 8);
   const ynode *m = get(n, "model"), *t = get(n, "timeout_ms"), *x;
   if (!m)
     err_at(c, n, "fallback", "missing 'model' (the name of the model that decides)");
@@ -1270,6 +1270,20 @@ static void parse_fallback(cc *c, const ynode *n) {
     parse_outcome(c, x, "fallback.below", &s->below);
   }
   if ((x = get(n, "on_timeout"))) parse_outcome(c, x, "fallback.on_timeout", &s->on_timeout);
+  if ((x = get(n, "on_not_candidate"))) {
+    if (x->kind == Y_SCALAR && x->v.kind == V_STRING && !strcmp(x->text, "next"))
+      s->threshold_nc = 0;
+    else if (x->kind == Y_SCALAR && x->v.kind == V_STRING && !strcmp(x->text, "on_no_candidate"))
+      s->threshold_nc = 1;
+    else
+      err_at(c, x, "fallback.on_not_candidate",
+             "expected 'next' (the next threshold down decides) or 'on_no_candidate' (the "
+             "threshold's action, which on_no_candidate then handles), got %s",
+             x->kind == Y_SCALAR ? x->text : kind_name(x));
+    if (s->classes)
+      err_at(c, x, "fallback.on_not_candidate",
+             "'on_not_candidate' goes with 'thresholds', not with 'classes'");
+  }
   if ((x = get(n, "features"))) s->features_file = want_text(c, x, "fallback.features");
   /* Neither thresholds nor classes: the score is read as the probability
    * that the request should be refused (docs/policy.md, "Models"). */
