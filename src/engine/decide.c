@@ -1134,17 +1134,100 @@ static void join(char *buf, size_t cap, const char *a, const char *b, const char
   buf[o] = '\0';
 }
 
+/* The request's context.confidence_floor into *floor (-1: none). 0, or an
+ * error code for a value that is not a number from 0 to 1. */
+static int read_floor(const decide_request *req, double *floor, vd_error *err) {
+  *floor = -1;
+  const value *v = req->context.kind == V_MAP && req->context.n
+                       ? value_map_get(&req->context, "confidence_floor", 16)
+                       : NULL;
+  if (!v) return 0;
+  double f = v->kind == V_DOUBLE ? v->d
+             : v->kind == V_INT  ? (double)v->i
+             : v->kind == V_UINT ? (double)v->u
+                                 : -1;
+  if (!(f >= 0 && f <= 1))
+    return engine_error(err, VD_EREQUEST, 0, 0, "$.context.confidence_floor",
+                        "$.context.confidence_floor must be a number from 0 to 1 (the lowest "
+                        "confidence the caller acts on without asking)");
+  *floor = f;
+  return 0;
+}
+
+/* The caller's confidence_floor (docs/policy.md, "Confidence floor"): a
+ * decision less sure than the floor takes the strategy's review action —
+ * the first declared action with review: true that is a candidate, else the
+ * first candidate whose meaning is review. Error decisions keep their
+ * declared on_error answer, and a review answer stays. 0, or an error code
+ * when no review action is there to take. */
+static int apply_floor(dctx *x, const uint8_t *mask, double floor, vd_error *err) {
+  vd_decision *d = x->d;
+  const strategy *s = x->s;
+  if (!(d->confidence < floor) || d->review || !d->action || d->source == SRC_ERROR) return 0;
+  const char *name = NULL;
+  size_t n = 0;
+  bool allowed = false;
+  for (uint32_t a = 0; a < s->nactions && !name; a++)
+    if (s->actions[a].review && (!mask || mask[a])) {
+      name = s->actions[a].name;
+      n = s->actions[a].name_len;
+      allowed = s->actions[a].allowed;
+    }
+  for (uint32_t i = 0; i < x->req->candidates.n && !name; i++) {
+    const value *c = &x->req->candidates.items[i];
+    int32_t idx = strategy_action(s, c->s, c->n);
+    bool al, rv;
+    if (idx >= 0) {
+      al = s->actions[idx].allowed;
+      rv = s->actions[idx].review;
+    } else {
+      action_name_defaults(c->s, c->n, &al, &rv);
+    }
+    if (rv) {
+      name = c->s;
+      n = c->n;
+      allowed = al;
+    }
+  }
+  char cf[32], ff[32];
+  dtoa_shortest(d->confidence, cf);
+  dtoa_shortest(floor, ff);
+  if (!name)
+    return engine_error(err, VD_ENOCANDIDATE, 0, 0, "$.context.confidence_floor",
+                        "strategy '%s' answered '%s' with confidence %s, below the request's "
+                        "confidence_floor %s, and has no review action among the candidates to "
+                        "answer instead",
+                        s->name, d->action, cf, ff);
+  d->floor_from = d->action;
+  d->action = arena_strndup(&d->mem, name, n);
+  d->allowed = allowed;
+  d->review = true;
+  char msg[512];
+  snprintf(msg, sizeof msg,
+           "confidence %s is below the request's confidence_floor %s: '%.*s' instead of '%s'", cf,
+           ff, (int)n, name, d->floor_from);
+  d->reason = d->reason ? cat(&d->mem, d->reason, "; ", msg, NULL, 0) : dup(d, msg);
+  return d->action && d->reason ? 0 : nomem(err);
+}
+
 int decide_run(const policy_bundle *b, const name_table *names, const decide_request *req,
                const decide_limits *lim, vd_decision *d, vd_error *err) {
-  const strategy *s = policy_bundle_find(b, req->action.s, req->action.n);
+  const strategy *s = policy_bundle_route(b, req->action.s, req->action.n, &req->candidates);
   if (!s) {
     char points[512], name[256];
     list_points(b, points, sizeof points);
     return engine_error(err, VD_ENOTFOUND, 0, 0, "$.action",
-                        "no strategy serves the decision point '%s' (this bundle serves %s)",
+                        "no strategy serves the decision point '%s'%s (this bundle serves %s; "
+                        "a strategy with route: candidates takes a request only when its "
+                        "candidates are all that strategy's actions)",
                         json_quote_text(name, sizeof name, req->action.s, req->action.n, 200),
+                        req->candidates.n ? " with these candidates" : "",
                         points[0] ? points : "none");
   }
+  double floor;
+  int frc = read_floor(req, &floor, err);
+  if (frc) return frc;
+  d->floor = floor;
 
   dctx x;
   memset(&x, 0, offsetof(dctx, cache_len)); /* all but the cache, whose names say it is empty */
@@ -1255,7 +1338,7 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
     chosen = limited->action;
   } else if (matched) {
     d->source = SRC_RULE;
-    d->confidence = 1.0;
+    d->confidence = matched->confidence;
     d->rule = dup(d, matched->name);
     d->reason = dup(d, matched->reason);
     chosen = matched->action;
@@ -1365,6 +1448,10 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
    * error decision without an action stays one. */
   if (mask && chosen >= 0 && !mask[chosen]) {
     int rc = no_candidate(&x, mask, chosen, err);
+    if (rc) return rc;
+  }
+  if (floor >= 0) {
+    int rc = apply_floor(&x, mask, floor, err);
     if (rc) return rc;
   }
   d->decided = 1;

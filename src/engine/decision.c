@@ -27,6 +27,7 @@ vd_decision *vd_decision_new(void) {
     return NULL;
   }
   arena_reset(&d->mem);
+  d->floor = -1;
   return d;
 }
 
@@ -52,6 +53,7 @@ void decision_reset(vd_decision *d) {
   d->trace_on = trace_on;
   d->limit_room = room;
   d->limit_room_n = room_n;
+  d->floor = -1; /* no confidence_floor until a request sends one */
 }
 
 size_t decision_arena_mallocs(const vd_decision *d) { return d->mem.mallocs; }

@@ -111,9 +111,13 @@ struct vd_decision {
   uint32_t rules_indexed; /* rules the index left to consider */
   const char **lets;      /* names of the lets computed, in order */
   uint32_t nlets;
-  const char *no_candidate; /* what on_no_candidate did, or NULL */
-  uint64_t cost;            /* evaluation work spent */
-  value *let_values;        /* parallel to lets: each let's value (V_ERROR if it failed) */
+  const char *no_candidate; /* what the candidates changed (thresholds, on_no_candidate), or NULL */
+  /* the request's context.confidence_floor (-1: none sent), and the action
+   * the floor replaced by the review action (NULL: it replaced none) */
+  double floor;
+  const char *floor_from;
+  uint64_t cost;     /* evaluation work spent */
+  value *let_values; /* parallel to lets: each let's value (V_ERROR if it failed) */
 
   /* the fallback model, when this decision asked it (decide.c): on the
    * first read of `model` by a rule, or when no rule decided */

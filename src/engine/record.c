@@ -530,6 +530,20 @@ static void put_result(json_buf *b, uint8_t r) {
   }
 }
 
+/* "floor": the request's confidence_floor and the action it replaced
+ * (null: none), or null when the request sent none. */
+static void put_floor(json_buf *b, double floor, const char *from, size_t from_n) {
+  if (!(floor >= 0)) {
+    PUT(b, ",\"floor\":null");
+    return;
+  }
+  PUT(b, ",\"floor\":{\"min\":");
+  json_write_double(b, floor);
+  PUT(b, ",\"instead_of\":");
+  put_strn_or_null(b, from, from_n);
+  put_char(b, '}');
+}
+
 static void put_trace(json_buf *b, const vd_decision *d) {
   PUT(b, "{\"rules\":[");
   for (uint32_t i = 0; i < d->ntrace; i++) {
@@ -552,6 +566,7 @@ static void put_trace(json_buf *b, const vd_decision *d) {
   put_u64(b, d->rules_indexed);
   PUT(b, ",\"no_candidate\":");
   put_str(b, d->no_candidate);
+  put_floor(b, d->floor, d->floor_from, d->floor_from ? strlen(d->floor_from) : 0);
   PUT(b, ",\"cost\":");
   put_u64(b, d->cost);
   put_char(b, '}');
@@ -851,6 +866,7 @@ typedef struct cap_head {
   uint64_t ns_parse, ns_decide, ns_render, latency_ns, cost, ns_model;
   uint64_t lim_cost, lim_regex, lim_memory, lim_max_request;
   double confidence, model_score, model_confidence;
+  double floor; /* the request's confidence_floor, or -1 */
   int32_t model_class;
   uint32_t model_timeout_ms, rules_total, rules_indexed;
   uint32_t ntrace, nlets, nfeatures, ncandidates, ncounters;
@@ -1095,6 +1111,7 @@ static int capture_into(vd_decision *d, const record_input *in, json_buf *cb, ui
   h.lim_memory = in->lim->memory_limit;
   h.lim_max_request = in->lim->max_request_bytes;
   h.confidence = d->confidence;
+  h.floor = d->floor;
   h.model_score = d->model_score;
   h.model_confidence = d->model_confidence;
   h.model_class = d->model_class;
@@ -1142,6 +1159,7 @@ static int capture_into(vd_decision *d, const record_input *in, json_buf *cb, ui
   cap_str(&c, d->rule);
   cap_str(&c, d->reason);
   cap_str(&c, d->no_candidate);
+  cap_str(&c, d->floor_from);
   if (model) {
     cap_str(&c, d->model_version);
     cap_str(&c, d->features_version);
@@ -1659,8 +1677,9 @@ static int format_capture(const char *capture, size_t clen, const char *id, cons
     source_n = source ? strlen(source) : 0;
   }
   const char *rule = get_str(&c, &rule_n), *reason = get_str(&c, &reason_n);
-  size_t nc_n;
+  size_t nc_n, ff_n;
   const char *no_candidate = get_str(&c, &nc_n);
+  const char *floor_from = get_str(&c, &ff_n);
   if (h.model_run == MODEL_SCORED || h.model_run == MODEL_DEADLINE) {
     static const char *const status[] = {"value", "missing", "default", "unknown"};
     size_t mv_n, fv_n;
@@ -1792,6 +1811,7 @@ static int format_capture(const char *capture, size_t clen, const char *id, cons
   put_u64(b, h.rules_indexed);
   PUT(b, ",\"no_candidate\":");
   put_strn_or_null(b, no_candidate, nc_n);
+  put_floor(b, h.floor, floor_from, ff_n);
   PUT(b, ",\"cost\":");
   put_u64(b, h.cost);
   put_char(b, '}');

@@ -122,6 +122,16 @@ static void put_trace(json_buf *b, const vd_decision *d) {
   }
   put_lit(b, "],\"no_candidate\":");
   put_str_or_null(b, d->no_candidate);
+  put_lit(b, ",\"floor\":");
+  if (d->floor >= 0) {
+    put_lit(b, "{\"min\":");
+    json_write_double(b, d->floor);
+    put_lit(b, ",\"instead_of\":");
+    put_str_or_null(b, d->floor_from);
+    json_buf_putc(b, '}');
+  } else {
+    put_lit(b, "null");
+  }
   put_lit(b, ",\"cost\":");
   put_u64(b, d->cost);
   put_model(b, d);
@@ -211,9 +221,10 @@ static void raw_u64(json_buf *b, uint64_t u) {
 
 int decision_render(vd_decision *d, int flags, const char **out, size_t *len) {
   uint64_t t0 = flags & VD_JSON_TRACE ? engine_now_ns() : 0;
-  enum { ACTION, SOURCE, RULE, REASON, STRATEGY, SNAPSHOT, NSTR };
-  const char *str[NSTR] = {d->action, d->source, d->rule, d->reason, d->strategy, d->snapshot_id};
-  size_t n[NSTR], room = 256 + 32 + 64; /* the fixed text, the numbers, the version */
+  enum { ACTION, SOURCE, RULE, REASON, STRATEGY, SNAPSHOT, FLOOR_FROM, NSTR };
+  const char *str[NSTR] = {d->action,   d->source,      d->rule,      d->reason,
+                           d->strategy, d->snapshot_id, d->floor_from};
+  size_t n[NSTR], room = 256 + 32 + 64 + 64; /* the fixed text, the numbers, the version, floor */
   for (int i = 0; i < NSTR; i++) {
     n[i] = str[i] ? strlen(str[i]) : 0;
     room += 6 * n[i] + 6; /* escaped at worst (\u00XX a byte) */
@@ -240,6 +251,13 @@ int decision_render(vd_decision *d, int flags, const char **out, size_t *len) {
     RAW(&b, "0.0");
   else
     json_write_double(&b, d->confidence);
+  if (str[FLOOR_FROM]) { /* the caller's confidence_floor replaced the answer */
+    RAW(&b, ",\"floor\":{\"min\":");
+    json_write_double(&b, d->floor);
+    RAW(&b, ",\"instead_of\":");
+    raw_str_or_null(&b, str[FLOOR_FROM], n[FLOOR_FROM]);
+    b.data[b.len++] = '}';
+  }
   RAW(&b, ",\"source\":");
   raw_str_or_null(&b, str[SOURCE], n[SOURCE]);
   RAW(&b, ",\"reason\":{\"rule\":");

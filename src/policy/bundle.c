@@ -206,6 +206,15 @@ static int load_cached(policy_bundle *b, strategy_marks *marks, const char *file
 }
 
 /* Checks across strategies, then the bundle's version. */
+/* Whether s serves the decision point point[0..len). */
+static bool serves(const strategy *s, const char *point, size_t len) {
+  for (uint32_t j = 0; j < s->ndecision_points; j++) {
+    const char *p = s->decision_points[j];
+    if (strlen(p) == len && memcmp(p, point, len) == 0) return true;
+  }
+  return false;
+}
+
 static void finish(policy_bundle *b, const strategy_marks *marks, policy_diags *d) {
   uint32_t n = b->nstrategies;
   for (uint32_t i = 0; i < n; i++) {
@@ -231,12 +240,28 @@ static void finish(policy_bundle *b, const strategy_marks *marks, policy_diags *
         snprintf(key, sizeof key, "strategy");
       for (uint32_t j = 0; j < i; j++) {
         const strategy *o = &b->strategies[j];
-        for (uint32_t m = 0; m < o->ndecision_points; m++)
-          if (!strcmp(o->decision_points[m], p))
+        if (!serves(o, p, strlen(p))) continue;
+        if (!o->route_candidates && !s->route_candidates) {
+          diag_add(d, DIAG_ERROR, s->file, line, col, key,
+                   "decision point '%s' is served by both '%s' (%s) and '%s': a request must "
+                   "pick one strategy (one of them may take only the requests whose candidates "
+                   "are its actions: route: candidates)",
+                   p, o->name ? o->name : "?", o->file, s->name ? s->name : "?");
+          continue;
+        }
+        /* route: candidates beside another strategy: no action in common,
+         * or a request offering only that action would be taken from the
+         * other strategy (an agent guard's allow, say) */
+        for (uint32_t a = 0; a < s->nactions; a++)
+          if (strategy_action(o, s->actions[a].name, s->actions[a].name_len) >= 0) {
             diag_add(d, DIAG_ERROR, s->file, line, col, key,
-                     "decision point '%s' is served by both '%s' (%s) and '%s': a request must "
-                     "pick one strategy",
-                     p, o->name ? o->name : "?", o->file, s->name ? s->name : "?");
+                     "strategies '%s' (%s) and '%s' both serve decision point '%s' and both "
+                     "answer '%s': with route: candidates, a strategy's actions are its own, so "
+                     "that the candidates say which strategy decides",
+                     o->name ? o->name : "?", o->file, s->name ? s->name : "?", p,
+                     s->actions[a].name);
+            break;
+          }
       }
     }
   }
@@ -500,15 +525,28 @@ int policy_bundle_from_stored(const char *file, const char *text, size_t len, po
   return policy_bundle_from_text(file, text, len, out, d);
 }
 
-const strategy *policy_bundle_find(const policy_bundle *b, const char *point, size_t len) {
+const strategy *policy_bundle_route(const policy_bundle *b, const char *point, size_t len,
+                                    const value *candidates) {
+  const strategy *plain = NULL;
   for (uint32_t i = 0; i < b->nstrategies; i++) {
     const strategy *s = &b->strategies[i];
-    for (uint32_t j = 0; j < s->ndecision_points; j++) {
-      const char *p = s->decision_points[j];
-      if (strlen(p) == len && memcmp(p, point, len) == 0) return s;
+    if (!serves(s, point, len)) continue;
+    if (!s->route_candidates) {
+      if (!plain) plain = s;
+      continue;
     }
+    if (!candidates || candidates->kind != V_LIST || !candidates->n) continue;
+    uint32_t k = 0;
+    while (k < candidates->n && candidates->items[k].kind == V_STRING &&
+           strategy_action(s, candidates->items[k].s, candidates->items[k].n) >= 0)
+      k++;
+    if (k == candidates->n) return s;
   }
-  return NULL;
+  return plain;
+}
+
+const strategy *policy_bundle_find(const policy_bundle *b, const char *point, size_t len) {
+  return policy_bundle_route(b, point, len, NULL);
 }
 
 int32_t strategy_action(const strategy *s, const char *name, size_t len) {

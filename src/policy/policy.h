@@ -82,8 +82,9 @@ typedef struct policy_rule {
   int32_t action;     /* index into strategy.actions */
   expr_program *cond; /* NULL until first use when lazy.tree is set */
   policy_lazy lazy;
-  int line, column; /* of the rule's `if` value, for traces and messages */
-  bool reads_model; /* reads `model`, directly or through a let: never indexed */
+  int line, column;  /* of the rule's `if` value, for traces and messages */
+  bool reads_model;  /* reads `model`, directly or through a let: never indexed */
+  double confidence; /* how sure the rule's author is: (0, 1], default 1 */
 } policy_rule;
 
 typedef struct policy_let {
@@ -171,6 +172,10 @@ typedef struct strategy {
    * a candidate leads to — the next threshold down (0, the default), or the
    * threshold's own action, which on_no_candidate then handles (1) */
   uint8_t threshold_nc;
+  /* route: candidates — the strategy takes a request for its decision points
+   * only when the request's candidates are all its actions (bundle.c,
+   * policy_bundle_route); other requests go to the point's other strategy */
+  bool route_candidates;
   const int32_t *classes; /* multiclass: class index -> action index */
   uint32_t nclasses;
   policy_outcome on_timeout;       /* the model missed its deadline (-1: default, else on_error) */
@@ -266,6 +271,12 @@ void policy_store_tidy(const char *store, const char *const *keys, size_t nkeys,
 
 /* The strategy serving a decision point, or NULL. */
 const strategy *policy_bundle_find(const policy_bundle *b, const char *point, size_t len);
+/* The strategy a request for point with these candidates (a list of
+ * strings, possibly empty) goes to: a strategy with `route: candidates`
+ * serving the point whose actions include every candidate, else the point's
+ * other strategy (policy_bundle_find's), else NULL. */
+const strategy *policy_bundle_route(const policy_bundle *b, const char *point, size_t len,
+                                    const value *candidates);
 /* Index of an action by name, or -1. */
 int32_t strategy_action(const strategy *s, const char *name, size_t len);
 /* The program of rule i (let i): the one compiled at load, or, in a lazy

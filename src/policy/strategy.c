@@ -1019,6 +1019,8 @@ static int cmp_rule_by_name(const void *a, const void *b) {
   return d ? d : (x->index > y->index) - (x->index < y->index);
 }
 
+static int want_number(cc *c, const ynode *n, const char *key, double *out);
+
 static void parse_rules(cc *c, const ynode *n, let_info *lets, rule_info **info_out) {
   if (want_list(c, n, "rules")) return;
   strategy *s = c->s;
@@ -1032,15 +1034,16 @@ static void parse_rules(cc *c, const ynode *n, let_info *lets, rule_info **info_
   s->rules = rules;
   s->nrules = n->n;
   *info_out = info;
-  static const char *const keys[] = {"name", "if", "action", "reason"};
+  static const char *const keys[] = {"name", "if", "action", "reason", "confidence"};
   for (uint32_t i = 0; i < n->n; i++) {
     const ynode *r = n->kids[i];
     policy_rule *pr = &rules[i];
     pr->action = -1;
+    pr->confidence = 1.0;
     char path[64], sub[80];
     place(path, sizeof path, "rules", i, "");
     if (want_map(c, r, path)) continue;
-    check_keys(c, r, path, keys, 4);
+    check_keys(c, r, path, keys, 5);
     const ynode *x;
     if ((x = get(r, "name"))) {
       pr->name = want_text(c, x, place(sub, sizeof sub, path, UINT32_MAX, ".name"));
@@ -1052,6 +1055,17 @@ static void parse_rules(cc *c, const ynode *n, let_info *lets, rule_info **info_
     }
     if ((x = get(r, "reason"))) {
       pr->reason = want_text(c, x, place(sub, sizeof sub, path, UINT32_MAX, ".reason"));
+    }
+    if ((x = get(r, "confidence"))) {
+      place(sub, sizeof sub, path, UINT32_MAX, ".confidence");
+      double v;
+      if (want_number(c, x, sub, &v) == 0) {
+        if (v > 0 && v <= 1)
+          pr->confidence = v;
+        else
+          err_at(c, x, sub, "%s is out of range: a rule's confidence is above 0 and at most 1",
+                 x->text);
+      }
     }
     if ((x = get(r, "action"))) {
       pr->action = use_action(c, x, place(sub, sizeof sub, path, UINT32_MAX, ".action"));
@@ -1706,8 +1720,9 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
     return d->errors - c.errors0;
   }
   static const char *const keys[] = {
-      "strategy", "description", "decision_points", "actions",  "constants", "let",   "rules",
-      "default",  "on_error",    "on_no_candidate", "fallback", "tests",     "input", "limits"};
+      "strategy", "description", "decision_points", "actions",  "constants",
+      "let",      "rules",       "default",         "on_error", "on_no_candidate",
+      "fallback", "tests",       "input",           "limits",   "route"};
   check_keys(&c, root, "", keys, sizeof keys / sizeof keys[0]);
 
   const ynode *x;
@@ -1718,6 +1733,20 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
   } else
     err_at(&c, root, "", "missing 'strategy' (the strategy's name)");
   if ((x = get(root, "description"))) s->description = want_text(&c, x, "description");
+  if ((x = get(root, "route"))) {
+    if (x->kind == Y_SCALAR && x->v.kind == V_STRING && !strcmp(x->text, "candidates"))
+      s->route_candidates = true;
+    else if (!(x->kind == Y_SCALAR && x->v.kind == V_STRING && !strcmp(x->text, "point")))
+      err_at(&c, x, "route",
+             "expected 'point' (every request for the decision points, the default) or "
+             "'candidates' (only requests whose candidates are all this strategy's actions), "
+             "got %s",
+             x->kind == Y_SCALAR ? x->text : kind_name(x));
+    if (s->route_candidates && !get(root, "actions"))
+      err_at(&c, x, "route",
+             "'route: candidates' needs 'actions': the answers whose requests this strategy "
+             "takes");
+  }
   if ((x = get(root, "decision_points"))) {
     parse_decision_points(&c, x);
   } else if (s->name) {
