@@ -335,10 +335,12 @@ static void test_bundle_level(void) {
   CHECK(has_diag(&d,
                  "tests/policy/fixtures/dup_points/b.yaml:2:19: decision_points[0]: decision point "
                  "'login' is served by both 'first' (tests/policy/fixtures/dup_points/a.yaml) and "
-                 "'second': a request must pick one strategy"));
+                 "'second': a request must pick one strategy (one of them may take only the "
+                 "requests whose candidates are its actions: route: candidates)"));
   policy_diags_free(&d);
   CHECK(policy_bundle_load("tests/policy/fixtures/empty", &opts, &b, &d) == -1);
-  CHECK(has_diag(&d, "tests/policy/fixtures/empty: no strategy files (*.yaml, *.yml) in this folder"));
+  CHECK(has_diag(&d,
+                 "tests/policy/fixtures/empty: no strategy files (*.yaml, *.yml) in this folder"));
   policy_diags_free(&d);
   CHECK(policy_bundle_load("tests/policy/fixtures/no-such-folder", &opts, &b, &d) == -1);
   CHECK(

@@ -327,7 +327,7 @@ static void test_determinism_every_example(void) {
   CHECK(policy_bundle_load("examples/policies", &lo, &pb, &dg) == 0);
   policy_diags_free(&dg);
   if (!pb) return;
-  CHECK(pb->nstrategies == 5);
+  CHECK(pb->nstrategies == 6);
 
   vd_decision *d = vd_decision_new();
   book b;

@@ -150,7 +150,7 @@ req GET /v1/policies
 eq "$CODE" 200 "GET /v1/policies"
 LIVE=$(json 'd["live"]["version"]')
 eq "${#LIVE}" 64 "policies: the live version"
-eq "$(json 'sorted(s["name"] for s in d["live"]["strategies"])')" "['agent_guard', 'content_routing', 'payment_fraud', 'request_gate', 'throttle']" "policies: the live strategies"
+eq "$(json 'sorted(s["name"] for s in d["live"]["strategies"])')" "['agent_guard', 'agent_tests', 'content_routing', 'payment_fraud', 'request_gate', 'throttle']" "policies: the live strategies"
 eq "$(json 'd["store"]')" "[redacted]" "policies: a store outside the bundle, without the token: not shown"
 eq "$(json '[s["file"] for s in d["live"]["strategies"] if s["name"] == "request_gate"][0]')" request_gate.yaml \
   "policies: a strategy's file, relative to the bundle folder"
