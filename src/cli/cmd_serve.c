@@ -287,14 +287,8 @@ static int apply(serve_args *s, const char *name, const char *v, const origin *a
  * Returns 0, 1 when the file cannot be read, 2 for a bad line (printed as
  * FILE:LINE: ...). */
 static int read_settings(serve_args *s, const char *path, char **buf) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    fprintf(stderr, "verdict serve: %s: %s\n", path, strerror(errno));
-    return 1;
-  }
-  fclose(f);
   size_t len;
-  if (!(*buf = cli_read_file(path, &len))) return 1;
+  if (!(*buf = cli_read_file("serve", path, &len))) return 1;
   origin at = {path, 0};
   char *p = *buf, *end = *buf + len;
   while (p < end) {
