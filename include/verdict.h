@@ -286,6 +286,52 @@ int vd_decision_render(vd_decision *d, int flags, const char **out, size_t *len)
 /* The same, copied into a string the caller frees with vd_free. */
 int vd_decision_json(vd_decision *d, int flags, char **out);
 
+/* ---- calls for hosts: warming up, the live bundle, recorded decisions ----
+ * What a server or tool built on the engine needs beside deciding
+ * (docs/engine.md, "Calls for hosts"). */
+
+/* Decides every strategy's inline tests (docs/policy.md, `tests`; one empty
+ * request to a strategy without tests) against the live bundle, so that the
+ * decision code, the allocator and the regex state are in before the first
+ * real request. Nothing is recorded and no counter is charged. *decisions
+ * (may be NULL): the requests decided without error. 0, or a negative VD_E*
+ * code. */
+int vd_engine_warm_up(vd_engine *e, unsigned *decisions, vd_error *err);
+
+/* A description of the live bundle, copied: it stays as it was when taken,
+ * whatever reloads happen after, until vd_bundle_free. */
+typedef struct vd_bundle vd_bundle;
+typedef struct vd_strategy_info {
+  const char *name;
+  const char *version; /* hex SHA-256 of the strategy's canonical form */
+  const char *file;    /* the file it was read from, or NULL */
+  const char *const *decision_points;
+  unsigned ndecision_points;
+  const char *const *rules; /* the rules' names, in order (an entry is NULL for a rule with none) */
+  unsigned nrules;
+} vd_strategy_info;
+
+int vd_engine_bundle(vd_engine *e, vd_bundle **out, vd_error *err);
+/* The bundle's version (hex SHA-256 over its strategies' names and versions). */
+const char *vd_bundle_version(const vd_bundle *b);
+/* The folder the bundle was loaded from. */
+const char *vd_bundle_dir(const vd_bundle *b);
+unsigned vd_bundle_strategy_count(const vd_bundle *b);
+/* Strategy i (from 0, in the bundle's order) into *out, its strings valid
+ * until vd_bundle_free: 0, or VD_EINVAL past the last. */
+int vd_bundle_strategy(const vd_bundle *b, unsigned i, vd_strategy_info *out);
+void vd_bundle_free(vd_bundle *b);
+
+/* The snapshot payload (docs/snapshots.md) recorded under id (its 36-character
+ * text; id_len < 0: NUL-terminated) in the snapshot folder dir, copied into
+ * *out (NUL-terminated; free with vd_free), *len its length. Errors:
+ * VD_EINVAL, err->path "id": not a snapshot id; VD_EINVAL with no path: no
+ * folder given (snapshots off); VD_ENOTFOUND: no such snapshot there
+ * (unknown, removed by retention, or not written yet); VD_ESNAPSHOT: the
+ * folder cannot be read (the message says why); VD_ENOMEM. */
+int vd_snapshot_read(const char *dir, const char *id, long id_len, char **out, size_t *len,
+                     vd_error *err);
+
 #ifdef __cplusplus
 }
 #endif
