@@ -25,7 +25,6 @@
 
 #include "agent/hook.h"
 #include "core/json.h"
-#include "snapshot/snapshot.h"
 
 #define LATEST_LEGACY "2025-11-25"
 #define MODERN "2026-07-28"
@@ -326,8 +325,13 @@ static int decide_action(mcp_session *s, arena *a, const value *id, int modern, 
 static int explain_decision(mcp_session *s, const value *id, int modern, const value *args,
                             json_buf *out) {
   const value *sid = get(args, "snapshot_id");
-  uint8_t raw[16];
-  if (!sid || sid->kind != V_STRING || snapshot_id_parse(sid->s, sid->n, raw) != 0)
+  char *payload;
+  size_t n;
+  vd_error err;
+  /* With no folder, vd_snapshot_read only checks the id (err.path "id": not one). */
+  if (!sid || sid->kind != V_STRING ||
+      (vd_snapshot_read(NULL, sid->s, (long)sid->n, &payload, &n, &err) == VD_EINVAL &&
+       err.path[0]))
     return tool_error(out, id, modern,
                       "snapshot_id must be a decision's snapshot id (8-4-4-4-12 hex digits)");
   if (s->explain_refusal) return tool_error(out, id, modern, s->explain_refusal);
@@ -336,32 +340,23 @@ static int explain_decision(mcp_session *s, const value *id, int modern, const v
                       "this server records no snapshots (started with --no-snapshots)");
   /* A decision this process just made may still be on its way to disk:
    * look again for a moment before saying it is not there. */
-  char msg[SNAPSHOT_ERRLEN + 128];
+  char msg[sizeof((vd_error *)0)->message + 128];
   for (int tries = 0;; tries++) {
-    snapshot_reader *r;
-    char err[SNAPSHOT_ERRLEN];
-    if (snapshot_reader_open(s->snapshots_dir, NULL, &r, err, sizeof err) < 0) {
-      snprintf(msg, sizeof msg, "cannot read the snapshots: %s", err);
-      return tool_error(out, id, modern, msg);
-    }
-    snapshot_rec rec;
-    int k = snapshot_reader_find(r, raw, &rec);
-    if (k < 0) {
-      snprintf(msg, sizeof msg, "cannot read the snapshots: %s", snapshot_reader_error(r));
-      snapshot_reader_close(r);
-      return tool_error(out, id, modern, msg);
-    }
-    if (k == 1) {
+    int rc = vd_snapshot_read(s->snapshots_dir, sid->s, (long)sid->n, &payload, &n, &err);
+    if (rc == 0) {
       begin_result(out, id);
       put(out, "{\"content\":[{\"type\":\"text\",\"text\":");
-      json_write_string(out, rec.payload, rec.payload_len);
+      json_write_string(out, payload, n);
       put(out, "}],\"structuredContent\":");
-      json_buf_put(out, rec.payload, rec.payload_len);
+      json_buf_put(out, payload, n);
       put(out, ",\"isError\":false");
-      snapshot_reader_close(r);
+      vd_free(payload);
       return end_result(out, modern);
     }
-    snapshot_reader_close(r);
+    if (rc != VD_ENOTFOUND) {
+      snprintf(msg, sizeof msg, "cannot read the snapshots: %s", err.message);
+      return tool_error(out, id, modern, msg);
+    }
     if (tries >= 50) break;
     struct timespec ts = {0, 20 * 1000000};
     nanosleep(&ts, NULL);

@@ -243,9 +243,9 @@ int vd_snapshot_read(const char *dir, const char *id, long id_len, char **out, s
     rc = engine_error(err, VD_ESNAPSHOT, 0, 0, NULL, "%s", snapshot_reader_error(rd));
   } else if (k == 0) {
     rc = engine_error(err, VD_ENOTFOUND, 0, 0, NULL,
-                      "no snapshot %.36s (unknown, removed by retention, or not written to disk "
+                      "no snapshot %.*s (unknown, removed by retention, or not written to disk "
                       "yet)",
-                      id);
+                      (int)(n > 40 ? 40 : n), id);
   } else if (!(*out = malloc(rec.payload_len + 1))) {
     rc = engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory reading a snapshot");
   } else {

@@ -27,8 +27,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "engine/engine.h"
-#include "policy/policy.h"
+#include "engine/service.h"
 #include "server/internal.h"
 
 #define PUT_LIT(b, s) json_buf_put((b), (s), sizeof(s) - 1)
@@ -195,31 +194,35 @@ static void put_path(const policies_view *v, const char *path) {
   }
 }
 
-static void put_live(void *ud, const policy_bundle *bn) {
-  const policies_view *v = ud;
+/* The live bundle as described by the engine (a copy: a reload meanwhile
+ * changes nothing here). */
+static void put_live(const policies_view *v, const vd_bundle *bn) {
   json_buf *b = v->b;
+  const char *ver = vd_bundle_version(bn);
   PUT_LIT(b, "{\"version\":");
-  json_write_string(b, bn->version, strlen(bn->version));
+  json_write_string(b, ver, strlen(ver));
   PUT_LIT(b, ",\"strategies\":[");
-  for (uint32_t i = 0; i < bn->nstrategies; i++) {
-    const strategy *st = &bn->strategies[i];
+  unsigned ns = vd_bundle_strategy_count(bn);
+  for (unsigned i = 0; i < ns; i++) {
+    vd_strategy_info st;
+    if (vd_bundle_strategy(bn, i, &st) != 0) break;
     if (i) json_buf_putc(b, ',');
     PUT_LIT(b, "{\"name\":");
-    json_write_string(b, st->name, strlen(st->name));
+    json_write_string(b, st.name, strlen(st.name));
     PUT_LIT(b, ",\"version\":");
-    json_write_string(b, st->version, strlen(st->version));
+    json_write_string(b, st.version, strlen(st.version));
     PUT_LIT(b, ",\"file\":");
-    if (st->file)
-      put_path(v, st->file);
+    if (st.file)
+      put_path(v, st.file);
     else
       PUT_LIT(b, "null");
     PUT_LIT(b, ",\"decision_points\":[");
-    for (uint32_t k = 0; k < st->ndecision_points; k++) {
+    for (unsigned k = 0; k < st.ndecision_points; k++) {
       if (k) json_buf_putc(b, ',');
-      json_write_string(b, st->decision_points[k], strlen(st->decision_points[k]));
+      json_write_string(b, st.decision_points[k], strlen(st.decision_points[k]));
     }
     char num[64];
-    int n = snprintf(num, sizeof num, "],\"rules\":%u}", st->nrules);
+    int n = snprintf(num, sizeof num, "],\"rules\":%u}", st.nrules);
     json_buf_put(b, num, (size_t)n);
   }
   PUT_LIT(b, "]}");
@@ -278,8 +281,16 @@ void route_policies(conn *c, const http_request *r) {
   json_buf b;
   json_buf_init(&b, NULL);
   policies_view view = {&b, s->opts->policy_dir, admin_token_sent(s, r)};
+  vd_bundle *live;
+  vd_error err;
+  if (vd_engine_bundle(s->engine, &live, &err) != 0) {
+    json_buf_free(&b);
+    conn_respond_error(c, 503, "memory", "out of memory listing the policies", NULL);
+    return;
+  }
   PUT_LIT(&b, "{\"live\":");
-  engine_with_live_bundle(s->engine, put_live, &view);
+  put_live(&view, live);
+  vd_bundle_free(live);
   char num[128];
   int n = snprintf(num, sizeof num, ",\"reloads\":%llu,\"reload_failures\":%llu,\"store\":",
                    (unsigned long long)atomic_load(&s->reloads),
@@ -342,36 +353,37 @@ void route_policies(conn *c, const http_request *r) {
 /* ---- POST /v1/policies/reload ---- */
 /* The diagnostics of the bundle on disk, as a JSON array: compiled once more
  * (storing nothing) to have them one by one rather than as one message. */
+typedef struct diag_list {
+  json_buf *b;
+  int first;
+} diag_list;
+
+static void put_diagnostic(void *ud, const service_diag *g) {
+  diag_list *l = ud;
+  json_buf *b = l->b;
+  if (!l->first) json_buf_putc(b, ',');
+  l->first = 0;
+  PUT_LIT(b, "{\"severity\":");
+  if (g->warning)
+    PUT_LIT(b, "\"warning\"");
+  else
+    PUT_LIT(b, "\"error\"");
+  PUT_LIT(b, ",\"file\":");
+  json_write_string(b, g->file, strlen(g->file));
+  char num[64];
+  int n = snprintf(num, sizeof num, ",\"line\":%d,\"column\":%d,\"key\":", g->line, g->column);
+  json_buf_put(b, num, (size_t)n);
+  json_write_string(b, g->key, strlen(g->key));
+  PUT_LIT(b, ",\"message\":");
+  json_write_string(b, g->message, strlen(g->message));
+  json_buf_putc(b, '}');
+}
+
 static void put_diagnostics(json_buf *b, const char *dir) {
-  policy_load_opts lo = {.store_dir = ""};
-  policy_diags diags;
-  memset(&diags, 0, sizeof diags);
-  policy_bundle *bn = NULL;
-  policy_bundle_load(dir, &lo, &bn, &diags);
-  policy_bundle_free(bn);
+  diag_list l = {b, 1};
   json_buf_putc(b, '[');
-  int first = 1;
-  for (size_t i = 0; i < diags.n; i++) {
-    const policy_diag *g = &diags.items[i];
-    if (!first) json_buf_putc(b, ',');
-    first = 0;
-    PUT_LIT(b, "{\"severity\":");
-    if (g->severity == DIAG_ERROR)
-      PUT_LIT(b, "\"error\"");
-    else
-      PUT_LIT(b, "\"warning\"");
-    PUT_LIT(b, ",\"file\":");
-    json_write_string(b, g->file, strlen(g->file));
-    char num[64];
-    int n = snprintf(num, sizeof num, ",\"line\":%d,\"column\":%d,\"key\":", g->line, g->column);
-    json_buf_put(b, num, (size_t)n);
-    json_write_string(b, g->key, strlen(g->key));
-    PUT_LIT(b, ",\"message\":");
-    json_write_string(b, g->message, strlen(g->message));
-    json_buf_putc(b, '}');
-  }
+  service_bundle_diagnostics(dir, put_diagnostic, &l);
   json_buf_putc(b, ']');
-  policy_diags_free(&diags);
 }
 
 void route_reload(conn *c, const http_request *r) {

@@ -6,7 +6,6 @@
 
 #include "core/timefmt.h"
 #include "server/internal.h"
-#include "snapshot/snapshot.h"
 
 #define PUT_LIT(b, s) json_buf_put((b), (s), sizeof(s) - 1)
 
@@ -85,40 +84,28 @@ static void decide(conn *c, const http_request *r) {
 
 static void snapshot(conn *c, const char *id_text, size_t len) {
   server *srv = conn_worker(c)->srv;
-  uint8_t id[16];
-  char idz[64];
-  snprintf(idz, sizeof idz, "%.*s", (int)(len > 40 ? 40 : len), id_text);
-  if (snapshot_id_parse(id_text, len, id) < 0) {
-    conn_respond_error(c, 400, "bad_id", "not a snapshot id: want 8-4-4-4-12 hex digits", NULL);
-    return;
-  }
-  if (!srv->snapshots_dir) {
+  /* The lookup reads the disk on this loop (a reader per lookup, which sees
+   * the segments the writer made since): snapshots are a debugging path,
+   * not the hot one. */
+  char *payload;
+  size_t n;
+  vd_error err;
+  int rc = vd_snapshot_read(srv->snapshots_dir, id_text, (long)len, &payload, &n, &err);
+  if (rc == 0) {
+    conn_respond(c, 200, "application/json", NULL, payload, n);
+    vd_free(payload);
+  } else if (rc == VD_EINVAL && err.path[0]) {
+    conn_respond_error(c, 400, "bad_id", err.message, NULL);
+  } else if (rc == VD_EINVAL) {
     conn_respond_error(c, 404, "snapshots_off",
                        "this server records no snapshots (started with --no-snapshots)", NULL);
-    return;
-  }
-  /* A reader per lookup: it sees segments the writer made since. The lookup
-   * reads the disk on this loop; snapshots are a debugging path, not the
-   * hot one. */
-  snapshot_reader *rd;
-  char err[SNAPSHOT_ERRLEN];
-  if (snapshot_reader_open(srv->snapshots_dir, NULL, &rd, err, sizeof err) < 0) {
-    conn_respond_error(c, 500, "snapshot_log", err, NULL);
-    return;
-  }
-  snapshot_rec rec;
-  int k = snapshot_reader_find(rd, id, &rec);
-  if (k < 0) {
-    conn_respond_error(c, 500, "snapshot_log", snapshot_reader_error(rd), NULL);
-  } else if (k == 0) {
-    char msg[160];
-    snprintf(msg, sizeof msg,
-             "no snapshot %s (unknown, removed by retention, or not written to disk yet)", idz);
-    conn_respond_error(c, 404, "snapshot_not_found", msg, NULL);
+  } else if (rc == VD_ENOTFOUND) {
+    conn_respond_error(c, 404, "snapshot_not_found", err.message, NULL);
+  } else if (rc == VD_ENOMEM) {
+    conn_respond_error(c, 503, "memory", err.message, NULL);
   } else {
-    conn_respond(c, 200, "application/json", NULL, rec.payload, rec.payload_len);
+    conn_respond_error(c, 500, "snapshot_log", err.message, NULL);
   }
-  snapshot_reader_close(rd);
 }
 
 /* GET /readyz: ready once warmed up, and not while the snapshot log cannot

@@ -17,8 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
-#include "policy/policy.h"
+#include "engine/service.h"
 #include "server/internal.h"
 
 void server_opts_init(server_opts *o) {
@@ -109,46 +108,6 @@ static int worker_init(server *s, worker *w, int index, int fd) {
   w->sweep.data = w;
   uv_timer_start(&w->sweep, worker_sweep, 200, 200);
   return worker_start_listening(w);
-}
-
-/* The warm-up: every strategy's inline tests (or one empty request to a
- * strategy with none) through the decision code, on a copy of the bundle so
- * that nothing is recorded as a snapshot. It brings code, allocator and
- * regex state in before the first real request. Returns decisions made. */
-static unsigned warm_up(const char *dir) {
-  policy_load_opts lo = {.store_dir = ""};
-  policy_diags diags;
-  memset(&diags, 0, sizeof diags); /* the loader appends to it */
-  policy_bundle *b = NULL;
-  unsigned n = 0;
-  if (policy_bundle_load(dir, &lo, &b, &diags) != 0 || !b) {
-    policy_diags_free(&diags);
-    policy_bundle_free(b);
-    return 0;
-  }
-  policy_diags_free(&diags);
-  vd_decision *d = vd_decision_new();
-  decide_limits lim;
-  decide_limits_init(&lim, NULL);
-  for (uint32_t k = 0; d && k < b->nstrategies; k++) {
-    const strategy *st = &b->strategies[k];
-    const char *point = st->ndecision_points ? st->decision_points[0] : st->name;
-    for (uint32_t j = 0; j < (st->ntests ? st->ntests : 1); j++) {
-      const policy_test *t = st->ntests ? &st->tests[j] : NULL;
-      decide_request req;
-      req.action = value_str(point, (uint32_t)strlen(point));
-      req.candidates = t && t->candidates.kind == V_LIST ? t->candidates : value_list(NULL, 0);
-      req.key = t && t->key.kind == V_STRING ? t->key : value_str("", 0);
-      req.context = t && t->context.kind == V_MAP ? t->context : value_map(NULL, 0);
-      decision_reset(d);
-      vd_error err;
-      engine_error_clear(&err);
-      if (decide_run(b, NULL, &req, &lim, d, &err) == 0) n++;
-    }
-  }
-  vd_decision_free(d);
-  policy_bundle_free(b);
-  return n;
 }
 
 typedef struct main_ctx {
@@ -323,9 +282,9 @@ int server_run(const server_opts *o) {
       }
     }
   }
-  /* the engine's own store (engine_store_path), which GET /v1/policies lists */
-  if (engine_store_path(o->policy_dir, o->engine.store_dir, o->engine.snapshots_dir,
-                        &srv.store_dir) != 0)
+  /* the engine's own store, which GET /v1/policies lists */
+  if (service_store_path(o->policy_dir, o->engine.store_dir, o->engine.snapshots_dir,
+                         &srv.store_dir) != 0)
     srv.store_dir = NULL;
   vd_engine_opts eo = o->engine;
   eo.max_request_bytes = o->max_body;
@@ -457,7 +416,12 @@ int server_run(const server_opts *o) {
     }
   }
 
-  unsigned warm = warm_up(o->policy_dir);
+  /* The warm-up: every strategy's inline tests (or one empty request to a
+   * strategy with none) through the decision code on the live bundle,
+   * recording nothing: code, allocator and regex state come in before the
+   * first real request. */
+  unsigned warm = 0;
+  vd_engine_warm_up(srv.engine, &warm, &err);
   atomic_store(&srv.ready, 1);
   {
     char v[65], f[1024];
