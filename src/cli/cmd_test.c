@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "engine/engine.h"
+#include "engine/service.h"
 #include "policy/policy.h"
 
 const char cmd_test_help[] =
@@ -40,13 +40,13 @@ static int usage_error(const char *msg, const char *arg) {
   return cli_usage_error("test", msg, arg);
 }
 
-static const char *result_word(uint8_t r) {
+static const char *result_word(int r) {
   switch (r) {
-    case RR_TRUE:
+    case SERVICE_RULE_TRUE:
       return "true";
-    case RR_FALSE:
+    case SERVICE_RULE_FALSE:
       return "false";
-    case RR_ERROR:
+    case SERVICE_RULE_ERROR:
       return "error";
     default:
       return "skipped (not a candidate)";
@@ -56,15 +56,15 @@ static const char *result_word(uint8_t r) {
 static int str_eq(const char *a, const char *b) { return a && b && strcmp(a, b) == 0; }
 
 /* Compares the decision with the test's expectations; 1 when they hold. */
-static int matches(const policy_test *t, const vd_decision *d) {
-  if (t->expect_action && !str_eq(t->expect_action, d->action)) return 0;
-  if (t->expect_allowed >= 0 && (int)d->allowed != t->expect_allowed) return 0;
-  if (t->expect_source && !str_eq(t->expect_source, d->source)) return 0;
-  if (t->expect_rule && !str_eq(t->expect_rule, d->rule)) return 0;
+static int matches(const service_test *t, const vd_decision *d) {
+  if (t->expect_action && !str_eq(t->expect_action, vd_decision_action(d))) return 0;
+  if (t->expect_allowed >= 0 && vd_decision_allowed(d) != t->expect_allowed) return 0;
+  if (t->expect_source && !str_eq(t->expect_source, vd_decision_source(d))) return 0;
+  if (t->expect_rule && !str_eq(t->expect_rule, vd_decision_rule(d))) return 0;
   return 1;
 }
 
-static void print_expected(const policy_test *t) {
+static void print_expected(const service_test *t) {
   printf("  expected:");
   const char *sep = " ";
   if (t->expect_action) {
@@ -84,24 +84,64 @@ static void print_expected(const policy_test *t) {
 }
 
 static void print_got(const vd_decision *d) {
-  if (d->action)
-    printf("  got:      action '%s' (%s%s), source '%s'", d->action,
-           d->allowed ? "allowed" : "not allowed", d->review ? ", review" : "", d->source);
+  const char *action = vd_decision_action(d), *rule = vd_decision_rule(d);
+  const char *reason = vd_decision_reason(d);
+  if (action)
+    printf("  got:      action '%s' (%s%s), source '%s'", action,
+           vd_decision_allowed(d) ? "allowed" : "not allowed",
+           vd_decision_review(d) ? ", review" : "", vd_decision_source(d));
   else
-    printf("  got:      no action, source '%s'", d->source);
-  if (d->rule) printf(", rule '%s'", d->rule);
+    printf("  got:      no action, source '%s'", vd_decision_source(d));
+  if (rule) printf(", rule '%s'", rule);
   printf("\n");
-  if (d->reason) printf("  reason:   %s\n", d->reason);
+  if (reason) printf("  reason:   %s\n", reason);
 }
 
 static void print_rules(const vd_decision *d) {
   printf("  rules:   ");
-  if (!d->ntrace) printf(" none tried");
-  for (uint32_t i = 0; i < d->ntrace; i++)
-    printf("%s %s: %s", i ? "," : "", d->trace[i].name, result_word(d->trace[i].result));
-  if (d->rules_indexed < d->rules_total)
-    printf(" (%u of %u rules considered after the index)", d->rules_indexed, d->rules_total);
+  unsigned n = service_trace_count(d), total, considered;
+  if (!n) printf(" none tried");
+  for (unsigned i = 0; i < n; i++) {
+    const char *name;
+    int result;
+    service_trace_rule(d, i, &name, &result);
+    printf("%s %s: %s", i ? "," : "", name, result_word(result));
+  }
+  service_trace_rules(d, &total, &considered);
+  if (considered < total) printf(" (%u of %u rules considered after the index)", considered, total);
   printf("\n");
+}
+
+typedef struct tally {
+  unsigned passed, failed;
+  int verbose;
+} tally;
+
+static void report(void *ud, const service_test *t, int rc, const vd_decision *d,
+                   const vd_error *err) {
+  tally *y = ud;
+  /* a test is of its own strategy: a request routed to another one
+   * (route: candidates, docs/policy.md) fails, and says where it went */
+  const char *went = vd_decision_strategy(d);
+  int elsewhere = rc == 0 && went && strcmp(went, t->strategy) != 0;
+  if (rc == 0 && !elsewhere && matches(t, d)) {
+    y->passed++;
+    if (y->verbose) printf("ok   %s:%d: %s: %s\n", t->file, t->line, t->strategy, t->name);
+    return;
+  }
+  y->failed++;
+  printf("FAIL %s:%d: %s: %s\n", t->file, t->line, t->strategy, t->name);
+  print_expected(t);
+  if (rc != 0)
+    printf("  got:      the request was refused: %s\n", err->message);
+  else if (elsewhere)
+    printf(
+        "  got:      the request went to strategy '%s' (a strategy with route: candidates "
+        "takes only requests whose candidates are all its actions)\n",
+        went);
+  else
+    print_got(d);
+  print_rules(d);
 }
 
 int cmd_test(int argc, char **argv) {
@@ -165,61 +205,14 @@ int cmd_test(int argc, char **argv) {
     return 1;
   }
 
-  vd_decision *d = vd_decision_new();
-  if (!d) {
+  tally y = {0, 0, verbose};
+  if (service_tests_run(b, only, SERVICE_TESTS_TRACE, report, &y, NULL) != 0) {
     fprintf(stderr, "verdict test: out of memory\n");
     policy_bundle_free(b);
     return 1;
   }
-  vd_decision_set_trace(d, 1);
-  decide_limits lim;
-  decide_limits_init(&lim, NULL);
-  unsigned passed = 0, failed = 0;
-  for (uint32_t k = 0; k < b->nstrategies; k++) {
-    const strategy *s = &b->strategies[k];
-    if (only && strcmp(s->name, only) != 0) continue;
-    for (uint32_t j = 0; j < s->ntests; j++) {
-      const policy_test *t = &s->tests[j];
-      decide_request req;
-      const char *point = t->point              ? t->point
-                          : s->ndecision_points ? s->decision_points[0]
-                                                : s->name;
-      req.action = value_str(point, (uint32_t)strlen(point));
-      req.candidates = t->candidates.kind == V_LIST ? t->candidates : value_list(NULL, 0);
-      req.key = t->key.kind == V_STRING ? t->key : value_str("", 0);
-      req.context = t->context.kind == V_MAP ? t->context : value_map(NULL, 0);
-      decision_reset(d);
-      /* no counter store: each test starts from empty counters, or from its
-       * own `counters:` (docs/policy.md, "Limits") */
-      d->counters_in = t->counters.kind == V_MAP ? &t->counters : NULL;
-      vd_error err;
-      engine_error_clear(&err);
-      int rc = decide_run(b, NULL, &req, &lim, d, &err);
-      /* a test is of its own strategy: a request routed to another one
-       * (route: candidates, docs/policy.md) fails, and says where it went */
-      int elsewhere = rc == 0 && d->strategy && strcmp(d->strategy, s->name) != 0;
-      if (rc == 0 && !elsewhere && matches(t, d)) {
-        passed++;
-        if (verbose) printf("ok   %s:%d: %s: %s\n", s->file, t->line, s->name, t->name);
-        continue;
-      }
-      failed++;
-      printf("FAIL %s:%d: %s: %s\n", s->file, t->line, s->name, t->name);
-      print_expected(t);
-      if (rc != 0)
-        printf("  got:      the request was refused: %s\n", err.message);
-      else if (elsewhere)
-        printf(
-            "  got:      the request went to strategy '%s' (a strategy with route: candidates "
-            "takes only requests whose candidates are all its actions)\n",
-            d->strategy);
-      else
-        print_got(d);
-      print_rules(d);
-    }
-  }
+  unsigned passed = y.passed, failed = y.failed;
   printf("%u passed, %u failed\n", passed, failed);
-  vd_decision_free(d);
   policy_bundle_free(b);
   return failed ? 1 : 0;
 }

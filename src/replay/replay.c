@@ -5,7 +5,7 @@
  * in one pass and the few replay needs are parsed (see "reading a payload");
  * the recorded request, as the JSON text it was recorded as, is decided
  * again through the engine's own path for JSON requests
- * (engine_decide_json_at), with the recorded clock reading as request.time
+ * (service_decide_json), with the recorded clock reading as request.time
  * and the limits the recorded decision ran under. The bundle is either the
  * recorded strategy version, loaded from the content-addressed store
  * (<store>/<version>.json, which holds the strategy's canonical form: JSON,
@@ -32,7 +32,8 @@
 #endif
 
 #include "core/json.h"
-#include "engine/engine.h"
+#include "engine/service.h"
+#include "policy/policy.h"
 #include "replay/replay.h"
 #include "snapshot/snapshot.h"
 
@@ -42,7 +43,7 @@ typedef struct version_entry {
   char model[65];        /* the model version the snapshot used, "" none */
   char features[65];     /* its feature spec's version */
   policy_bundle *bundle; /* NULL: could not be loaded */
-  name_table *names;
+  struct name_table *names;
   arena mem; /* names */
   char *text;
   char *error;
@@ -197,7 +198,7 @@ static void version_load(replayer *rp, version_entry *v) {
     policy_diags_free(&dg);
   }
   arena_init(&v->mem, NULL, 0, 0);
-  v->names = name_tables_build(&v->mem, v->bundle);
+  v->names = service_names_build(&v->mem, v->bundle);
 }
 
 /* The cached entry for a version (loading it on first use); NULL only when
@@ -815,12 +816,13 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
   }
   span lims[4];
   index_object(f[F_LIMITS].s, f[F_LIMITS].n, limit_names, 4, lims);
-  decide_limits lim;
-  decide_limits_init(&lim, NULL);
-  lim.cost_limit = span_u64_or(a, lims[0], lim.cost_limit);
-  lim.regex_match_limit = (uint32_t)span_u64_or(a, lims[1], lim.regex_match_limit);
-  lim.memory_limit = (size_t)span_u64_or(a, lims[2], lim.memory_limit);
-  lim.max_request_bytes = (size_t)span_u64_or(a, lims[3], lim.max_request_bytes);
+  /* the recorded limits (0, none recorded: the defaults) */
+  vd_engine_opts lim;
+  memset(&lim, 0, sizeof lim);
+  lim.cost_limit = (unsigned long)span_u64_or(a, lims[0], 0);
+  lim.regex_match_limit = (unsigned)span_u64_or(a, lims[1], 0);
+  lim.memory_limit = (size_t)span_u64_or(a, lims[2], 0);
+  lim.max_request_bytes = (size_t)span_u64_or(a, lims[3], 0);
 
   version_entry *ve;
   if (rp->opts->policy_dir) {
@@ -862,8 +864,8 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
   /* The model's deadline, as recorded (the clock decided it): replaying
    * the recorded policy takes that outcome; a candidate runs on the clock. */
   int deadline = rp->opts->policy_dir ? -1 : span_true(inputs[1]);
-  int rc = engine_decide_json_inputs(ve->bundle, ve->names, &lim, it->request_json, it->request_len,
-                                     clock_ns, deadline, &counters, rp->d, &err);
+  int rc = service_decide_json(ve->bundle, ve->names, &lim, it->request_json, it->request_len,
+                               clock_ns, deadline, &counters, rp->d, &err);
   it->cpu_ns = cpu_now() - c0;
   if (rc) {
     snprintf(rp->msg, sizeof rp->msg, "%s", err.message);
@@ -871,15 +873,15 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
   }
   const vd_decision *d = rp->d;
   replay_side *r = &it->replayed;
-  r->action = d->action;
-  r->allowed = d->allowed;
-  r->review = d->review;
-  r->source = d->source;
-  r->rule = d->rule;
-  r->reason = d->reason;
-  r->confidence = d->confidence;
-  r->policy_version = d->policy_version;
-  r->latency_us = d->latency_us;
+  r->action = vd_decision_action(d);
+  r->allowed = vd_decision_allowed(d);
+  r->review = vd_decision_review(d);
+  r->source = vd_decision_source(d);
+  r->rule = vd_decision_rule(d);
+  r->reason = vd_decision_reason(d);
+  r->confidence = vd_decision_confidence(d);
+  r->policy_version = vd_decision_policy_version(d);
+  r->latency_us = vd_decision_latency_us(d);
   return 0;
 }
 
@@ -899,8 +901,8 @@ static void replayer_free(replayer *rp) {
 static char *store_path(const replay_opts *o) {
   char *p;
   /* the engine's rule for the store of an engine recording here */
-  if (engine_store_path("", o->store_dir && o->store_dir[0] ? o->store_dir : NULL, o->snapshots_dir,
-                        &p) != 0)
+  if (service_store_path("", o->store_dir && o->store_dir[0] ? o->store_dir : NULL,
+                         o->snapshots_dir, &p) != 0)
     return NULL;
   return p;
 }
@@ -952,7 +954,7 @@ int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *
     }
     policy_diags_free(&dg);
     arena_init(&rp.candidate.mem, NULL, 0, 0);
-    rp.candidate.names = name_tables_build(&rp.candidate.mem, rp.candidate.bundle);
+    rp.candidate.names = service_names_build(&rp.candidate.mem, rp.candidate.bundle);
     if (!rp.candidate.names) {
       replayer_free(&rp);
       return fail(err, errlen, "out of memory");
