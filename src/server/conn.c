@@ -1,5 +1,6 @@
 /* conn.c — HTTP/1.1 connections of one worker loop: accept, read, parse with
- * llhttp, hand each complete request to the router, write the answers, and
+ * llhttp, hand each complete request to the server's registered handler
+ * (server.handler: conn.c knows no route), write the answers, and
  * enforce the limits (body and header size, slow and idle clients, open
  * connections). Pipelining comes for free: requests are answered
  * synchronously in the read callback, and libuv writes queued on one stream
@@ -295,17 +296,18 @@ void conn_respond(conn *c, int status, const char *content_type, const char *ext
   if (c->closing) return;
   int keep = !c->close_after && !w->stopping && llhttp_should_keep_alive(&c->parser);
   if (!keep) c->close_after = 1;
-  /* The head is built with memcpy, straight into the write request: a
-   * printf here costs about a tenth of a whole request. */
+  /* The head is built with memcpy (a printf here costs about a tenth of a
+   * whole request), on the stack unless the extra headers are long. */
   const char *text = status_text(status);
   size_t ctn = strlen(content_type), xn = extra_headers ? strlen(extra_headers) : 0;
   size_t cap = 96 + strlen(text) + ctn + xn;
-  write_req *wr = malloc(sizeof *wr + cap + len);
-  if (!wr) {
+  char stack_head[1024];
+  char *head = cap <= sizeof stack_head ? stack_head : malloc(cap);
+  if (!head) {
     conn_close(c);
     return;
   }
-  char *p = wr->data;
+  char *p = head;
 #define PUT(s, n) (memcpy(p, (s), (n)), p += (n))
 #define PUTL(s) PUT((s), sizeof(s) - 1)
   PUTL("HTTP/1.1 ");
@@ -333,11 +335,46 @@ void conn_respond(conn *c, int status, const char *content_type, const char *ext
     PUTL("\r\nConnection: close\r\n");
   if (xn) PUT(extra_headers, xn);
   PUTL("\r\n");
-  if (len) PUT(body, len);
 #undef PUT
 #undef PUTL
+  size_t hn = (size_t)(p - head);
+  /* The body is the caller's (a decision's arena, a buffer freed on return,
+   * a static string) and lives only until this call returns, while libuv
+   * keeps a buffer it could not write at once until the write completes —
+   * after the handler returned, and after the next pipelined request of the
+   * same read has reset the decision's arena. So the answer goes to the
+   * socket now when nothing waits before it (uv_try_write refuses while
+   * earlier answers are queued, which keeps them in order); only what the
+   * socket did not take is copied into a write request, the body with it. */
+  uv_buf_t parts[2] = {uv_buf_init(head, (unsigned)hn), uv_buf_init((char *)body, (unsigned)len)};
+  int wrote = uv_try_write((uv_stream_t *)&c->tcp, parts, len ? 2 : 1);
+  if (wrote < 0 && wrote != UV_EAGAIN) {
+    if (head != stack_head) free(head);
+    conn_close(c);
+    return;
+  }
+  size_t done = wrote > 0 ? (size_t)wrote : 0, total = hn + len;
+  if (done == total) {
+    if (head != stack_head) free(head);
+    return;
+  }
+  write_req *wr = malloc(sizeof *wr + (total - done));
+  if (!wr) {
+    if (head != stack_head) free(head);
+    conn_close(c);
+    return;
+  }
+  char *q = wr->data;
+  if (done < hn) {
+    memcpy(q, head + done, hn - done);
+    q += hn - done;
+    if (len) memcpy(q, body, len);
+  } else {
+    memcpy(q, body + (done - hn), total - done);
+  }
+  if (head != stack_head) free(head);
   wr->c = c;
-  wr->len = (size_t)(p - wr->data);
+  wr->len = total - done;
   uv_buf_t b = uv_buf_init(wr->data, (unsigned)wr->len);
   c->pending++;
   if (uv_write(&wr->req, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0) {
@@ -707,7 +744,8 @@ static int on_message_complete(llhttp_t *p) {
   r.htext = c->htext ? c->htext : "";
   r.headers = c->hdrs;
   r.nheaders = c->nhdrs;
-  route_request(c, &r);
+  const http_handler *h = c->w->srv->handler;
+  h->on_request(h, c, &r);
   /* A large body's buffer is not kept for the life of the connection. */
   if (c->body_cap > 64 * 1024) {
     free(c->body);
@@ -862,6 +900,7 @@ static void on_connection(uv_stream_t *server_stream, int status) {
     snprintf(msg, sizeof msg, "too many open connections (the limit is %u); try again later",
              w->srv->opts->max_conns);
     conn_respond_error(c, 503, "too_many_connections", msg, NULL);
+    if (c->pending == 0) conn_close(c); /* written at once: no write callback closes it */
     return;
   }
   if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {

@@ -36,6 +36,7 @@ server_fuzz *server_fuzz_open(const char *policy_dir, const char *admin_token) {
   f->opts.engine.store_dir = "";
   server *s = &f->srv;
   s->opts = &f->opts;
+  s->handler = &route_handler;
   s->access_fd = -1;
   s->loopback = 1;
   if (admin_token) {

@@ -62,6 +62,7 @@ void metrics_bump(_Atomic uint64_t *c);
 typedef struct server server;
 typedef struct worker worker;
 typedef struct conn conn;
+typedef struct http_handler http_handler;
 
 struct worker {
   server *srv;
@@ -82,6 +83,7 @@ struct worker {
 
 struct server {
   const server_opts *opts;
+  const http_handler *handler; /* registered before the workers start (routes.c's) */
   vd_engine *engine;
   const char *snapshots_dir; /* NULL: snapshots off */
   char *store_dir;           /* the policy version store; NULL: none kept */
@@ -151,8 +153,19 @@ void conn_peer(conn *c, char *buf, size_t len);
  * snapshot id of its decision (copied; NULL for none). */
 void conn_note_decision(conn *c, const char *action, const char *snapshot_id);
 
-/* routes.c: answers one complete request (always calls conn_respond*). */
-void route_request(conn *c, const http_request *r);
+/* What answers requests, registered on the server before its workers
+ * start, as H2O registers a handler on a path's configuration: conn.c hands
+ * every complete request to on_request and knows nothing of routes. It must
+ * answer (conn_respond*) before returning: r's slices and the connection's
+ * decision are reused for the next request. data is the handler's own. */
+struct http_handler {
+  void (*on_request)(const http_handler *h, conn *c, const http_request *r);
+  void *data;
+};
+
+/* routes.c: the endpoints of docs/server.md, the handler `verdict serve`
+ * registers. */
+extern const http_handler route_handler;
 
 /* admin.c: /v1/policies, /v1/policies/reload and the bearer token. */
 void route_policies(conn *c, const http_request *r);

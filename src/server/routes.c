@@ -155,7 +155,8 @@ static void metrics_page(conn *c) {
   json_buf_free(&b);
 }
 
-void route_request(conn *c, const http_request *r) {
+static void route_request(const http_handler *h, conn *c, const http_request *r) {
+  (void)h;
   static const char prefix[] = "/v1/snapshots/";
   int get = r->method == HTTP_GET, post = r->method == HTTP_POST;
   if (path_is(r, "/v1/decide")) {
@@ -201,3 +202,5 @@ void route_request(conn *c, const http_request *r) {
            json_quote_text(pq, sizeof pq, r->path, r->path_len, 64));
   conn_respond_error(c, 404, "no_endpoint", msg, NULL);
 }
+
+const http_handler route_handler = {.on_request = route_request, .data = NULL};

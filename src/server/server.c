@@ -255,6 +255,7 @@ int server_run(const server_opts *o) {
   server srv;
   memset(&srv, 0, sizeof srv);
   srv.opts = o;
+  srv.handler = &route_handler;
   srv.snapshots_dir =
       o->engine.snapshots_dir && *o->engine.snapshots_dir ? o->engine.snapshots_dir : NULL;
   srv.access_fd = -1;
