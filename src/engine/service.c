@@ -1,7 +1,8 @@
 /* service.c — the engine's calls for the parts above it (service.h, and the
  * "calls for hosts" of verdict.h): inline tests and the warm-up, a copy of
- * the live bundle's description, reading a snapshot by id, diagnostics, and
- * deciding against a bundle replay loaded.
+ * the live bundle's description, reading a snapshot by id, the versions the
+ * version store keeps, diagnostics, and deciding against a bundle replay
+ * loaded.
  *
  * The warm-up decides on the live bundle itself (engine_with_live_bundle),
  * not on a second copy: the same compiled programs, regexes and models the
@@ -11,10 +12,13 @@
  *
  * Not here: the live bundle's swap and the decide calls (engine.c), the
  * snapshot log's format (src/snapshot/). */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "core/json.h"
 #include "engine/engine.h"
 #include "engine/service.h"
 #include "snapshot/snapshot.h"
@@ -261,6 +265,81 @@ int vd_snapshot_read(const char *dir, const char *id, long id_len, char **out, s
 int service_store_path(const char *bundle, const char *store_dir, const char *snapshots_dir,
                        char **out) {
   return engine_store_path(bundle, store_dir, snapshots_dir, out);
+}
+
+static int kept_newest_first(const void *a, const void *b) {
+  const service_kept *x = a, *y = b;
+  if (x->stored != y->stored) return x->stored < y->stored ? 1 : -1;
+  return strcmp(x->version, y->version);
+}
+
+/* The strategy a stored version is of: the "strategy" key of its canonical
+ * form (written first in every stored form, but read properly). NULL when
+ * the file does not read as one. */
+static char *stored_strategy(const char *dir, const char *version) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s.json", dir, version);
+  FILE *f = fopen(path, "r");
+  char *text = NULL, *name = NULL;
+  long n = 0;
+  if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && n < (1 << 20) &&
+      fseek(f, 0, SEEK_SET) == 0 && (text = malloc((size_t)n + 1)) &&
+      fread(text, 1, (size_t)n, f) == (size_t)n) {
+    arena a;
+    arena_init(&a, NULL, 0, 0);
+    value v;
+    if (json_parse(&a, text, (size_t)n, NULL, &v, NULL) == 0 && v.kind == V_MAP) {
+      const value *x = value_map_get(&v, "strategy", 8);
+      if (x && x->kind == V_STRING) name = strndup(x->s, x->n);
+    }
+    arena_free(&a);
+  }
+  free(text);
+  if (f) fclose(f);
+  return name;
+}
+
+int service_versions_kept(const char *store_dir, size_t max, service_kept **out, size_t *n,
+                          size_t *total) {
+  *out = NULL;
+  *n = *total = 0;
+  service_kept *list = malloc((max ? max : 1) * sizeof *list);
+  if (!list) return VD_ENOMEM;
+  size_t nk = 0, all = 0;
+  DIR *d = store_dir ? opendir(store_dir) : NULL;
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      size_t len = strlen(e->d_name);
+      if (len != 69 || strcmp(e->d_name + 64, ".json") != 0) continue;
+      if (strspn(e->d_name, "0123456789abcdef") != 64) continue;
+      all++;
+      if (nk == max) continue;
+      char path[4200];
+      struct stat st;
+      snprintf(path, sizeof path, "%s/%s", store_dir, e->d_name);
+      if (stat(path, &st) != 0) continue;
+      memcpy(list[nk].version, e->d_name, 64);
+      list[nk].version[64] = '\0';
+      list[nk].strategy = NULL;
+      list[nk].stored = (long long)st.st_mtime;
+      list[nk].bytes = (long long)st.st_size;
+      nk++;
+    }
+    closedir(d);
+  }
+  qsort(list, nk, sizeof *list, kept_newest_first);
+  for (size_t i = 0; i < nk; i++) list[i].strategy = stored_strategy(store_dir, list[i].version);
+  *out = list;
+  *n = nk;
+  *total = all;
+  return 0;
+}
+
+void service_kept_free(service_kept *list, size_t n) {
+  if (!list) return;
+  for (size_t i = 0; i < n; i++) free(list[i].strategy);
+  free(list);
 }
 
 size_t service_bundle_diagnostics(const char *dir, void (*fn)(void *ud, const service_diag *g),

@@ -1,8 +1,9 @@
 /* service.h — what the engine offers the parts above it (server, agent,
  * replay, CLI) beyond the public calls of verdict.h: running a bundle's
  * inline tests through the decision code (a decision that records nothing),
- * a decision's trace, the version store's folder, a bundle's diagnostics one
- * by one, and deciding against a bundle replay loaded itself.
+ * a decision's trace, the version store's folder and the versions it keeps,
+ * a bundle's diagnostics one by one, and deciding against a bundle replay
+ * loaded itself.
  *
  * engine.h is the engine's own header and nothing outside src/engine/
  * includes it; the parts above include this one and verdict.h. Policy types
@@ -73,6 +74,20 @@ void service_trace_rules(const vd_decision *d, unsigned *total, unsigned *consid
  * when out of memory. */
 int service_store_path(const char *bundle, const char *store_dir, const char *snapshots_dir,
                        char **out);
+
+/* A policy version kept in the version store: its stored form's file. */
+typedef struct service_kept {
+  char version[65];
+  char *strategy;   /* the strategy it is a version of; NULL when unreadable */
+  long long stored; /* unix seconds: when the file was written */
+  long long bytes;
+} service_kept;
+/* The versions kept in the store folder store_dir, newest first: at most max
+ * of them into *out (free with service_kept_free), *n how many, *total how
+ * many the folder holds. 0, or VD_ENOMEM (nothing listed). */
+int service_versions_kept(const char *store_dir, size_t max, service_kept **out, size_t *n,
+                          size_t *total);
+void service_kept_free(service_kept *list, size_t n);
 
 typedef struct service_diag {
   int warning; /* 0: an error */

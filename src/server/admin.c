@@ -18,13 +18,11 @@
  * Not here: users, roles or more than one token; TLS (the token crosses the
  * wire in clear unless a proxy in front adds it). */
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "engine/service.h"
@@ -228,52 +226,6 @@ static void put_live(const policies_view *v, const vd_bundle *bn) {
   PUT_LIT(b, "]}");
 }
 
-typedef struct kept {
-  char version[65];
-  long long mtime;
-  long long bytes;
-} kept;
-
-static int kept_newest_first(const void *a, const void *b) {
-  const kept *x = a, *y = b;
-  if (x->mtime != y->mtime) return x->mtime < y->mtime ? 1 : -1;
-  return strcmp(x->version, y->version);
-}
-
-/* The strategy a stored version is of: the "strategy" key of its canonical
- * form (written first in every file the examples produce, but read properly). */
-static void put_stored_name(json_buf *b, const char *dir, const char *version) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/%s.json", dir, version);
-  FILE *f = fopen(path, "r");
-  char *text = NULL;
-  long n = 0;
-  if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && n < (1 << 20) &&
-      fseek(f, 0, SEEK_SET) == 0 && (text = malloc((size_t)n + 1)) &&
-      fread(text, 1, (size_t)n, f) == (size_t)n) {
-    arena a;
-    arena_init(&a, NULL, 0, 0);
-    value v;
-    if (json_parse(&a, text, (size_t)n, NULL, &v, NULL) == 0 && v.kind == V_MAP) {
-      for (uint32_t i = 0; i < v.n; i++) {
-        const value *k = &v.entries[i].key, *x = &v.entries[i].val;
-        if (k->kind == V_STRING && k->n == 8 && memcmp(k->s, "strategy", 8) == 0 &&
-            x->kind == V_STRING) {
-          json_write_string(b, x->s, x->n);
-          arena_free(&a);
-          free(text);
-          fclose(f);
-          return;
-        }
-      }
-    }
-    arena_free(&a);
-  }
-  free(text);
-  if (f) fclose(f);
-  PUT_LIT(b, "null");
-}
-
 #define KEPT_MAX 1000
 
 void route_policies(conn *c, const http_request *r) {
@@ -301,45 +253,27 @@ void route_policies(conn *c, const http_request *r) {
   } else {
     put_path(&view, s->store_dir);
     PUT_LIT(&b, ",\"kept\":[");
-    kept *list = malloc(KEPT_MAX * sizeof *list);
+    service_kept *list = NULL;
     size_t nk = 0, total = 0;
-    DIR *d = list ? opendir(s->store_dir) : NULL;
-    if (d) {
-      struct dirent *e;
-      while ((e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        if (len != 69 || strcmp(e->d_name + 64, ".json") != 0) continue;
-        if (strspn(e->d_name, "0123456789abcdef") != 64) continue;
-        total++;
-        if (nk == KEPT_MAX) continue;
-        char path[4200];
-        struct stat st;
-        snprintf(path, sizeof path, "%s/%s", s->store_dir, e->d_name);
-        if (stat(path, &st) != 0) continue;
-        memcpy(list[nk].version, e->d_name, 64);
-        list[nk].version[64] = '\0';
-        list[nk].mtime = (long long)st.st_mtime;
-        list[nk].bytes = (long long)st.st_size;
-        nk++;
-      }
-      closedir(d);
-    }
-    qsort(list, nk, sizeof *list, kept_newest_first);
+    service_versions_kept(s->store_dir, KEPT_MAX, &list, &nk, &total);
     for (size_t i = 0; i < nk; i++) {
       if (i) json_buf_putc(&b, ',');
       PUT_LIT(&b, "{\"version\":");
       json_write_string(&b, list[i].version, 64);
       PUT_LIT(&b, ",\"strategy\":");
-      put_stored_name(&b, s->store_dir, list[i].version);
+      if (list[i].strategy)
+        json_write_string(&b, list[i].strategy, strlen(list[i].strategy));
+      else
+        PUT_LIT(&b, "null");
       struct tm tm;
-      time_t t = (time_t)list[i].mtime;
+      time_t t = (time_t)list[i].stored;
       gmtime_r(&t, &tm);
       char ts[40];
       strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
       n = snprintf(num, sizeof num, ",\"stored\":\"%s\",\"bytes\":%lld}", ts, list[i].bytes);
       json_buf_put(&b, num, (size_t)n);
     }
-    free(list);
+    service_kept_free(list, nk);
     n = snprintf(num, sizeof num, "],\"kept_total\":%zu}\n", total);
     json_buf_put(&b, num, (size_t)n);
   }

@@ -5,7 +5,9 @@
  * the inline tests and records no snapshot and charges no counter;
  * vd_snapshot_read returns the payload a decision recorded and a clear error
  * for a bad id, an unknown id, no folder and a folder that is not one;
- * service_bundle_diagnostics lists a broken bundle's errors with their place. */
+ * service_versions_kept lists the versions an engine stored, newest first,
+ * with their strategies; service_bundle_diagnostics lists a broken bundle's
+ * errors with their place. */
 #define _GNU_SOURCE
 #include <ftw.h>
 #include <stdio.h>
@@ -254,6 +256,48 @@ static void test_snapshot_read_by_id(void) {
   rm_rf(snaps);
 }
 
+/* The versions an engine stored, listed back with the strategy each is of. */
+static void test_versions_kept(void) {
+  char store[512];
+  test_tmpdir(store, sizeof store, "svc-store");
+  vd_engine_opts o;
+  memset(&o, 0, sizeof o);
+  o.store_dir = store;
+  vd_engine *e = NULL;
+  vd_error err;
+  CHECK_MSG(vd_engine_open(EXAMPLES, &o, &e, &err) == 0, "%s", err.message);
+  vd_bundle *b = NULL;
+  if (e) CHECK(vd_engine_bundle(e, &b, &err) == 0);
+  service_kept *list = NULL;
+  size_t n = 0, total = 0;
+  CHECK(service_versions_kept(store, 100, &list, &n, &total) == 0);
+  CHECK(b && n == vd_bundle_strategy_count(b) && total == n);
+  for (unsigned i = 0; b && i < vd_bundle_strategy_count(b); i++) {
+    vd_strategy_info st;
+    vd_bundle_strategy(b, i, &st);
+    int found = 0;
+    for (size_t k = 0; k < n; k++)
+      if (strcmp(list[k].version, st.version) == 0) {
+        found++;
+        CHECK(list[k].strategy && strcmp(list[k].strategy, st.name) == 0);
+        CHECK(list[k].bytes > 0 && list[k].stored > 0);
+      }
+    CHECK_MSG(found == 1, "%s's version kept %d times", st.name, found);
+  }
+  for (size_t k = 1; k < n; k++) CHECK(list[k - 1].stored >= list[k].stored); /* newest first */
+  service_kept_free(list, n);
+  CHECK(service_versions_kept(store, 2, &list, &n, &total) == 0);
+  CHECK(n == 2 && b && total == vd_bundle_strategy_count(b));
+  service_kept_free(list, n);
+  char missing[600];
+  snprintf(missing, sizeof missing, "%s/none", store);
+  CHECK(service_versions_kept(missing, 10, &list, &n, &total) == 0 && n == 0 && total == 0);
+  service_kept_free(list, n);
+  vd_bundle_free(b);
+  vd_engine_close(e);
+  rm_rf(store);
+}
+
 typedef struct diag_seen {
   unsigned errors;
   int line;
@@ -289,6 +333,7 @@ int main(void) {
   TEST_RUN(test_bundle_copy_outlives_reload);
   TEST_RUN(test_warm_up_records_nothing);
   TEST_RUN(test_snapshot_read_by_id);
+  TEST_RUN(test_versions_kept);
   TEST_RUN(test_diagnostics_one_by_one);
   TEST_END();
 }
