@@ -228,6 +228,8 @@ static int decide_action(mcp_session *s, arena *a, const value *id, int modern, 
                          json_buf *out) {
   json_buf req;
   json_buf_init(&req, a);
+  json_buf *reqs = &req; /* one request, or one a part of a tool call */
+  size_t nreq = 1;
   const value *action = get(args, "action");
   const value *cands = get(args, "candidates");
   if (cands && cands->kind != V_LIST)
@@ -267,9 +269,6 @@ static int decide_action(mcp_session *s, arena *a, const value *id, int modern, 
     }
     hook_call c;
     memset(&c, 0, sizeof c);
-    hook_normalize(ag, a, tool->s, tool->n, input, &c);
-    c.agent = agent_name;
-    if (agent && hook_agent_parse(agent_name, &ag) == 0) c.agent = hook_agent_name(ag);
     if (cwd && cwd->kind == V_STRING) {
       c.cwd = cwd->s;
       c.cwd_len = cwd->n;
@@ -277,35 +276,68 @@ static int decide_action(mcp_session *s, arena *a, const value *id, int modern, 
       c.cwd = s->cwd;
       c.cwd_len = strlen(s->cwd);
     }
+    hook_normalize(ag, a, tool->s, tool->n, input, get(args, "mcp_context"), &c);
+    c.agent = agent_name;
+    if (agent && hook_agent_parse(agent_name, &ag) == 0) c.agent = hook_agent_name(ag);
     if (sess && sess->kind == V_STRING) {
       c.session = sess->s;
       c.session_len = sess->n;
     }
-    if (hook_write_request(&c, 0, &req) != 0)
-      return tool_error(out, id, modern, "tool_input holds a value that JSON cannot carry");
-    req.len--; /* reopen the request object to add candidates */
+    const value *call_id = get(args, "call_id");
+    if (call_id && call_id->kind == V_STRING && call_id->n) {
+      c.call_id = call_id->s;
+      c.call_id_len = call_id->n;
+    }
+    /* A call of several parts (read_many_files, a prompt naming several
+     * URLs) is decided part by part and the strictest answers, as the hook
+     * does. */
+    nreq = hook_part_count(&c);
+    reqs = nreq > 1 ? arena_alloc(a, nreq * sizeof *reqs) : &req;
+    if (!reqs) return -1;
+    for (size_t i = 0; i < nreq; i++) {
+      hook_call part;
+      if (reqs != &req) json_buf_init(&reqs[i], a);
+      if (hook_part(&c, a, i, &part) != 0) return -1;
+      if (hook_write_request(&part, 0, &reqs[i]) != 0)
+        return tool_error(out, id, modern, "tool_input holds a value that JSON cannot carry");
+      reqs[i].len--; /* reopen the request object to add candidates */
+    }
   }
-  if (cands) {
-    put(&req, ",\"candidates\":");
-    json_write(&req, cands, 0);
+  for (size_t i = 0; i < nreq; i++) {
+    if (cands) {
+      put(&reqs[i], ",\"candidates\":");
+      json_write(&reqs[i], cands, 0);
+    }
+    put(&reqs[i], "}");
+    if (reqs[i].oom) return -1;
   }
-  put(&req, "}");
-  if (req.oom) return -1;
 
-  vd_error err;
-  if (vd_decide_json(s->engine, req.data, (long)req.len, s->d, &err) != 0) {
-    char msg[1200];
-    snprintf(msg, sizeof msg, "verdict could not decide this request: %s", err.message);
-    return tool_error(out, id, modern, msg);
-  }
-  if (s->on_decision) s->on_decision(s->on_decision_user, s->d);
-
-  const char *dj;
-  size_t dn;
-  if (vd_decision_render(s->d, 0, &dj, &dn) != 0) return -1;
+  /* The strictest decision of the parts answers (deny over ask over allow). */
+  const char *dj = NULL;
+  size_t dn = 0;
   char sentence[1400];
-  hook_describe(s->d, sentence, sizeof sentence);
-  const char *verdict = hook_verdict_name(hook_verdict_of(s->d));
+  hook_verdict best = HOOK_ALLOW;
+  for (size_t i = 0; i < nreq; i++) {
+    vd_error err;
+    if (vd_decide_json(s->engine, reqs[i].data, (long)reqs[i].len, s->d, &err) != 0) {
+      char msg[1200];
+      snprintf(msg, sizeof msg, "verdict could not decide this request: %s", err.message);
+      return tool_error(out, id, modern, msg);
+    }
+    if (s->on_decision) s->on_decision(s->on_decision_user, s->d);
+    hook_verdict v = hook_verdict_of(s->d);
+    if (i > 0 && hook_verdict_stricter(best, v) == best) continue;
+    if (v == HOOK_DENY) i = nreq; /* nothing is stricter: the last one */
+    best = v;
+    const char *rj;
+    size_t rn;
+    if (vd_decision_render(s->d, 0, &rj, &rn) != 0) return -1;
+    dj = arena_memdup(a, rj, rn);
+    dn = rn;
+    if (!dj) return -1;
+    hook_describe(s->d, sentence, sizeof sentence);
+  }
+  const char *verdict = hook_verdict_name(best);
   begin_result(out, id);
   put(out, "{\"content\":[{\"type\":\"text\",\"text\":");
   json_buf line;

@@ -73,11 +73,13 @@ static int emit(json_buf *out, json_buf *err, int code) {
   return code;
 }
 
-static int fail(hook_agent ag, const char *why) {
+/* ev: the event the refusal answers (PreToolUse's shape until the input
+ * says otherwise). */
+static int fail(hook_agent ag, hook_event ev, const char *why) {
   json_buf out, err;
   json_buf_init(&out, NULL);
   json_buf_init(&err, NULL);
-  int code = hook_fail(ag, why, &out, &err);
+  int code = hook_fail(ag, ev, why, &out, &err);
   code = emit(&out, &err, code);
   json_buf_free(&out);
   json_buf_free(&err);
@@ -215,6 +217,7 @@ int cmd_hook(int argc, char **argv) {
   const char *server = NULL;
   int no_store = 0, no_snapshots = 0, headless = 0, durability = VD_DURABILITY_INTERVAL;
   char why[1200];
+  hook_event fev = HOOK_EV_PRE;
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -223,7 +226,7 @@ int cmd_hook(int argc, char **argv) {
                 strcmp(a, "--durability") == 0 || strcmp(a, "--server") == 0;
     if (takes && !next) {
       snprintf(why, sizeof why, "the hook command is wrong: missing value after %s", a);
-      return fail(ag, why);
+      return fail(ag, fev, why);
     }
     if (strcmp(a, "-p") == 0 || strcmp(a, "--policy") == 0) {
       policy = argv[++i];
@@ -256,22 +259,22 @@ int cmd_hook(int argc, char **argv) {
                  "the hook command is wrong: --durability %s (none, interval "
                  "or always)",
                  v);
-        return fail(ag, why);
+        return fail(ag, fev, why);
       }
     } else {
       snprintf(why, sizeof why,
                "the hook command is wrong: unknown argument %s (see verdict "
                "hook --help)",
                a);
-      return fail(ag, why);
+      return fail(ag, fev, why);
     }
   }
   if (!server && (!policy || !*policy))
-    return fail(ag, "the hook command is wrong: give --policy DIR (or set VERDICT_POLICY)");
+    return fail(ag, fev, "the hook command is wrong: give --policy DIR (or set VERDICT_POLICY)");
 
   size_t len;
   char *in = cli_read_file("hook", "-", &len);
-  if (!in) return fail(ag, "cannot read the hook input on stdin");
+  if (!in) return fail(ag, fev, "cannot read the hook input on stdin");
 
   char stack[16384];
   arena a;
@@ -285,92 +288,125 @@ int cmd_hook(int argc, char **argv) {
   vd_decision *d = NULL;
   int code;
   if (hook_parse(ag, &a, in, len, &call, why, sizeof why) != 0) {
-    code = fail(ag, why);
+    code = fail(ag, fev, why);
     goto done;
   }
-  if (hook_write_request(&call, headless, &req) != 0) {
-    code = fail(ag, "the tool input cannot be turned into a request (out of memory)");
+  fev = call.ev;
+  if (call.ev == HOOK_EV_OTHER) {
+    /* Nothing to guard (the tool has run, or it is not a tool call): no
+     * opinion, no engine, no snapshot. */
+    code = emit(&out, &err, hook_pass(ag, &call, &out, &err));
     goto done;
+  }
+  /* Claude Code and Gemini CLI name the project root in the environment of
+   * the hooks they run; the input's cwd is where the session stands now. */
+  const char *pdir = ag == HOOK_CLAUDE   ? getenv("CLAUDE_PROJECT_DIR")
+                     : ag == HOOK_GEMINI ? getenv("GEMINI_PROJECT_DIR")
+                                         : NULL;
+  if (pdir && pdir[0] == '/' && call.project == NULL) {
+    call.project = pdir;
+    call.project_len = strlen(pdir);
   }
 
-  if (server) {
-    char *body = NULL;
-    size_t blen = 0;
+  /* One decision, or one a part (each file of read_many_files, each URL of
+   * a web_fetch prompt): the strictest answers, with its reason. */
+  size_t nparts = hook_part_count(&call);
+  hook_verdict verdict = HOOK_ALLOW;
+  char reason[1400], part_reason[1400];
+  reason[0] = '\0';
+  if (!server) {
+    char *default_dir = NULL;
+    if (cli_default_snapshots(policy, no_snapshots, &snapshots, &default_dir) != 0) {
+      code = fail(ag, fev, "out of memory");
+      goto done;
+    }
+    vd_engine_opts opts;
+    memset(&opts, 0, sizeof opts);
+    opts.store_dir = no_store ? "" : store;
+    opts.snapshots_dir = no_snapshots ? NULL : snapshots;
+    opts.snapshot_durability = durability;
+    /* Tool calls carry whole files (Write content, patches): a lockfile is
+     * easily over the 1 MiB default. */
+    opts.max_request_bytes = 16u << 20;
+    opts.memory_limit = 256u << 20;
+    /* One decision and out: only the files that can serve tool_call are
+     * loaded (a hook never asks the others). */
+    opts.only_point = "tool_call";
+    /* ... and on one thread: what the decision never reaches is never
+     * compiled (a cached strategy; the answer is the same). */
+    opts.lazy_compile = 1;
+    vd_error verr;
+    int rc;
+    /* Parallel tool calls take turns at the snapshot folder; wait a little
+     * (by the clock: each try loads the bundle), well inside the agents' hook
+     * timeouts, then refuse rather than hang. */
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+      rc = vd_engine_open(policy, &opts, &e, &verr);
+      if (rc != VD_EBUSY) break;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >= 2000) {
+        snprintf(verr.message, sizeof verr.message,
+                 "the snapshot folder %s is held by another verdict process (a `verdict mcp` or "
+                 "`verdict serve` using the same folder?): give this hook its own --snapshots DIR",
+                 snapshots ? snapshots : "");
+        break;
+      }
+      struct timespec ts = {0, 5 * 1000000};
+      nanosleep(&ts, NULL);
+    }
+    free(default_dir);
+    if (rc != 0) {
+      e = NULL;
+      snprintf(why, sizeof why, "%s", verr.message);
+      code = fail(ag, fev, why);
+      goto done;
+    }
+    d = vd_decision_new();
+    if (!d) {
+      code = fail(ag, fev, "out of memory");
+      goto done;
+    }
+  }
+  for (size_t i = 0; i < nparts; i++) {
+    hook_call part;
+    req.len = 0;
+    if (hook_part(&call, &a, i, &part) != 0 || hook_write_request(&part, headless, &req) != 0) {
+      code = fail(ag, fev, "the tool input cannot be turned into a request (out of memory)");
+      goto done;
+    }
     hook_verdict v;
-    char reason[1400];
-    if (ask_server(server, req.data, req.len, &body, &blen, why, sizeof why) != 0) {
-      code = fail(ag, why);
-    } else if (hook_describe_json(body, blen, &v, reason, sizeof reason) != 0) {
-      code = fail(ag, reason);
+    if (server) {
+      char *body = NULL;
+      size_t blen = 0;
+      if (ask_server(server, req.data, req.len, &body, &blen, why, sizeof why) != 0) {
+        code = fail(ag, fev, why);
+        goto done;
+      }
+      int bad = hook_describe_json(body, blen, &v, part_reason, sizeof part_reason) != 0;
+      free(body);
+      if (bad) {
+        code = fail(ag, fev, part_reason);
+        goto done;
+      }
     } else {
-      code = emit(&out, &err, hook_answer(ag, v, reason, &out, &err));
+      vd_error verr;
+      if (vd_decide_json(e, req.data, (long)req.len, d, &verr) != 0) {
+        snprintf(why, sizeof why, "the policy refused the request: %s", verr.message);
+        code = fail(ag, fev, why);
+        goto done;
+      }
+      v = hook_verdict_of(d);
+      hook_describe(d, part_reason, sizeof part_reason);
     }
-    free(body);
-    goto done;
-  }
-
-  char *default_dir = NULL;
-  if (cli_default_snapshots(policy, no_snapshots, &snapshots, &default_dir) != 0) {
-    code = fail(ag, "out of memory");
-    goto done;
-  }
-  vd_engine_opts opts;
-  memset(&opts, 0, sizeof opts);
-  opts.store_dir = no_store ? "" : store;
-  opts.snapshots_dir = no_snapshots ? NULL : snapshots;
-  opts.snapshot_durability = durability;
-  /* Tool calls carry whole files (Write content, patches): a lockfile is
-   * easily over the 1 MiB default. */
-  opts.max_request_bytes = 16u << 20;
-  opts.memory_limit = 256u << 20;
-  /* One decision and out: only the files that can serve tool_call are
-   * loaded (a hook never asks the others). */
-  opts.only_point = "tool_call";
-  /* ... and on one thread: what the decision never reaches is never
-   * compiled (a cached strategy; the answer is the same). */
-  opts.lazy_compile = 1;
-  vd_error verr;
-  int rc;
-  /* Parallel tool calls take turns at the snapshot folder; wait a little
-   * (by the clock: each try loads the bundle), well inside the agents' hook
-   * timeouts, then refuse rather than hang. */
-  struct timespec start, now;
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  for (;;) {
-    rc = vd_engine_open(policy, &opts, &e, &verr);
-    if (rc != VD_EBUSY) break;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >= 2000) {
-      snprintf(verr.message, sizeof verr.message,
-               "the snapshot folder %s is held by another verdict process (a `verdict mcp` or "
-               "`verdict serve` using the same folder?): give this hook its own --snapshots DIR",
-               snapshots ? snapshots : "");
-      break;
+    if (i == 0 || hook_verdict_stricter(verdict, v) != verdict) {
+      verdict = v;
+      memcpy(reason, part_reason, sizeof reason);
     }
-    struct timespec ts = {0, 5 * 1000000};
-    nanosleep(&ts, NULL);
+    if (verdict == HOOK_DENY) break; /* nothing is stricter */
   }
-  free(default_dir);
-  if (rc != 0) {
-    e = NULL;
-    snprintf(why, sizeof why, "%s", verr.message);
-    code = fail(ag, why);
-    goto done;
-  }
-  d = vd_decision_new();
-  if (!d) {
-    code = fail(ag, "out of memory");
-    goto done;
-  }
-  if (vd_decide_json(e, req.data, (long)req.len, d, &verr) != 0) {
-    snprintf(why, sizeof why, "the policy refused the request: %s", verr.message);
-    code = fail(ag, why);
-    goto done;
-  }
-  char reason[1400];
-  hook_describe(d, reason, sizeof reason);
-  code = hook_answer(ag, hook_verdict_of(d), reason, &out, &err);
-  code = emit(&out, &err, code);
+  code = emit(&out, &err, hook_answer(ag, call.ev, verdict, reason, &out, &err));
 
 done:
   vd_decision_free(d);

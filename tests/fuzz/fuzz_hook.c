@@ -41,16 +41,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       json_buf out, err;
       json_buf_init(&out, NULL);
       json_buf_init(&err, NULL);
-      (void)hook_fail(agents[i], why, &out, &err);
+      (void)hook_fail(agents[i], HOOK_EV_PRE, why, &out, &err);
       json_buf_free(&out);
       json_buf_free(&err);
       arena_reset(&A);
       continue;
     }
-    for (int headless = 0; headless < 2; headless++) {
+    if (c.ev == HOOK_EV_OTHER) { /* not guarded: no request at all */
+      json_buf out, err;
+      json_buf_init(&out, NULL);
+      json_buf_init(&err, NULL);
+      FUZZ_CHECK(hook_pass(agents[i], &c, &out, &err) == 0, "no opinion must exit 0");
+      json_buf_free(&out);
+      json_buf_free(&err);
+      arena_reset(&A);
+      continue;
+    }
+    size_t nparts = hook_part_count(&c);
+    for (size_t k = 0; k < 2 * nparts; k++) {
+      int headless = (int)(k & 1);
+      hook_call part;
+      FUZZ_CHECK(hook_part(&c, &A, k / 2, &part) == 0, "hook_part failed");
       json_buf b;
       json_buf_init(&b, NULL);
-      if (hook_write_request(&c, headless, &b) == 0) {
+      if (hook_write_request(&part, headless, &b) == 0) {
         value v;
         json_error e;
         int rc = json_parse(&A, b.data, b.len, NULL, &v, &e);
