@@ -136,6 +136,12 @@ static int end_result(json_buf *out, int modern) {
   return out->oom ? -1 : 1;
 }
 
+/* 2026-07-28 makes the list and discovery results cacheable and requires
+ * their hints (CacheableResult: ttlMs, an integer >= 0, and cacheScope).
+ * The tools and the versions are fixed for the life of the process and
+ * hold nothing of any one user: an hour, shared caches welcome. */
+#define CACHE_HINTS ",\"ttlMs\":3600000,\"cacheScope\":\"public\""
+
 /* ---- the tools ---- */
 
 static const char server_info[] =
@@ -195,7 +201,10 @@ static void write_tools(json_buf *out) {
   put(out, "\"outputSchema\":");
   put(out, decision_schema);
   put(out,
-      ",\"annotations\":{\"title\":\"Decide a tool call\",\"readOnlyHint\":true,"
+      /* Not read-only: every decision is written to the snapshot log. It
+       * only adds a record (destructive: false), and a repeat adds another
+       * (idempotent: false). */
+      ",\"annotations\":{\"title\":\"Decide a tool call\",\"readOnlyHint\":false,"
       "\"destructiveHint\":false,\"idempotentHint\":false,\"openWorldHint\":false}},");
   put(out, "{\"name\":\"explain_decision\",\"title\":\"Show a recorded decision\",");
   put(out,
@@ -437,6 +446,7 @@ static int discover(const value *id, int modern, json_buf *out) {
   put(out, vd_version());
   put(out, "\"},\"instructions\":");
   put_str(out, instructions);
+  put(out, CACHE_HINTS);
   return end_result(out, modern);
 }
 
@@ -490,8 +500,9 @@ static int check_modern(const value *id, const value *params, json_buf *out, int
 static int dispatch(mcp_session *s, arena *a, const value *msg, json_buf *out) {
   if (msg->kind == V_LIST)
     return error_reply(out, NULL, E_REQUEST,
-                       "Invalid Request: JSON-RPC batches are not supported (MCP dropped them in "
-                       "2025-06-18); send one message at a time",
+                       "Invalid Request: JSON-RPC batches are part of protocol 2025-03-26 only "
+                       "(MCP dropped them in 2025-06-18), and this session did not negotiate it; "
+                       "send one message at a time",
                        NULL);
   if (msg->kind != V_MAP)
     return error_reply(out, NULL, E_REQUEST, "Invalid Request: not a JSON-RPC object", NULL);
@@ -535,6 +546,7 @@ static int dispatch(mcp_session *s, arena *a, const value *msg, json_buf *out) {
   if (IS("tools/list")) {
     begin_result(out, id);
     write_tools(out);
+    if (modern) put(out, CACHE_HINTS);
     return end_result(out, modern);
   }
   if (IS("tools/call")) return tools_call(s, a, id, modern, params, out);
@@ -542,6 +554,50 @@ static int dispatch(mcp_session *s, arena *a, const value *msg, json_buf *out) {
   char buf[300], mq[200];
   snprintf(buf, sizeof buf, "Method not found: %s", json_quote_text(mq, sizeof mq, m, mn, 100));
   return error_reply(out, id, E_METHOD, buf, NULL);
+}
+
+/* Drops what was appended to out after len `before` (an answer not sent). */
+static void cut(json_buf *out, size_t before) {
+  out->len = before;
+  if (out->data) out->data[before] = '\0';
+}
+
+/* A JSON-RPC batch, in a session that negotiated 2025-03-26 (the one
+ * version with batches): every member is handled as a message of its own,
+ * the answers go back as one array in the members' order, notifications
+ * and responses get none, and a batch of only those gets no answer at all.
+ * An empty batch is one Invalid Request error, as JSON-RPC 2.0 says;
+ * initialize may not be in one (2025-03-26 lifecycle). */
+static int batch(mcp_session *s, arena *a, const value *list, json_buf *out) {
+  if (list->n == 0)
+    return error_reply(out, NULL, E_REQUEST, "Invalid Request: an empty batch", NULL);
+  size_t start = out->len;
+  int answers = 0;
+  json_buf_putc(out, '[');
+  for (uint32_t i = 0; i < list->n; i++) {
+    const value *m = &list->items[i];
+    size_t before = out->len;
+    if (answers) json_buf_putc(out, ',');
+    const value *method = get(m, "method");
+    int rc;
+    if (method && method->kind == V_STRING && method->n == 10 &&
+        memcmp(method->s, "initialize", 10) == 0)
+      rc = error_reply(out, get(m, "id"), E_REQUEST,
+                       "Invalid Request: initialize must not be part of a batch", NULL);
+    else
+      rc = dispatch(s, a, m, out);
+    if (rc < 0) return -1;
+    if (rc == 0)
+      cut(out, before);
+    else
+      answers++;
+  }
+  if (!answers) {
+    cut(out, start);
+    return 0;
+  }
+  json_buf_putc(out, ']');
+  return out->oom ? -1 : 1;
 }
 
 int mcp_handle(mcp_session *s, const char *msg, size_t len, json_buf *out) {
@@ -559,6 +615,8 @@ int mcp_handle(mcp_session *s, const char *msg, size_t len, json_buf *out) {
     snprintf(m, sizeof m, "Parse error: line %d, column %d, at %s: %s", je.line, je.column, je.path,
              je.message);
     rc = error_reply(out, NULL, E_PARSE, m, NULL);
+  } else if (v.kind == V_LIST && strcmp(s->version, "2025-03-26") == 0) {
+    rc = batch(s, &a, &v, out);
   } else {
     rc = dispatch(s, &a, &v, out);
   }

@@ -5,8 +5,9 @@
  * Protocol versions: 2025-11-25 (the default offered), 2025-06-18,
  * 2025-03-26 and 2024-11-05 through `initialize`; and the stateless
  * 2026-07-28 style, where a request carries its protocol version in
- * params._meta and no `initialize` comes first. Batches (JSON arrays) were
- * dropped in 2025-06-18 and are answered with -32600.
+ * params._meta and no `initialize` comes first. Batches (JSON arrays) are
+ * served in a session that negotiated 2025-03-26, the one version that has
+ * them; elsewhere (dropped in 2025-06-18) they are answered with -32600.
  *
  * Tools: decide_action (a tool call, or any decision request, in; the
  * decision out as structuredContent) and explain_decision (a snapshot id in;
@@ -45,7 +46,8 @@ void mcp_session_on_decision(mcp_session *s, mcp_decision_fn fn, void *user);
 void mcp_session_explain_refusal(mcp_session *s, const char *why);
 
 /* Handles one JSON-RPC message, msg[0..len) (UTF-8 JSON text). Appends the
- * response (one compact JSON object, no newline) to out and returns 1;
+ * response (one compact JSON object, or an array of them for a batch; no
+ * newline) to out and returns 1;
  * returns 0 when nothing is to be sent back (a notification, or a response
  * from the client: over HTTP that is 202 Accepted); -1 only when out of
  * memory (out->oom). */

@@ -24,8 +24,9 @@
  * read (admin.c: a client elsewhere without the admin token, by default)
  * with a tool error; decide_action stays open.
  *
- * Not here: SSE (GET streams, resumability), batching (JSON arrays, dropped
- * from MCP in 2025-06-18, are the core's -32600). */
+ * Not here: SSE (GET streams, resumability). A JSON array body is a batch
+ * for the core: served in a session that negotiated 2025-03-26 (a batch of
+ * only notifications is 202 like one), -32600 elsewhere. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
