@@ -10,6 +10,21 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GLIBC__)
+#include <features.h>
+#if __GLIBC_PREREQ(2, 33)
+/* glibc's loader has already asked the CPU what it has: read its answer.
+ * __builtin_cpu_supports links libgcc's constructor, which asks again with
+ * a dozen cpuid instructions at every start, and under a hypervisor each
+ * one is a trap: about 20 us apiece where this was measured, a quarter of
+ * a millisecond on every `verdict hook` (bench/README.md). */
+#include <sys/platform/x86.h>
+#define HAVE_SSE42() CPU_FEATURE_ACTIVE(SSE4_2)
+#endif
+#endif
+#if defined(__x86_64__) && !defined(HAVE_SSE42)
+#define HAVE_SSE42() __builtin_cpu_supports("sse4.2")
+#endif
 
 #include "snapshot/snapshot.h"
 
@@ -87,7 +102,7 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const 
 
 uint32_t snapshot_crc32c(uint32_t crc, const void *data, size_t len) {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("sse4.2")) return crc32c_hw(crc, data, len);
+  if (HAVE_SSE42()) return crc32c_hw(crc, data, len);
 #endif
   return snapshot_crc32c_sw(crc, data, len);
 }
