@@ -57,6 +57,19 @@ mcp "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\
 eq "$CODE" 200 "explain_decision: 200"
 grep -qF "$SNAP" "$T/body" && ok || bad "explain_decision: the snapshot of that decision"
 
+# ---- 2025-03-26: JSON-RPC batches in one POST ----
+mcp '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"old","version":"1"}}}'
+eq "$(json 'd["result"]["protocolVersion"]')" 2025-03-26 "initialize 2025-03-26"
+S3=(-H "Mcp-Session-Id: $(header mcp-session-id)" -H 'MCP-Protocol-Version: 2025-03-26')
+mcp '[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"decide_action","arguments":{"tool_name":"Bash","tool_input":{"command":"rm -rf /"},"cwd":"/home/dev/project"}}}]' "${S3[@]}"
+eq "$CODE" 200 "a batch in a 2025-03-26 session: 200"
+eq "$(json '[m["id"] for m in d]')" "[1, 2]" "a batch: one answer a request, in order"
+eq "$(json 'd[1]["result"]["structuredContent"]["action"]')" deny "a batch: its tool call decided"
+mcp '[{"jsonrpc":"2.0","method":"notifications/initialized"}]' "${S3[@]}"
+eq "$CODE:$(wc -c <"$T/body")" "202:0" "a batch of notifications only: 202, no body"
+mcp '[{"jsonrpc":"2.0","id":1,"method":"ping"}]' "${S[@]}"
+eq "$(json 'd["error"]["code"]')" -32600 "a batch in a 2025-11-25 session: -32600"
+
 # ---- transport rules ----
 mcp '{"jsonrpc":"2.0","id":4,"method":"tools/list"}' -H 'Mcp-Session-Id: 0123456789abcdef0123456789abcdef'
 eq "$CODE" 404 "an unknown session: 404"
