@@ -46,11 +46,21 @@
  *   - Map keys that are not strings are written as their JSON text inside a
  *     string (1 -> "1", true -> "true"); kinds already written as strings
  *     (bytes, timestamps, ...) keep that string. Two keys may then collide
- *     ({1: .., "1": ..}); the reader would reject the result. */
+ *     ({1: .., "1": ..}); the reader would reject the result.
+ *
+ * Field by field: the json_put_* writers below, for text whose shape is
+ * fixed and written in one pass (the decision answer, the snapshot
+ * payload). They write what json_write writes for the same value, the small
+ * ones inline; each makes room through json_buf_reserve, and they leave
+ * the closing NUL to json_put_end. The reader is json_read.c, the writer
+ * json_write.c. */
 #ifndef VD_CORE_JSON_H
 #define VD_CORE_JSON_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "core/arena.h"
 #include "core/value.h"
@@ -116,5 +126,74 @@ char *json_quote_text(char *out, size_t cap, const char *s, size_t len, size_t m
  * integral. Does not check for NaN/Infinity: it writes the lenient tokens
  * NaN, Infinity, -Infinity (json_write fails on them unless lenient). */
 void json_write_double(json_buf *b, double d);
+
+/* ---- field by field ---- */
+
+/* Room for extra more bytes and a NUL after them: 0, or -1 (b->oom set) when
+ * the buffer cannot grow (out of memory, or a size that would overflow). */
+int json_buf_reserve(json_buf *b, size_t extra) __attribute__((noinline));
+
+/* Always inlined, the three below: they run a few hundred times a snapshot,
+ * mostly with a length known at compile time (a literal, a u32), which the
+ * copy then becomes a move or two instead of a call. */
+#define JSON_HOT static inline __attribute__((always_inline))
+
+JSON_HOT int json_room(json_buf *b, size_t n) {
+  if (b->len + n + 1 <= b->cap) return 0;
+  return json_buf_reserve(b, n);
+}
+
+/* s[0..n) as it is (no NUL after: json_put_end). */
+JSON_HOT void json_put_raw(json_buf *b, const char *s, size_t n) {
+  if (!n || json_room(b, n)) return;
+  memcpy(b->data + b->len, s, n);
+  b->len += n;
+}
+
+JSON_HOT void json_put_char(json_buf *b, char c) {
+  if (json_room(b, 1)) return;
+  b->data[b->len++] = c;
+}
+
+#define JSON_PUT(b, lit) json_put_raw(b, "" lit, sizeof(lit) - 1) /* literals only */
+
+/* s[0..n) as a JSON string literal, as json_write_string writes it: checked
+ * and copied in one pass, eight bytes at a time; a string that needs an
+ * escape goes through json_write_string. */
+void json_put_strn(json_buf *b, const char *s, size_t n);
+
+/* s[0..n) as a JSON string, or null when s is NULL. */
+static inline void json_put_strn_or_null(json_buf *b, const char *s, size_t n) {
+  if (s)
+    json_put_strn(b, s, n);
+  else
+    JSON_PUT(b, "null");
+}
+
+static inline void json_put_str(json_buf *b, const char *s) {
+  json_put_strn_or_null(b, s, s ? strlen(s) : 0);
+}
+
+/* Decimal digits, two at a time. */
+void json_put_u64(json_buf *b, uint64_t v);
+
+static inline void json_put_i64(json_buf *b, int64_t v) {
+  if (v < 0) {
+    json_put_char(b, '-');
+    json_put_u64(b, (uint64_t)0 - (uint64_t)v);
+  } else {
+    json_put_u64(b, (uint64_t)v);
+  }
+}
+
+static inline void json_put_bool(json_buf *b, bool v) {
+  if (v)
+    JSON_PUT(b, "true");
+  else
+    JSON_PUT(b, "false");
+}
+
+/* The NUL after the text: 0, or -1 when a write failed (out of memory). */
+int json_put_end(json_buf *b);
 
 #endif

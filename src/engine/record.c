@@ -257,164 +257,36 @@ int recorder_repair(recorder *r, unsigned i, vd_snapshot_repair *out) {
  * is NUL-terminated once, at the end (json_buf's own writers, used for what
  * needs escaping, keep it terminated too). */
 
-/* Always inlined, the three below: they run a few hundred times a snapshot,
- * mostly with a length known at compile time (a literal, a u32), which the
- * copy then becomes a move or two instead of a call. */
+/* Always inlined: the capture's small copies, which run a few hundred
+ * times a decision. */
 #define HOT static inline __attribute__((always_inline))
-
-static int grow(json_buf *b, size_t n) __attribute__((noinline));
-
-/* Room for n more bytes (and a NUL after them). */
-HOT int room(json_buf *b, size_t n) {
-  if (b->len + n + 1 <= b->cap) return 0;
-  return grow(b, n);
-}
-
-static int grow(json_buf *b, size_t n) {
-  if (b->oom) return -1;
-  size_t ncap = b->cap ? b->cap : 1024;
-  while (ncap < b->len + n + 1) ncap *= 2;
-  char *p = arena_realloc(b->arena, b->data, b->cap, ncap);
-  if (!p) {
-    b->oom = 1;
-    return -1;
-  }
-  b->data = p;
-  b->cap = ncap;
-  return 0;
-}
-
-HOT void put_raw(json_buf *b, const char *s, size_t n) {
-  if (!n || room(b, n)) return;
-  memcpy(b->data + b->len, s, n);
-  b->len += n;
-}
-
-#define PUT(b, lit) put_raw(b, "" lit, sizeof(lit) - 1) /* literals only */
-
-HOT void put_char(json_buf *b, char c) {
-  if (room(b, 1)) return;
-  b->data[b->len++] = c;
-}
-
-/* The high bit of each byte of w that is a control byte, '"', '\\' or
- * non-ASCII (a borrow may mark a byte after a real one, never a word
- * without one). */
-static inline uint64_t special_bytes(uint64_t w) {
-  const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-  uint64_t q = w ^ (ones * '"'), bs = w ^ (ones * '\\');
-  return ((w - ones * 0x20) | w | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & highs;
-}
-
-/* Checked and copied in the same pass, eight bytes at a time (the last
- * word overlapping the one before; a string under eight bytes goes as one
- * word, padded, into the slack room() was asked for); one that needs
- * escaping is then written again by json_write_string. */
-static void put_strn(json_buf *b, const char *s, size_t n) {
-  if (room(b, n + 2 + 8)) return;
-  char *o = b->data + b->len + 1;
-  uint64_t w, special = 0;
-  if (n < 8) {
-    w = 0x6161616161616161ull; /* 'a' * 8: harmless padding */
-    for (size_t i = 0; i < n; i++) ((char *)&w)[i] = s[i];
-    special = special_bytes(w);
-    memcpy(o, &w, 8);
-  } else {
-    for (size_t i = 0; i + 8 < n; i += 8) {
-      memcpy(&w, s + i, 8);
-      special |= special_bytes(w);
-      memcpy(o + i, &w, 8);
-    }
-    memcpy(&w, s + n - 8, 8);
-    special |= special_bytes(w);
-    memcpy(o + n - 8, &w, 8);
-  }
-  if (special) {
-    json_write_string(b, s, n);
-    return;
-  }
-  o[-1] = '"';
-  o[n] = '"';
-  b->len += n + 2;
-}
-
-/* s[0..n) as a JSON string, or null when s is NULL. */
-static void put_strn_or_null(json_buf *b, const char *s, size_t n) {
-  if (s)
-    put_strn(b, s, n);
-  else
-    PUT(b, "null");
-}
-
-static void put_str(json_buf *b, const char *s) { put_strn_or_null(b, s, s ? strlen(s) : 0); }
-
-static const char digit_pairs[201] =
-    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-    "8081828384858687888990919293949596979899";
-
-static void put_u64(json_buf *b, uint64_t v) {
-  if (room(b, 20)) return;
-  char t[20];
-  size_t i = sizeof t;
-  while (v >= 100) {
-    unsigned k = (unsigned)(v % 100) * 2;
-    v /= 100;
-    t[--i] = digit_pairs[k + 1];
-    t[--i] = digit_pairs[k];
-  }
-  if (v >= 10) {
-    t[--i] = digit_pairs[v * 2 + 1];
-    t[--i] = digit_pairs[v * 2];
-  } else {
-    t[--i] = (char)('0' + v);
-  }
-  memcpy(b->data + b->len, t + i, sizeof t - i);
-  b->len += sizeof t - i;
-}
-
-static void put_i64(json_buf *b, int64_t v) {
-  if (v < 0) {
-    put_char(b, '-');
-    put_u64(b, (uint64_t)0 - (uint64_t)v);
-  } else {
-    put_u64(b, (uint64_t)v);
-  }
-}
-
-static void put_bool(json_buf *b, bool v) {
-  if (v)
-    PUT(b, "true");
-  else
-    PUT(b, "false");
-}
 
 /* A value the way json_write writes it, with the common kinds inline. */
 static void put_value(json_buf *b, const value *v, int lenient) {
   switch (v->kind) {
     case V_STRING:
-      put_strn(b, v->s, v->n);
+      json_put_strn(b, v->s, v->n);
       return;
     case V_BOOL:
-      put_bool(b, v->b);
+      json_put_bool(b, v->b);
       return;
     case V_NULL:
-      PUT(b, "null");
+      JSON_PUT(b, "null");
       return;
     case V_INT:
-      put_i64(b, v->i);
+      json_put_i64(b, v->i);
       return;
     default:
-      if (json_write(b, v, lenient) != 0) PUT(b, "null");
+      if (json_write(b, v, lenient) != 0) JSON_PUT(b, "null");
   }
 }
 
 /* As render.c writes it, so the snapshot and the answer agree to the digit. */
 static void put_confidence(json_buf *b, double c) {
   if (c == 1.0)
-    PUT(b, "1.0");
+    JSON_PUT(b, "1.0");
   else if (c == 0.0)
-    PUT(b, "0.0");
+    JSON_PUT(b, "0.0");
   else
     json_write_double(b, c);
 }
@@ -424,7 +296,7 @@ static void put_confidence(json_buf *b, double c) {
  * by an odd number of backslashes); outside them only the structure and
  * the scalars remain, which are short. */
 static void put_minified(json_buf *b, const char *s, size_t n) {
-  if (room(b, n)) return;
+  if (json_room(b, n)) return;
   char *o = b->data + b->len;
   size_t i = 0;
   while (i < n) {
@@ -456,26 +328,26 @@ static void put_minified(json_buf *b, const char *s, size_t n) {
 
 /* The request built in C, as the JSON request it stands for. */
 static void put_c_request(json_buf *b, const vd_request *r) {
-  PUT(b, "{\"action\":");
-  put_str(b, r->action);
+  JSON_PUT(b, "{\"action\":");
+  json_put_str(b, r->action);
   if (r->ncandidates) {
-    PUT(b, ",\"candidates\":[");
+    JSON_PUT(b, ",\"candidates\":[");
     for (size_t i = 0; i < r->ncandidates; i++) {
-      if (i) put_char(b, ',');
-      put_str(b, r->candidates[i]);
+      if (i) json_put_char(b, ',');
+      json_put_str(b, r->candidates[i]);
     }
-    put_char(b, ']');
+    json_put_char(b, ']');
   }
   if (r->context_json) {
-    PUT(b, ",\"context\":");
+    JSON_PUT(b, ",\"context\":");
     size_t n = r->context_len < 0 ? strlen(r->context_json) : (size_t)r->context_len;
     put_minified(b, r->context_json, n);
   }
   if (r->key) {
-    PUT(b, ",\"key\":");
-    put_str(b, r->key);
+    JSON_PUT(b, ",\"key\":");
+    json_put_str(b, r->key);
   }
-  put_char(b, '}');
+  json_put_char(b, '}');
 }
 
 /* A time as put_time writes it, the seconds' text from tm when they are
@@ -494,7 +366,7 @@ static void put_time_memo(json_buf *b, int64_t ns, time_memo *tm) {
   } else {
     n = timefmt_format_rfc3339(sec, 0, t);
     if (n < 2 || n > 40 || t[n - 1] != 'Z') {
-      PUT(b, "null");
+      JSON_PUT(b, "null");
       return;
     }
     t[n - 1] = '.';
@@ -506,9 +378,9 @@ static void put_time_memo(json_buf *b, int64_t ns, time_memo *tm) {
   }
   for (int i = 8; i >= 0; i--, frac /= 10) t[n + (size_t)i] = (char)('0' + frac % 10);
   t[n + 9] = 'Z';
-  put_char(b, '"');
-  put_raw(b, t, n + 10);
-  put_char(b, '"');
+  json_put_char(b, '"');
+  json_put_raw(b, t, n + 10);
+  json_put_char(b, '"');
 }
 
 /* "2026-11-29T10:00:00.123456789Z": always nine fraction digits. */
@@ -517,16 +389,16 @@ static void put_time(json_buf *b, int64_t ns) { put_time_memo(b, ns, NULL); }
 static void put_result(json_buf *b, uint8_t r) {
   switch (r) {
     case RR_TRUE:
-      PUT(b, ",\"result\":\"true\"");
+      JSON_PUT(b, ",\"result\":\"true\"");
       break;
     case RR_FALSE:
-      PUT(b, ",\"result\":\"false\"");
+      JSON_PUT(b, ",\"result\":\"false\"");
       break;
     case RR_ERROR:
-      PUT(b, ",\"result\":\"error\"");
+      JSON_PUT(b, ",\"result\":\"error\"");
       break;
     default:
-      PUT(b, ",\"result\":\"skipped-not-candidate\"");
+      JSON_PUT(b, ",\"result\":\"skipped-not-candidate\"");
   }
 }
 
@@ -534,49 +406,49 @@ static void put_result(json_buf *b, uint8_t r) {
  * (null: none), or null when the request sent none. */
 static void put_floor(json_buf *b, double floor, const char *from, size_t from_n) {
   if (!(floor >= 0)) {
-    PUT(b, ",\"floor\":null");
+    JSON_PUT(b, ",\"floor\":null");
     return;
   }
-  PUT(b, ",\"floor\":{\"min\":");
+  JSON_PUT(b, ",\"floor\":{\"min\":");
   json_write_double(b, floor);
-  PUT(b, ",\"instead_of\":");
-  put_strn_or_null(b, from, from_n);
-  put_char(b, '}');
+  JSON_PUT(b, ",\"instead_of\":");
+  json_put_strn_or_null(b, from, from_n);
+  json_put_char(b, '}');
 }
 
 static void put_trace(json_buf *b, const vd_decision *d) {
-  PUT(b, "{\"rules\":[");
+  JSON_PUT(b, "{\"rules\":[");
   for (uint32_t i = 0; i < d->ntrace; i++) {
     const trace_rule *t = &d->trace[i];
-    if (i) put_char(b, ',');
-    PUT(b, "{\"rule\":");
-    put_str(b, t->name);
+    if (i) json_put_char(b, ',');
+    JSON_PUT(b, "{\"rule\":");
+    json_put_str(b, t->name);
     put_result(b, t->result);
     if (t->error) {
-      PUT(b, ",\"error\":");
-      put_str(b, t->error);
+      JSON_PUT(b, ",\"error\":");
+      json_put_str(b, t->error);
     }
-    put_char(b, '}');
+    json_put_char(b, '}');
   }
-  PUT(b, "],\"matched\":");
-  put_str(b, d->source && strcmp(d->source, "rule") == 0 ? d->rule : NULL);
-  PUT(b, ",\"rules_total\":");
-  put_u64(b, d->rules_total);
-  PUT(b, ",\"rules_considered\":");
-  put_u64(b, d->rules_indexed);
-  PUT(b, ",\"no_candidate\":");
-  put_str(b, d->no_candidate);
+  JSON_PUT(b, "],\"matched\":");
+  json_put_str(b, d->source && strcmp(d->source, "rule") == 0 ? d->rule : NULL);
+  JSON_PUT(b, ",\"rules_total\":");
+  json_put_u64(b, d->rules_total);
+  JSON_PUT(b, ",\"rules_considered\":");
+  json_put_u64(b, d->rules_indexed);
+  JSON_PUT(b, ",\"no_candidate\":");
+  json_put_str(b, d->no_candidate);
   put_floor(b, d->floor, d->floor_from, d->floor_from ? strlen(d->floor_from) : 0);
-  PUT(b, ",\"cost\":");
-  put_u64(b, d->cost);
-  put_char(b, '}');
+  JSON_PUT(b, ",\"cost\":");
+  json_put_u64(b, d->cost);
+  json_put_char(b, '}');
 }
 
 /* "lets": name -> value for the lets that evaluated; "let_errors": name ->
  * message for those that failed. NaN and the infinities, which a let can
  * compute, are written as the bare tokens (readers parse leniently). */
 static void put_lets(json_buf *b, const vd_decision *d) {
-  PUT(b, ",\"lets\":{");
+  JSON_PUT(b, ",\"lets\":{");
   int first = 1, errors = 0;
   for (uint32_t i = 0; i < d->nlets; i++) {
     const value *v = d->let_values ? &d->let_values[i] : NULL;
@@ -584,43 +456,43 @@ static void put_lets(json_buf *b, const vd_decision *d) {
       errors++;
       continue;
     }
-    if (!first) put_char(b, ',');
+    if (!first) json_put_char(b, ',');
     first = 0;
-    put_str(b, d->lets[i]);
-    put_char(b, ':');
+    json_put_str(b, d->lets[i]);
+    json_put_char(b, ':');
     if (v)
       put_value(b, v, 1);
     else
-      PUT(b, "null");
+      JSON_PUT(b, "null");
   }
-  PUT(b, "},\"let_errors\":{");
+  JSON_PUT(b, "},\"let_errors\":{");
   first = 1;
   for (uint32_t i = 0; i < d->nlets && errors; i++) {
     const value *v = &d->let_values[i];
     if (v->kind != V_ERROR) continue;
-    if (!first) put_char(b, ',');
+    if (!first) json_put_char(b, ',');
     first = 0;
-    put_str(b, d->lets[i]);
-    put_char(b, ':');
-    put_strn(b, v->s, v->n);
+    json_put_str(b, d->lets[i]);
+    json_put_char(b, ':');
+    json_put_strn(b, v->s, v->n);
   }
-  put_char(b, '}');
+  json_put_char(b, '}');
 }
 
 /* A float32 feature: the fewest digits that read back to it (ftoa_shortest);
  * NaN (missing) is null. Integers, the usual feature, go the short way. */
 static void put_float(json_buf *b, float f) {
   if (f != f) {
-    PUT(b, "null");
+    JSON_PUT(b, "null");
     return;
   }
   if (f >= 0 && f < 1e9f && f == (float)(uint32_t)f) {
-    put_u64(b, (uint32_t)f);
+    json_put_u64(b, (uint32_t)f);
     return;
   }
   char t[32];
   size_t n = ftoa_shortest(f, t);
-  put_raw(b, t, n);
+  json_put_raw(b, t, n);
 }
 
 /* "model": what the fallback model saw and said, or null when the
@@ -629,72 +501,72 @@ static void put_float(json_buf *b, float f) {
 static void put_model(json_buf *b, const vd_decision *d) {
   static const char *const status[] = {"value", "missing", "default", "unknown"};
   if (d->model_run != MODEL_SCORED && d->model_run != MODEL_DEADLINE) {
-    PUT(b, ",\"model_version\":null,\"features\":null,\"model\":null");
+    JSON_PUT(b, ",\"model_version\":null,\"features\":null,\"model\":null");
     return;
   }
-  PUT(b, ",\"model_version\":\"");
-  put_raw(b, d->model_version, strlen(d->model_version));
-  PUT(b, "\",\"features\":{");
+  JSON_PUT(b, ",\"model_version\":\"");
+  json_put_raw(b, d->model_version, strlen(d->model_version));
+  JSON_PUT(b, "\",\"features\":{");
   for (uint32_t i = 0; i < d->nfeatures; i++) {
-    if (i) put_char(b, ',');
-    put_str(b, d->feature_names[i]);
-    put_char(b, ':');
+    if (i) json_put_char(b, ',');
+    json_put_str(b, d->feature_names[i]);
+    json_put_char(b, ':');
     put_float(b, d->features[i]);
   }
-  PUT(b, "},\"model\":{\"name\":");
-  put_str(b, d->model_name);
-  PUT(b, ",\"version\":\"");
-  put_raw(b, d->model_version, strlen(d->model_version));
-  PUT(b, "\",\"features_version\":\"");
-  put_raw(b, d->features_version, strlen(d->features_version));
-  PUT(b, "\",\"timeout_ms\":");
-  put_u64(b, d->model_timeout_ms);
-  PUT(b, ",\"deadline_missed\":");
-  put_bool(b, d->model_run == MODEL_DEADLINE);
-  PUT(b, ",\"feature_status\":{");
+  JSON_PUT(b, "},\"model\":{\"name\":");
+  json_put_str(b, d->model_name);
+  JSON_PUT(b, ",\"version\":\"");
+  json_put_raw(b, d->model_version, strlen(d->model_version));
+  JSON_PUT(b, "\",\"features_version\":\"");
+  json_put_raw(b, d->features_version, strlen(d->features_version));
+  JSON_PUT(b, "\",\"timeout_ms\":");
+  json_put_u64(b, d->model_timeout_ms);
+  JSON_PUT(b, ",\"deadline_missed\":");
+  json_put_bool(b, d->model_run == MODEL_DEADLINE);
+  JSON_PUT(b, ",\"feature_status\":{");
   uint32_t k = 0;
   for (uint32_t i = 0; i < d->nfeatures; i++) {
     if (!d->feature_status[i] || d->feature_status[i] > 3) continue;
-    if (k++) put_char(b, ',');
-    put_str(b, d->feature_names[i]);
-    put_char(b, ':');
-    put_str(b, status[d->feature_status[i]]);
+    if (k++) json_put_char(b, ',');
+    json_put_str(b, d->feature_names[i]);
+    json_put_char(b, ':');
+    json_put_str(b, status[d->feature_status[i]]);
   }
-  PUT(b, "},\"feature_error\":");
-  put_str(b, d->feature_error);
+  JSON_PUT(b, "},\"feature_error\":");
+  json_put_str(b, d->feature_error);
   if (d->model_run == MODEL_SCORED && d->model_class >= 0) {
-    PUT(b, ",\"class\":");
-    put_i64(b, d->model_class);
+    JSON_PUT(b, ",\"class\":");
+    json_put_i64(b, d->model_class);
   }
-  PUT(b, ",\"ns\":");
-  put_u64(b, d->ns_model);
-  put_char(b, '}');
+  JSON_PUT(b, ",\"ns\":");
+  json_put_u64(b, d->ns_model);
+  json_put_char(b, '}');
 }
 
 /* inputs.counters: every limit counter the decision read, by limit name —
  * the count and penalty before the decision (what replay feeds back), and
  * whether it charged (docs/snapshots.md). */
 static void put_counters(json_buf *b, const vd_decision *d) {
-  put_char(b, '{');
+  json_put_char(b, '{');
   int first = 1;
   for (uint32_t i = 0; i < d->nlimit_reads && d->limits_of; i++) {
     const limit_read *lr = &d->limit_reads[i];
     if (lr->state != LIMIT_READ) continue;
-    if (!first) put_char(b, ',');
+    if (!first) json_put_char(b, ',');
     first = 0;
-    put_str(b, d->limits_of->limits[i].name);
-    PUT(b, ":{\"key\":");
-    put_strn(b, lr->key, lr->key_len);
-    PUT(b, ",\"count\":");
-    put_u64(b, lr->r.count);
-    PUT(b, ",\"penalized\":");
-    put_bool(b, lr->r.penalized);
-    PUT(b, ",\"charged\":");
-    put_bool(b, lr->r.charged);
-    if (lr->r.degraded) PUT(b, ",\"degraded\":true");
-    put_char(b, '}');
+    json_put_str(b, d->limits_of->limits[i].name);
+    JSON_PUT(b, ":{\"key\":");
+    json_put_strn(b, lr->key, lr->key_len);
+    JSON_PUT(b, ",\"count\":");
+    json_put_u64(b, lr->r.count);
+    JSON_PUT(b, ",\"penalized\":");
+    json_put_bool(b, lr->r.penalized);
+    JSON_PUT(b, ",\"charged\":");
+    json_put_bool(b, lr->r.charged);
+    if (lr->r.degraded) JSON_PUT(b, ",\"degraded\":true");
+    json_put_char(b, '}');
   }
-  put_char(b, '}');
+  json_put_char(b, '}');
 }
 
 int record_payload(vd_decision *d, const record_input *in, const char *id, const char *node,
@@ -703,104 +575,102 @@ int record_payload(vd_decision *d, const record_input *in, const char *id, const
   json_buf b;
   json_buf_init(&b, &d->mem);
   /* Enough for the usual snapshot in one allocation. */
-  room(&b, 1024 + in->json_len + (size_t)d->ntrace * 48 + (size_t)d->nlets * 64 +
-               (size_t)d->nfeatures * 48);
-  PUT(&b, "{\"format\":1,\"id\":"); /* format 1: docs/snapshots.md */
-  put_str(&b, id);
-  PUT(&b, ",\"time\":");
+  json_room(&b, 1024 + in->json_len + (size_t)d->ntrace * 48 + (size_t)d->nlets * 64 +
+                    (size_t)d->nfeatures * 48);
+  JSON_PUT(&b, "{\"format\":1,\"id\":"); /* format 1: docs/snapshots.md */
+  json_put_str(&b, id);
+  JSON_PUT(&b, ",\"time\":");
   put_time(&b, d->clock_ns);
-  PUT(&b, ",\"time_ns\":");
-  put_i64(&b, d->clock_ns);
-  PUT(&b, ",\"node\":");
-  put_str(&b, node);
-  PUT(&b, ",\"engine_version\":");
-  put_str(&b, vd_version());
-  PUT(&b, ",\"point\":");
-  put_strn(&b, req->action.s, req->action.n);
-  PUT(&b, ",\"request\":");
+  JSON_PUT(&b, ",\"time_ns\":");
+  json_put_i64(&b, d->clock_ns);
+  JSON_PUT(&b, ",\"node\":");
+  json_put_str(&b, node);
+  JSON_PUT(&b, ",\"engine_version\":");
+  json_put_str(&b, vd_version());
+  JSON_PUT(&b, ",\"point\":");
+  json_put_strn(&b, req->action.s, req->action.n);
+  JSON_PUT(&b, ",\"request\":");
   if (in->json)
     put_minified(&b, in->json, in->json_len);
   else if (in->creq)
     put_c_request(&b, in->creq);
   else
-    PUT(&b, "null");
-  PUT(&b, ",\"candidates\":");
-  put_char(&b, '[');
+    JSON_PUT(&b, "null");
+  JSON_PUT(&b, ",\"candidates\":");
+  json_put_char(&b, '[');
   for (uint32_t i = 0; i < req->candidates.n; i++) {
-    if (i) put_char(&b, ',');
+    if (i) json_put_char(&b, ',');
     put_value(&b, &req->candidates.items[i], 0);
   }
-  put_char(&b, ']');
-  PUT(&b, ",\"key\":");
-  put_strn(&b, req->key.s, req->key.n);
-  PUT(&b, ",\"strategy\":");
-  put_str(&b, d->strategy);
+  json_put_char(&b, ']');
+  JSON_PUT(&b, ",\"key\":");
+  json_put_strn(&b, req->key.s, req->key.n);
+  JSON_PUT(&b, ",\"strategy\":");
+  json_put_str(&b, d->strategy);
   /* versions are 64 hex digits: nothing to escape */
-  PUT(&b, ",\"policy_version\":\"");
-  put_raw(&b, d->policy_version, strlen(d->policy_version));
-  PUT(&b, "\",\"bundle_version\":\"");
-  put_raw(&b, d->bundle_version, strlen(d->bundle_version));
-  put_char(&b, '"');
+  JSON_PUT(&b, ",\"policy_version\":\"");
+  json_put_raw(&b, d->policy_version, strlen(d->policy_version));
+  JSON_PUT(&b, "\",\"bundle_version\":\"");
+  json_put_raw(&b, d->bundle_version, strlen(d->bundle_version));
+  json_put_char(&b, '"');
   put_model(&b, d);
-  PUT(&b, ",\"trace\":");
+  JSON_PUT(&b, ",\"trace\":");
   put_trace(&b, d);
   put_lets(&b, d);
   if (d->model_run == MODEL_SCORED) {
-    PUT(&b, ",\"model_score\":");
+    JSON_PUT(&b, ",\"model_score\":");
     json_write_double(&b, d->model_score);
-    PUT(&b, ",\"model_confidence\":");
+    JSON_PUT(&b, ",\"model_confidence\":");
     if (d->model_confidence == d->model_confidence)
       json_write_double(&b, d->model_confidence);
     else
-      PUT(&b, "null");
+      JSON_PUT(&b, "null");
   } else {
-    PUT(&b, ",\"model_score\":null,\"model_confidence\":null");
+    JSON_PUT(&b, ",\"model_score\":null,\"model_confidence\":null");
   }
-  PUT(&b, ",\"action\":");
-  put_str(&b, d->action);
-  PUT(&b, ",\"allowed\":");
-  put_bool(&b, d->allowed);
-  PUT(&b, ",\"review\":");
-  put_bool(&b, d->review);
-  PUT(&b, ",\"confidence\":");
+  JSON_PUT(&b, ",\"action\":");
+  json_put_str(&b, d->action);
+  JSON_PUT(&b, ",\"allowed\":");
+  json_put_bool(&b, d->allowed);
+  JSON_PUT(&b, ",\"review\":");
+  json_put_bool(&b, d->review);
+  JSON_PUT(&b, ",\"confidence\":");
   put_confidence(&b, d->confidence);
-  PUT(&b, ",\"source\":");
-  put_str(&b, d->source);
-  PUT(&b, ",\"reason\":{\"rule\":");
-  put_str(&b, d->rule);
-  PUT(&b, ",\"message\":");
-  put_str(&b, d->reason);
-  PUT(&b, "},\"latency_ns\":{\"parse\":");
-  put_u64(&b, d->ns_parse);
-  PUT(&b, ",\"decide\":");
-  put_u64(&b, d->ns_decide);
-  PUT(&b, ",\"render\":");
-  put_u64(&b, d->ns_render);
-  PUT(&b, ",\"total\":");
-  put_u64(&b, d->latency_ns);
-  PUT(&b, "},\"limits\":{\"cost\":");
-  put_u64(&b, in->lim->cost_limit);
-  PUT(&b, ",\"regex_match\":");
-  put_u64(&b, in->lim->regex_match_limit);
-  PUT(&b, ",\"memory\":");
-  put_u64(&b, in->lim->memory_limit);
-  PUT(&b, ",\"max_request_bytes\":");
-  put_u64(&b, in->lim->max_request_bytes);
-  PUT(&b, "},\"inputs\":{\"clock_ns\":");
-  put_i64(&b, d->clock_ns);
+  JSON_PUT(&b, ",\"source\":");
+  json_put_str(&b, d->source);
+  JSON_PUT(&b, ",\"reason\":{\"rule\":");
+  json_put_str(&b, d->rule);
+  JSON_PUT(&b, ",\"message\":");
+  json_put_str(&b, d->reason);
+  JSON_PUT(&b, "},\"latency_ns\":{\"parse\":");
+  json_put_u64(&b, d->ns_parse);
+  JSON_PUT(&b, ",\"decide\":");
+  json_put_u64(&b, d->ns_decide);
+  JSON_PUT(&b, ",\"render\":");
+  json_put_u64(&b, d->ns_render);
+  JSON_PUT(&b, ",\"total\":");
+  json_put_u64(&b, d->latency_ns);
+  JSON_PUT(&b, "},\"limits\":{\"cost\":");
+  json_put_u64(&b, in->lim->cost_limit);
+  JSON_PUT(&b, ",\"regex_match\":");
+  json_put_u64(&b, in->lim->regex_match_limit);
+  JSON_PUT(&b, ",\"memory\":");
+  json_put_u64(&b, in->lim->memory_limit);
+  JSON_PUT(&b, ",\"max_request_bytes\":");
+  json_put_u64(&b, in->lim->max_request_bytes);
+  JSON_PUT(&b, "},\"inputs\":{\"clock_ns\":");
+  json_put_i64(&b, d->clock_ns);
   /* whether the model's deadline passed: the clock decided it, so replay
    * takes the recorded outcome instead of timing the trees again */
-  PUT(&b, ",\"model_deadline_missed\":");
+  JSON_PUT(&b, ",\"model_deadline_missed\":");
   if (d->model_run == MODEL_SCORED || d->model_run == MODEL_DEADLINE)
-    put_bool(&b, d->model_run == MODEL_DEADLINE);
+    json_put_bool(&b, d->model_run == MODEL_DEADLINE);
   else
-    PUT(&b, "null");
-  PUT(&b, ",\"counters\":");
+    JSON_PUT(&b, "null");
+  JSON_PUT(&b, ",\"counters\":");
   put_counters(&b, d);
-  PUT(&b, ",\"random\":{}}}");
-  if (room(&b, 0)) return VD_ENOMEM;
-  b.data[b.len] = '\0';
-  if (b.oom) return VD_ENOMEM;
+  JSON_PUT(&b, ",\"random\":{}}}");
+  if (json_put_end(&b)) return VD_ENOMEM;
   *out = b.data;
   *len = b.len;
   return 0;
@@ -876,9 +746,9 @@ typedef struct cap_head {
   uint8_t raw_lets; /* the let values as an array of value (capture_into) */
 } cap_head;
 
-static inline void cap_u8(json_buf *c, uint8_t v) { put_char(c, (char)v); }
-static inline void cap_u32(json_buf *c, uint32_t v) { put_raw(c, (const char *)&v, 4); }
-static inline void cap_u64(json_buf *c, uint64_t v) { put_raw(c, (const char *)&v, 8); }
+static inline void cap_u8(json_buf *c, uint8_t v) { json_put_char(c, (char)v); }
+static inline void cap_u32(json_buf *c, uint32_t v) { json_put_raw(c, (const char *)&v, 4); }
+static inline void cap_u64(json_buf *c, uint64_t v) { json_put_raw(c, (const char *)&v, 8); }
 
 /* n bytes, inline when there are at most 16 (most strings a capture holds
  * are: names, actions, short let values): two overlapping loads and stores
@@ -904,7 +774,7 @@ HOT void copy_bytes(char *o, const char *s, size_t n) {
 }
 
 static inline void cap_strn(json_buf *c, const char *s, size_t n) {
-  if (room(c, 4 + n)) return;
+  if (json_room(c, 4 + n)) return;
   uint32_t l = (uint32_t)n;
   memcpy(c->data + c->len, &l, 4);
   copy_bytes(c->data + c->len + 4, s, n);
@@ -926,7 +796,7 @@ static __attribute__((noinline)) void cap_error(json_buf *c, const char *s) { ca
  * alone; otherwise the bytes, as cap_str. */
 static inline void cap_name(json_buf *c, const char *s, int borrowed) {
   if (borrowed)
-    put_raw(c, (const char *)&s, sizeof s);
+    json_put_raw(c, (const char *)&s, sizeof s);
   else
     cap_str(c, s);
 }
@@ -947,7 +817,7 @@ static void cap_end(json_buf *c, size_t at) {
  * one of them (the caller then uses cap_value). */
 HOT int cap_scalar(json_buf *c, const value *v) {
   size_t n = v->kind == V_STRING ? v->n : 0;
-  if (room(c, 13 + n)) return 1;
+  if (json_room(c, 13 + n)) return 1;
   char *o = c->data + c->len;
   switch (v->kind) {
     case V_BOOL:
@@ -997,7 +867,7 @@ static int cap_tagged(json_buf *c, const value *v, int lenient, int depth) {
     case V_DOUBLE:
       if (!lenient && v->d - v->d != 0) return 0;
       cap_u8(c, CV_DOUBLE);
-      put_raw(c, (const char *)&v->d, 8);
+      json_put_raw(c, (const char *)&v->d, 8);
       return 1;
     case V_LIST:
       if (depth > 8) return 0;
@@ -1041,7 +911,7 @@ static void cap_value(json_buf *c, const value *v, int lenient) {
       return;
     case V_DOUBLE:
       cap_u8(c, CV_DOUBLE);
-      put_raw(c, (const char *)&v->d, 8);
+      json_put_raw(c, (const char *)&v->d, 8);
       return;
     case V_LIST:
     case V_MAP: {
@@ -1053,7 +923,7 @@ static void cap_value(json_buf *c, const value *v, int lenient) {
     default: {
       cap_u8(c, CV_JSON);
       size_t at = cap_begin(c);
-      if (json_write(c, v, lenient) != 0) PUT(c, "null");
+      if (json_write(c, v, lenient) != 0) JSON_PUT(c, "null");
       cap_end(c, at);
     }
   }
@@ -1136,7 +1006,7 @@ static int capture_into(vd_decision *d, const record_input *in, json_buf *cb, ui
   h.raw_lets = borrowed && d->let_values;
   /* in the payload's order, except that the outcome's strings come before
    * the model, the trace needing two of them */
-  put_raw(&c, (const char *)&h, sizeof h);
+  json_put_raw(&c, (const char *)&h, sizeof h);
   cap_strn(&c, req->action.s, req->action.n);
   if (in->json) {
     cap_strn(&c, in->json, in->json_len);
@@ -1149,8 +1019,8 @@ static int capture_into(vd_decision *d, const record_input *in, json_buf *cb, ui
     if (!cap_scalar(&c, &req->candidates.items[i])) cap_value(&c, &req->candidates.items[i], 0);
   cap_strn(&c, req->key.s, req->key.n);
   cap_str(&c, d->strategy);
-  put_raw(&c, d->policy_version, 64); /* 64 hex digits, or fewer and a NUL */
-  put_raw(&c, d->bundle_version, 64);
+  json_put_raw(&c, d->policy_version, 64); /* 64 hex digits, or fewer and a NUL */
+  json_put_raw(&c, d->bundle_version, 64);
   if (d->action) /* action_n: strlen(d->action), which the caller has measured */
     cap_strn(&c, d->action, action_n);
   else
@@ -1166,18 +1036,18 @@ static int capture_into(vd_decision *d, const record_input *in, json_buf *cb, ui
     cap_str(&c, d->model_name);
     cap_str(&c, d->feature_error);
     if (borrowed) { /* the three arrays as they are */
-      put_raw(&c, (const char *)d->feature_names, d->nfeatures * sizeof *d->feature_names);
-      put_raw(&c, (const char *)d->features, d->nfeatures * sizeof *d->features);
-      put_raw(&c, (const char *)d->feature_status, d->nfeatures);
+      json_put_raw(&c, (const char *)d->feature_names, d->nfeatures * sizeof *d->feature_names);
+      json_put_raw(&c, (const char *)d->features, d->nfeatures * sizeof *d->features);
+      json_put_raw(&c, (const char *)d->feature_status, d->nfeatures);
     }
     for (uint32_t i = 0; i < d->nfeatures && !borrowed; i++) {
       cap_str(&c, d->feature_names[i]);
-      put_raw(&c, (const char *)&d->features[i], 4);
+      json_put_raw(&c, (const char *)&d->features[i], 4);
       cap_u8(&c, d->feature_status[i]);
     }
   }
   if (borrowed) { /* the array as it is, then the (rare) error's text */
-    put_raw(&c, (const char *)d->trace, d->ntrace * sizeof *d->trace);
+    json_put_raw(&c, (const char *)d->trace, d->ntrace * sizeof *d->trace);
     /* Only the last rule tried can have failed: a failing rule ends the
      * rules (decide.c). Were that to change, the formatter, which reads a
      * text for every entry with an error, would run short and refuse the
@@ -1187,7 +1057,7 @@ static int capture_into(vd_decision *d, const record_input *in, json_buf *cb, ui
   for (uint32_t i = 0; i < d->ntrace && !borrowed; i++) { /* the usual rule: one write */
     const trace_rule *t = &d->trace[i];
     size_t n = t->name ? strlen(t->name) : 0;
-    if (room(&c, n + 5)) break;
+    if (json_room(&c, n + 5)) break;
     char *o = c.data + c.len;
     uint32_t l = t->name ? (uint32_t)n : CAP_NULL;
     memcpy(o, &l, 4);
@@ -1196,14 +1066,14 @@ static int capture_into(vd_decision *d, const record_input *in, json_buf *cb, ui
     c.len += 5 + n;
     if (t->error) cap_str(&c, t->error);
   }
-  if (borrowed) put_raw(&c, (const char *)d->lets, d->nlets * sizeof *d->lets);
+  if (borrowed) json_put_raw(&c, (const char *)d->lets, d->nlets * sizeof *d->lets);
   const value *lv = d->let_values;
   if (borrowed && lv) { /* the usual case: the names are already in */
     /* the values as they are (one copy), then what they point at: a
      * string's or an error's bytes, a list or map or another kind as
      * cap_value writes it; null, booleans, integers and doubles are whole
      * in the array (fmt_lets_raw reads it back) */
-    put_raw(&c, (const char *)lv, d->nlets * sizeof *lv);
+    json_put_raw(&c, (const char *)lv, d->nlets * sizeof *lv);
     for (const value *v = lv, *end = lv + d->nlets; v < end; v++) {
       if (raw_whole(v)) continue;
       if (v->kind == V_STRING || v->kind == V_ERROR)
@@ -1242,7 +1112,7 @@ static int capture_into(vd_decision *d, const record_input *in, json_buf *cb, ui
 int record_capture(vd_decision *d, const record_input *in, const char **out, size_t *len) {
   json_buf c;
   json_buf_init(&c, &d->mem);
-  room(&c, capture_guess(d, in));
+  json_room(&c, capture_guess(d, in));
   size_t action_n = d->action ? strlen(d->action) : 0;
   if (capture_into(d, in, &c, source_code(d->source), action_n) != 0) return VD_ENOMEM;
   *out = c.data;
@@ -1349,14 +1219,14 @@ static void put_name(json_buf *b, name_cache *nc, const char *s) {
   if (nc && nc->cap) {
     for (uint32_t k = cache_slot(nc, s); nc->tab[k].name; k = (k + 1) & (nc->cap - 1))
       if (nc->tab[k].name == s) {
-        if (room(b, nc->tab[k].len)) return;
+        if (json_room(b, nc->tab[k].len)) return;
         copy_bytes(b->data + b->len, nc->text + nc->tab[k].off, nc->tab[k].len);
         b->len += nc->tab[k].len;
         return;
       }
   }
   size_t at = b->len;
-  put_strn(b, s, strlen(s));
+  json_put_strn(b, s, strlen(s));
   if (!nc || b->oom || name_cache_room(nc, b->len - at) != 0) return;
   uint32_t k = cache_slot(nc, s);
   while (nc->tab[k].name) k = (k + 1) & (nc->cap - 1);
@@ -1372,7 +1242,7 @@ static void put_name(json_buf *b, name_cache *nc, const char *s) {
 static void fmt_name(json_buf *b, cap_cur *c, int borrowed) {
   size_t n;
   const char *s = get_name(c, borrowed, &n);
-  put_strn_or_null(b, s, n);
+  json_put_strn_or_null(b, s, n);
 }
 
 /* Let i's name: from the names' array when the capture borrows (checked
@@ -1389,7 +1259,7 @@ static const char *let_name(cap_cur *c, int borrowed, const char *names, uint32_
 static void fmt_str(json_buf *b, cap_cur *c) {
   size_t n;
   const char *s = get_str(c, &n);
-  put_strn_or_null(b, s, n);
+  json_put_strn_or_null(b, s, n);
 }
 
 /* A version, written between quotes as it is: 64 bytes, 64 hex digits or
@@ -1399,7 +1269,7 @@ static void fmt_version(json_buf *b, cap_cur *c) {
     c->bad = 1;
     return;
   }
-  put_raw(b, c->p, strnlen(c->p, 64));
+  json_put_raw(b, c->p, strnlen(c->p, 64));
   c->p += 64;
 }
 
@@ -1410,52 +1280,52 @@ static void fmt_value(json_buf *b, cap_cur *c, int lenient) {
   switch (get_u8(c)) {
     case CV_LIST:
       cur_take(c, &k, 4);
-      put_char(b, '[');
+      json_put_char(b, '[');
       for (uint32_t i = 0; i < k && !c->bad; i++) {
-        if (i) put_char(b, ',');
+        if (i) json_put_char(b, ',');
         fmt_value(b, c, lenient);
       }
-      put_char(b, ']');
+      json_put_char(b, ']');
       return;
     case CV_MAP:
       cur_take(c, &k, 4);
-      put_char(b, '{');
+      json_put_char(b, '{');
       for (uint32_t i = 0; i < k && !c->bad; i++) {
-        if (i) put_char(b, ',');
+        if (i) json_put_char(b, ',');
         s = get_str(c, &n);
-        put_strn(b, s ? s : "", n);
-        put_char(b, ':');
+        json_put_strn(b, s ? s : "", n);
+        json_put_char(b, ':');
         fmt_value(b, c, lenient);
       }
-      put_char(b, '}');
+      json_put_char(b, '}');
       return;
     case CV_NULL:
     case CV_ABSENT:
-      PUT(b, "null");
+      JSON_PUT(b, "null");
       return;
     case CV_FALSE:
-      PUT(b, "false");
+      JSON_PUT(b, "false");
       return;
     case CV_TRUE:
-      PUT(b, "true");
+      JSON_PUT(b, "true");
       return;
     case CV_INT:
-      put_i64(b, (int64_t)get_u64(c));
+      json_put_i64(b, (int64_t)get_u64(c));
       return;
     case CV_STRING:
       s = get_str(c, &n);
-      put_strn(b, s ? s : "", n);
+      json_put_strn(b, s ? s : "", n);
       return;
     case CV_DOUBLE: {
       double x;
       cur_take(c, &x, 8);
       value v = value_double(x);
-      if (json_write(b, &v, lenient) != 0) PUT(b, "null");
+      if (json_write(b, &v, lenient) != 0) JSON_PUT(b, "null");
       return;
     }
     case CV_JSON:
       s = get_str(c, &n);
-      if (s) put_raw(b, s, n);
+      if (s) json_put_raw(b, s, n);
       return;
     default: /* CV_ERROR is not a value; anything else is damage */
       c->bad = 1;
@@ -1507,7 +1377,7 @@ static void fmt_lets_raw(json_buf *b, cap_cur *c, uint32_t nlets, name_cache *nc
   }
   c->p = vals + (size_t)nlets * sizeof(value);
   const char *rest = c->p;
-  PUT(b, ",\"lets\":{");
+  JSON_PUT(b, ",\"lets\":{");
   int first = 1, errors = 0;
   size_t n;
   const char *s;
@@ -1525,39 +1395,39 @@ static void fmt_lets_raw(json_buf *b, cap_cur *c, uint32_t nlets, name_cache *nc
       errors++;
       continue;
     }
-    if (!first) put_char(b, ',');
+    if (!first) json_put_char(b, ',');
     first = 0;
     if (name)
       put_name(b, nc, name);
     else
-      PUT(b, "null");
-    put_char(b, ':');
+      JSON_PUT(b, "null");
+    json_put_char(b, ':');
     switch (v.kind) {
       case V_NULL:
-        PUT(b, "null");
+        JSON_PUT(b, "null");
         break;
       case V_BOOL:
-        put_bool(b, v.b);
+        json_put_bool(b, v.b);
         break;
       case V_INT:
-        put_i64(b, v.i);
+        json_put_i64(b, v.i);
         break;
       case V_DOUBLE: {
         value d = value_double(v.d);
-        if (json_write(b, &d, 1) != 0) PUT(b, "null");
+        if (json_write(b, &d, 1) != 0) JSON_PUT(b, "null");
         break;
       }
       case V_STRING:
         s = get_str(c, &n);
-        put_strn(b, s ? s : "", n);
+        json_put_strn(b, s ? s : "", n);
         break;
       case V_LIST:
       case V_MAP:
         if (!v.n) {
           if (v.kind == V_LIST)
-            PUT(b, "[]");
+            JSON_PUT(b, "[]");
           else
-            PUT(b, "{}");
+            JSON_PUT(b, "{}");
           break;
         }
         /* fall through */
@@ -1565,7 +1435,7 @@ static void fmt_lets_raw(json_buf *b, cap_cur *c, uint32_t nlets, name_cache *nc
         fmt_value(b, c, 1);
     }
   }
-  PUT(b, "},\"let_errors\":{");
+  JSON_PUT(b, "},\"let_errors\":{");
   cap_cur r = {rest, c->end, 0};
   first = 1;
   for (uint32_t i = 0; i < nlets && errors && !r.bad; i++) {
@@ -1578,19 +1448,19 @@ static void fmt_lets_raw(json_buf *b, cap_cur *c, uint32_t nlets, name_cache *nc
       const char *name;
       memcpy(&name, names + (size_t)i * sizeof name, sizeof name);
       s = get_str(&r, &n);
-      if (!first) put_char(b, ',');
+      if (!first) json_put_char(b, ',');
       first = 0;
       if (name)
-        put_strn(b, name, strlen(name));
+        json_put_strn(b, name, strlen(name));
       else
-        PUT(b, "null");
-      put_char(b, ':');
-      put_strn(b, s ? s : "", n);
+        JSON_PUT(b, "null");
+      json_put_char(b, ':');
+      json_put_strn(b, s ? s : "", n);
     } else {
       skip_value(&r);
     }
   }
-  put_char(b, '}');
+  json_put_char(b, '}');
 }
 
 int record_format(const char *capture, size_t clen, const char *id, const char *node,
@@ -1611,20 +1481,21 @@ static int format_capture(const char *capture, size_t clen, const char *id, cons
   json_buf *b = out;
   size_t n;
   const char *s;
-  room(b, 1024 + clen + (size_t)h.ntrace * 24 + (size_t)h.nlets * 24 + (size_t)h.nfeatures * 16);
-  PUT(b, "{\"format\":1,\"id\":");
-  put_str(b, id);
-  PUT(b, ",\"time\":");
+  json_room(b,
+            1024 + clen + (size_t)h.ntrace * 24 + (size_t)h.nlets * 24 + (size_t)h.nfeatures * 16);
+  JSON_PUT(b, "{\"format\":1,\"id\":");
+  json_put_str(b, id);
+  JSON_PUT(b, ",\"time\":");
   put_time_memo(b, h.clock_ns, nc ? &nc->time : NULL);
-  PUT(b, ",\"time_ns\":");
-  put_i64(b, h.clock_ns);
-  PUT(b, ",\"node\":");
-  put_str(b, node);
-  PUT(b, ",\"engine_version\":");
-  put_str(b, vd_version());
-  PUT(b, ",\"point\":");
+  JSON_PUT(b, ",\"time_ns\":");
+  json_put_i64(b, h.clock_ns);
+  JSON_PUT(b, ",\"node\":");
+  json_put_str(b, node);
+  JSON_PUT(b, ",\"engine_version\":");
+  json_put_str(b, vd_version());
+  JSON_PUT(b, ",\"point\":");
   s = get_str(&c, &n);
-  put_strn(b, s ? s : "", n);
+  json_put_strn(b, s ? s : "", n);
   if (hdr) {
     memcpy(hdr->id, h.id, 16);
     hdr->time_ns = h.clock_ns;
@@ -1638,32 +1509,32 @@ static int format_capture(const char *capture, size_t clen, const char *id, cons
   const char *request = NULL;
   size_t request_len = 0;
   if (h.request != CAP_REQ_NONE) request = get_str(&c, &request_len);
-  PUT(b, ",\"request\":");
+  JSON_PUT(b, ",\"request\":");
   if (h.request == CAP_REQ_JSON && request)
     put_minified(b, request, request_len);
   else if (h.request == CAP_REQ_TEXT && request)
-    put_raw(b, request, request_len);
+    json_put_raw(b, request, request_len);
   else
-    PUT(b, "null");
-  PUT(b, ",\"candidates\":[");
+    JSON_PUT(b, "null");
+  JSON_PUT(b, ",\"candidates\":[");
   for (uint32_t i = 0; i < h.ncandidates && !c.bad; i++) {
-    if (i) put_char(b, ',');
+    if (i) json_put_char(b, ',');
     fmt_value(b, &c, 0);
   }
-  PUT(b, "],\"key\":");
+  JSON_PUT(b, "],\"key\":");
   s = get_str(&c, &n);
-  put_strn(b, s ? s : "", n);
-  PUT(b, ",\"strategy\":");
+  json_put_strn(b, s ? s : "", n);
+  JSON_PUT(b, ",\"strategy\":");
   fmt_str(b, &c);
-  PUT(b, ",\"policy_version\":\"");
+  JSON_PUT(b, ",\"policy_version\":\"");
   if (hdr && (size_t)(c.end - c.p) >= 64) {
     hdr->policy_version = c.p;
     hdr->policy_version_len = strnlen(c.p, 64);
   }
   fmt_version(b, &c);
-  PUT(b, "\",\"bundle_version\":\"");
+  JSON_PUT(b, "\",\"bundle_version\":\"");
   fmt_version(b, &c);
-  put_char(b, '"');
+  json_put_char(b, '"');
   size_t action_n, source_n, rule_n, reason_n;
   const char *action = get_str(&c, &action_n), *source;
   if (hdr) {
@@ -1684,9 +1555,9 @@ static int format_capture(const char *capture, size_t clen, const char *id, cons
     static const char *const status[] = {"value", "missing", "default", "unknown"};
     size_t mv_n, fv_n;
     const char *mv = get_str(&c, &mv_n), *fv = get_str(&c, &fv_n);
-    PUT(b, ",\"model_version\":\"");
-    put_raw(b, mv ? mv : "", mv_n);
-    PUT(b, "\",\"features\":{");
+    JSON_PUT(b, ",\"model_version\":\"");
+    json_put_raw(b, mv ? mv : "", mv_n);
+    JSON_PUT(b, "\",\"features\":{");
     size_t name_n, ferr_n;
     const char *name = get_str(&c, &name_n), *ferr = get_str(&c, &ferr_n);
     /* the rows, written twice (values, then statuses): by pointer, three
@@ -1695,7 +1566,7 @@ static int format_capture(const char *capture, size_t clen, const char *id, cons
     size_t nf = h.nfeatures;
     if (h.borrowed && (size_t)(c.end - c.p) / 13 < nf) c.bad = 1;
     for (uint32_t i = 0; i < h.nfeatures && !c.bad; i++) {
-      if (i) put_char(b, ',');
+      if (i) json_put_char(b, ',');
       float f;
       if (h.borrowed) {
         const char *fname;
@@ -1703,31 +1574,31 @@ static int format_capture(const char *capture, size_t clen, const char *id, cons
         if (fname)
           put_name(b, nc, fname);
         else
-          PUT(b, "null");
+          JSON_PUT(b, "null");
         memcpy(&f, feat + 8 * nf + 4 * i, 4);
       } else {
         fmt_str(b, &c);
         cur_take(&c, &f, 4);
         get_u8(&c);
       }
-      put_char(b, ':');
+      json_put_char(b, ':');
       put_float(b, f);
     }
     if (h.borrowed && !c.bad) c.p += 13 * nf;
-    PUT(b, "},\"model\":{\"name\":");
+    JSON_PUT(b, "},\"model\":{\"name\":");
     if (name)
-      put_strn(b, name, name_n);
+      json_put_strn(b, name, name_n);
     else
-      PUT(b, "null");
-    PUT(b, ",\"version\":\"");
-    put_raw(b, mv ? mv : "", mv_n);
-    PUT(b, "\",\"features_version\":\"");
-    put_raw(b, fv ? fv : "", fv_n);
-    PUT(b, "\",\"timeout_ms\":");
-    put_u64(b, h.model_timeout_ms);
-    PUT(b, ",\"deadline_missed\":");
-    put_bool(b, h.model_run == MODEL_DEADLINE);
-    PUT(b, ",\"feature_status\":{");
+      JSON_PUT(b, "null");
+    JSON_PUT(b, ",\"version\":\"");
+    json_put_raw(b, mv ? mv : "", mv_n);
+    JSON_PUT(b, "\",\"features_version\":\"");
+    json_put_raw(b, fv ? fv : "", fv_n);
+    JSON_PUT(b, "\",\"timeout_ms\":");
+    json_put_u64(b, h.model_timeout_ms);
+    JSON_PUT(b, ",\"deadline_missed\":");
+    json_put_bool(b, h.model_run == MODEL_DEADLINE);
+    JSON_PUT(b, ",\"feature_status\":{");
     cap_cur r = {feat, c.end, 0};
     uint32_t k = 0;
     for (uint32_t i = 0; i < h.nfeatures && !r.bad && !c.bad; i++) {
@@ -1745,30 +1616,30 @@ static int format_capture(const char *capture, size_t clen, const char *id, cons
         st = get_u8(&r);
       }
       if (!st || st > 3) continue;
-      if (k++) put_char(b, ',');
+      if (k++) json_put_char(b, ',');
       if (fname)
-        put_strn(b, fname, fname_n);
+        json_put_strn(b, fname, fname_n);
       else
-        PUT(b, "null");
-      put_char(b, ':');
-      put_str(b, status[st]);
+        JSON_PUT(b, "null");
+      json_put_char(b, ':');
+      json_put_str(b, status[st]);
     }
-    PUT(b, "},\"feature_error\":");
+    JSON_PUT(b, "},\"feature_error\":");
     if (ferr)
-      put_strn(b, ferr, ferr_n);
+      json_put_strn(b, ferr, ferr_n);
     else
-      PUT(b, "null");
+      JSON_PUT(b, "null");
     if (h.model_run == MODEL_SCORED && h.model_class >= 0) {
-      PUT(b, ",\"class\":");
-      put_i64(b, h.model_class);
+      JSON_PUT(b, ",\"class\":");
+      json_put_i64(b, h.model_class);
     }
-    PUT(b, ",\"ns\":");
-    put_u64(b, h.ns_model);
-    put_char(b, '}');
+    JSON_PUT(b, ",\"ns\":");
+    json_put_u64(b, h.ns_model);
+    json_put_char(b, '}');
   } else {
-    PUT(b, ",\"model_version\":null,\"features\":null,\"model\":null");
+    JSON_PUT(b, ",\"model_version\":null,\"features\":null,\"model\":null");
   }
-  PUT(b, ",\"trace\":{\"rules\":[");
+  JSON_PUT(b, ",\"trace\":{\"rules\":[");
   const char *trace = c.p; /* by pointer: the array, then the errors' text */
   if (h.borrowed) {
     if ((size_t)(c.end - c.p) / sizeof(trace_rule) < h.ntrace)
@@ -1777,8 +1648,8 @@ static int format_capture(const char *capture, size_t clen, const char *id, cons
       c.p += h.ntrace * sizeof(trace_rule);
   }
   for (uint32_t i = 0; i < h.ntrace && !c.bad; i++) {
-    if (i) put_char(b, ',');
-    PUT(b, "{\"rule\":");
+    if (i) json_put_char(b, ',');
+    JSON_PUT(b, "{\"rule\":");
     uint8_t r;
     if (h.borrowed) {
       trace_rule t;
@@ -1786,7 +1657,7 @@ static int format_capture(const char *capture, size_t clen, const char *id, cons
       if (t.name)
         put_name(b, nc, t.name);
       else
-        PUT(b, "null");
+        JSON_PUT(b, "null");
       r = (uint8_t)(t.result | (t.error ? CAP_RULE_ERROR : 0));
     } else {
       fmt_str(b, &c);
@@ -1795,32 +1666,32 @@ static int format_capture(const char *capture, size_t clen, const char *id, cons
     put_result(b, r & ~CAP_RULE_ERROR);
     if (r & CAP_RULE_ERROR) {
       s = get_str(&c, &n);
-      PUT(b, ",\"error\":");
-      put_strn(b, s ? s : "", n);
+      JSON_PUT(b, ",\"error\":");
+      json_put_strn(b, s ? s : "", n);
     }
-    put_char(b, '}');
+    json_put_char(b, '}');
   }
-  PUT(b, "],\"matched\":");
+  JSON_PUT(b, "],\"matched\":");
   if (h.matched_rule && rule)
-    put_strn(b, rule, rule_n);
+    json_put_strn(b, rule, rule_n);
   else
-    PUT(b, "null");
-  PUT(b, ",\"rules_total\":");
-  put_u64(b, h.rules_total);
-  PUT(b, ",\"rules_considered\":");
-  put_u64(b, h.rules_indexed);
-  PUT(b, ",\"no_candidate\":");
-  put_strn_or_null(b, no_candidate, nc_n);
+    JSON_PUT(b, "null");
+  JSON_PUT(b, ",\"rules_total\":");
+  json_put_u64(b, h.rules_total);
+  JSON_PUT(b, ",\"rules_considered\":");
+  json_put_u64(b, h.rules_indexed);
+  JSON_PUT(b, ",\"no_candidate\":");
+  json_put_strn_or_null(b, no_candidate, nc_n);
   put_floor(b, h.floor, floor_from, ff_n);
-  PUT(b, ",\"cost\":");
-  put_u64(b, h.cost);
-  put_char(b, '}');
+  JSON_PUT(b, ",\"cost\":");
+  json_put_u64(b, h.cost);
+  json_put_char(b, '}');
   /* lets, then (a second pass over the same captures) let_errors */
   if (h.raw_lets) {
     fmt_lets_raw(b, &c, h.nlets, nc);
     goto after_lets;
   }
-  PUT(b, ",\"lets\":{");
+  JSON_PUT(b, ",\"lets\":{");
   const char *let_names = c.p; /* by pointer: the names' array, then the values */
   if (h.borrowed) {
     if ((size_t)(c.end - c.p) / sizeof(char *) < h.nlets)
@@ -1843,18 +1714,18 @@ static int format_capture(const char *capture, size_t clen, const char *id, cons
       errors++;
       continue;
     }
-    if (!first) put_char(b, ',');
+    if (!first) json_put_char(b, ',');
     first = 0;
     if (name && h.borrowed)
       put_name(b, nc, name);
     else if (name)
-      put_strn(b, name, name_n);
+      json_put_strn(b, name, name_n);
     else
-      PUT(b, "null");
-    put_char(b, ':');
+      JSON_PUT(b, "null");
+    json_put_char(b, ':');
     fmt_value(b, &c, 1);
   }
-  PUT(b, "},\"let_errors\":{");
+  JSON_PUT(b, "},\"let_errors\":{");
   cap_cur r = {lets, c.end, 0};
   first = 1;
   for (uint32_t i = 0; i < h.nlets && errors && !r.bad; i++) {
@@ -1863,89 +1734,87 @@ static int format_capture(const char *capture, size_t clen, const char *id, cons
     if (r.p < r.end && (uint8_t)*r.p == CV_ERROR) {
       r.p++;
       s = get_str(&r, &n);
-      if (!first) put_char(b, ',');
+      if (!first) json_put_char(b, ',');
       first = 0;
       if (name)
-        put_strn(b, name, name_n);
+        json_put_strn(b, name, name_n);
       else
-        PUT(b, "null");
-      put_char(b, ':');
-      put_strn(b, s ? s : "", n);
+        JSON_PUT(b, "null");
+      json_put_char(b, ':');
+      json_put_strn(b, s ? s : "", n);
     } else {
       skip_value(&r);
     }
   }
-  put_char(b, '}');
+  json_put_char(b, '}');
 after_lets:
   if (h.model_run == MODEL_SCORED) {
-    PUT(b, ",\"model_score\":");
+    JSON_PUT(b, ",\"model_score\":");
     json_write_double(b, h.model_score);
-    PUT(b, ",\"model_confidence\":");
+    JSON_PUT(b, ",\"model_confidence\":");
     if (h.model_confidence == h.model_confidence)
       json_write_double(b, h.model_confidence);
     else
-      PUT(b, "null");
+      JSON_PUT(b, "null");
   } else {
-    PUT(b, ",\"model_score\":null,\"model_confidence\":null");
+    JSON_PUT(b, ",\"model_score\":null,\"model_confidence\":null");
   }
-  PUT(b, ",\"action\":");
-  put_strn_or_null(b, action, action_n);
-  PUT(b, ",\"allowed\":");
-  put_bool(b, h.allowed);
-  PUT(b, ",\"review\":");
-  put_bool(b, h.review);
-  PUT(b, ",\"confidence\":");
+  JSON_PUT(b, ",\"action\":");
+  json_put_strn_or_null(b, action, action_n);
+  JSON_PUT(b, ",\"allowed\":");
+  json_put_bool(b, h.allowed);
+  JSON_PUT(b, ",\"review\":");
+  json_put_bool(b, h.review);
+  JSON_PUT(b, ",\"confidence\":");
   put_confidence(b, h.confidence);
-  PUT(b, ",\"source\":");
-  put_strn_or_null(b, source, source_n);
-  PUT(b, ",\"reason\":{\"rule\":");
-  put_strn_or_null(b, rule, rule_n);
-  PUT(b, ",\"message\":");
-  put_strn_or_null(b, reason, reason_n);
-  PUT(b, "},\"latency_ns\":{\"parse\":");
-  put_u64(b, h.ns_parse);
-  PUT(b, ",\"decide\":");
-  put_u64(b, h.ns_decide);
-  PUT(b, ",\"render\":");
-  put_u64(b, h.ns_render);
-  PUT(b, ",\"total\":");
-  put_u64(b, h.latency_ns);
-  PUT(b, "},\"limits\":{\"cost\":");
-  put_u64(b, h.lim_cost);
-  PUT(b, ",\"regex_match\":");
-  put_u64(b, h.lim_regex);
-  PUT(b, ",\"memory\":");
-  put_u64(b, h.lim_memory);
-  PUT(b, ",\"max_request_bytes\":");
-  put_u64(b, h.lim_max_request);
-  PUT(b, "},\"inputs\":{\"clock_ns\":");
-  put_i64(b, h.clock_ns);
-  PUT(b, ",\"model_deadline_missed\":");
+  JSON_PUT(b, ",\"source\":");
+  json_put_strn_or_null(b, source, source_n);
+  JSON_PUT(b, ",\"reason\":{\"rule\":");
+  json_put_strn_or_null(b, rule, rule_n);
+  JSON_PUT(b, ",\"message\":");
+  json_put_strn_or_null(b, reason, reason_n);
+  JSON_PUT(b, "},\"latency_ns\":{\"parse\":");
+  json_put_u64(b, h.ns_parse);
+  JSON_PUT(b, ",\"decide\":");
+  json_put_u64(b, h.ns_decide);
+  JSON_PUT(b, ",\"render\":");
+  json_put_u64(b, h.ns_render);
+  JSON_PUT(b, ",\"total\":");
+  json_put_u64(b, h.latency_ns);
+  JSON_PUT(b, "},\"limits\":{\"cost\":");
+  json_put_u64(b, h.lim_cost);
+  JSON_PUT(b, ",\"regex_match\":");
+  json_put_u64(b, h.lim_regex);
+  JSON_PUT(b, ",\"memory\":");
+  json_put_u64(b, h.lim_memory);
+  JSON_PUT(b, ",\"max_request_bytes\":");
+  json_put_u64(b, h.lim_max_request);
+  JSON_PUT(b, "},\"inputs\":{\"clock_ns\":");
+  json_put_i64(b, h.clock_ns);
+  JSON_PUT(b, ",\"model_deadline_missed\":");
   if (h.model_run == MODEL_SCORED || h.model_run == MODEL_DEADLINE)
-    put_bool(b, h.model_run == MODEL_DEADLINE);
+    json_put_bool(b, h.model_run == MODEL_DEADLINE);
   else
-    PUT(b, "null");
-  PUT(b, ",\"counters\":{");
+    JSON_PUT(b, "null");
+  JSON_PUT(b, ",\"counters\":{");
   for (uint32_t i = 0; i < h.ncounters && !c.bad; i++) {
-    if (i) put_char(b, ',');
+    if (i) json_put_char(b, ',');
     fmt_name(b, &c, h.borrowed);
-    PUT(b, ":{\"key\":");
+    JSON_PUT(b, ":{\"key\":");
     s = get_str(&c, &n);
-    put_strn(b, s ? s : "", n);
-    PUT(b, ",\"count\":");
-    put_u64(b, get_u64(&c));
-    PUT(b, ",\"penalized\":");
-    put_bool(b, get_u8(&c));
-    PUT(b, ",\"charged\":");
-    put_bool(b, get_u8(&c));
-    if (get_u8(&c)) PUT(b, ",\"degraded\":true");
-    put_char(b, '}');
+    json_put_strn(b, s ? s : "", n);
+    JSON_PUT(b, ",\"count\":");
+    json_put_u64(b, get_u64(&c));
+    JSON_PUT(b, ",\"penalized\":");
+    json_put_bool(b, get_u8(&c));
+    JSON_PUT(b, ",\"charged\":");
+    json_put_bool(b, get_u8(&c));
+    if (get_u8(&c)) JSON_PUT(b, ",\"degraded\":true");
+    json_put_char(b, '}');
   }
-  PUT(b, "},\"random\":{}}}");
+  JSON_PUT(b, "},\"random\":{}}}");
   if (c.bad || c.p != c.end) return VD_EINVAL;
-  if (room(b, 0)) return VD_ENOMEM;
-  b->data[b->len] = '\0';
-  if (b->oom) return VD_ENOMEM;
+  if (json_put_end(b)) return VD_ENOMEM;
   return 0;
 }
 
