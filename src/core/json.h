@@ -193,6 +193,11 @@ static inline void json_put_bool(json_buf *b, bool v) {
     JSON_PUT(b, "false");
 }
 
+/* JSON text the parser accepted, without the whitespace between tokens
+ * (strings copied whole, found by their closing quote): a request as
+ * received, one line. */
+void json_put_minified(json_buf *b, const char *s, size_t n);
+
 /* The NUL after the text: 0, or -1 when a write failed (out of memory). */
 int json_put_end(json_buf *b);
 

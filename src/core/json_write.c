@@ -439,6 +439,37 @@ void json_put_u64(json_buf *b, uint64_t v) {
   b->len += sizeof t - i;
 }
 
+void json_put_minified(json_buf *b, const char *s, size_t n) {
+  if (json_room(b, n)) return;
+  char *o = b->data + b->len;
+  size_t i = 0;
+  while (i < n) {
+    char c = s[i];
+    if (c == '"') {
+      size_t j = i + 1;
+      for (;;) {
+        const char *q = memchr(s + j, '"', n - j);
+        if (!q) { /* never: the text parsed */
+          j = n;
+          break;
+        }
+        size_t k = (size_t)(q - s), bs = 0;
+        while (k - bs > i + 1 && s[k - bs - 1] == '\\') bs++;
+        j = k + 1;
+        if (!(bs & 1)) break;
+      }
+      memcpy(o, s + i, j - i);
+      o += j - i;
+      i = j;
+    } else {
+      if (c != ' ' && c != '\n' && c != '\r' && c != '\t') *o++ = c;
+      i++;
+    }
+  }
+  b->len = (size_t)(o - b->data);
+  b->data[b->len] = '\0';
+}
+
 int json_put_end(json_buf *b) {
   if (json_room(b, 0)) return -1;
   b->data[b->len] = '\0';

@@ -326,23 +326,16 @@ void recorder_forget(recorder *r);
 void recorder_counters(recorder *r, vd_engine_counters *out);
 int recorder_repair(recorder *r, unsigned i, vd_snapshot_repair *out);
 
-/* record.c: the snapshot payload of decision d (format 1, docs/snapshots.md)
- * written into d's arena, directly. id may be NULL (written as null); no log
- * is needed. The engine records through the two calls below instead; this
- * is what they must reproduce byte for byte (tests and benchmarks use it). */
-int record_payload(vd_decision *d, const record_input *in, const char *id, const char *node,
-                   const char **out, size_t *len);
-
-/* record.c: what the payload needs from decision d in a compact binary
+/* record_capture.c: what the payload needs from decision d in a compact binary
  * capture in d's arena: values and the decision's own strings copied; rule,
  * let, feature and limit names as pointers when d->trace_borrow is set (they
  * are then the bundle's, which must outlive the capture's formatting),
- * copied otherwise. record_build appends this to the log. */
+ * copied otherwise. record_commit writes the same into the log's queue. */
 int record_capture(vd_decision *d, const record_input *in, const char **out, size_t *len);
 
-/* record.c: the format-1 payload from a capture, appended to out (a
- * json_buf, NUL-terminated after): exactly what record_payload writes for
- * the same decision, id and node. The snapshot writer thread calls it.
+/* record_format.c: the format-1 payload from a capture, appended to out (a
+ * json_buf, NUL-terminated after), for the given id and node (the fields of
+ * the payload: SNAPSHOT_FIELDS in engine/record.h). The snapshot writer thread calls it.
  * Returns 0, VD_ENOMEM, or VD_EINVAL for a capture that does not read back. */
 struct json_buf;
 int record_format(const char *capture, size_t len, const char *id, const char *node,

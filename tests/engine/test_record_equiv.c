@@ -1,6 +1,7 @@
 /* test_record_equiv.c — the snapshot payload the writer thread formats from
- * the deciding thread's capture is byte for byte the payload the direct
- * builder (record_payload) writes for the same decision.
+ * the deciding thread's capture is byte for byte the payload an independent
+ * oracle (record_oracle.h: a value tree built from the decision, written by
+ * json_write) gives for the same decision.
  *
  * Two ways, for every request:
  *   1. in process: record_capture, the capture copied out of the decision
@@ -28,6 +29,7 @@
 
 #include "core/json.h"
 #include "engine/engine.h"
+#include "record_oracle.h"
 #include "snapshot/snapshot.h"
 #include "test.h"
 #include "verdict.h"
@@ -139,7 +141,13 @@ static int compare(vd_decision *d, const record_input *in, const char *req) {
   const char *ref, *cap;
   size_t rn, cn;
   const char *id = "0193c0de-7a1b-7c3d-8e4f-0123456789ab";
-  if (record_payload(d, in, id, NODE, &ref, &rn) != 0 || record_capture(d, in, &cap, &cn) != 0) {
+  static arena oa; /* the oracle's: until the next compare */
+  static int oa_init;
+  if (!oa_init) arena_init(&oa, NULL, 0, 0);
+  oa_init = 1;
+  arena_reset(&oa);
+  if (oracle_payload(&oa, d, in, id, NODE, &ref, &rn) != 0 ||
+      record_capture(d, in, &cap, &cn) != 0) {
     CHECK_MSG(0, "no payload for %.200s", req);
     return 0;
   }
@@ -290,11 +298,14 @@ static void end_to_end(const char *policy, const reqs *r) {
     record_input in = {.req = &req, .json = json, .json_len = n, .lim = &lim};
     const char *p;
     size_t pn;
-    CHECK(record_payload(d, &in, id, NODE, &p, &pn) == 0);
+    arena oa;
+    arena_init(&oa, NULL, 0, 0);
+    CHECK(oracle_payload(&oa, d, &in, id, NODE, &p, &pn) == 0);
     expect *w = &want[nwant++];
     snprintf(w->id, sizeof w->id, "%s", id);
     w->payload = strndup(p, pn);
     w->len = pn;
+    arena_free(&oa);
   }
   vd_decision_free(d);
   vd_engine_close(e); /* drains the queue: everything is on disk */
