@@ -363,9 +363,10 @@ static int decide_live(vd_engine *e, const decide_request *req, vd_decision *d, 
   rcu_read_lock();
   const live *l = rcu_dereference(e->live);
   int rc = decide_stages(l->bundle, l->names, &e->lim, req, d, t0, err);
-  if (rc == 0 && rin) {
-    record_build(e->rec, d, rin);
-    rc = record_commit(e->rec, d, rin);
+  if (rc == 0) { /* the answer, once, snapshots on or off; with them, it carries the id */
+    if (rin) record_id(e->rec, d, rin);
+    decision_answer(d);
+    if (rin) rc = record_commit(e->rec, d, rin);
   }
   if (d->trace_borrow) { /* names into the bundle: gone with it */
     d->ntrace = 0;

@@ -164,8 +164,9 @@ struct vd_decision {
   const char *snapshot_id;
   char snapshot_id_buf[40];
   char bundle_version[65]; /* the bundle that decided (for the snapshot) */
-  /* the decision JSON without flags, rendered while recording (to time the
-   * render stage); vd_decision_render hands it out instead of rendering again */
+  /* the decision JSON without flags, rendered in the decide path
+   * (decision_answer); vd_decision_render hands it out instead of rendering
+   * again; NULL when it must be rendered (again) on demand */
   const char *answer;
   size_t answer_len;
 };
@@ -219,6 +220,12 @@ void action_name_defaults(const char *name, size_t len, bool *allowed, bool *rev
 
 /* render.c: writes the decision JSON into d's arena. */
 int decision_render(vd_decision *d, int flags, const char **out, size_t *len);
+/* render.c: the answer (the decision JSON without flags) into d->answer,
+ * which vd_decision_render hands out; the engine renders every decision it
+ * answers here, once, snapshots on or off. Timed as the render stage
+ * (d->ns_render, which the snapshot and the trace report) when the decision
+ * is traced. */
+void decision_answer(vd_decision *d);
 
 /* decision.c: fills err (when not NULL) and returns code. */
 int engine_error(vd_error *err, int code, int line, int column, const char *path, const char *fmt,
@@ -277,14 +284,14 @@ int recorder_open(const char *dir, const vd_engine_opts *opts, recorder **out, v
 void recorder_close(recorder *r, vd_engine_counters *out);
 
 /* What the snapshot needs beyond the decision itself, and (filled by
- * record_build) the record waiting to be appended. */
+ * record_id) the record waiting to be appended. */
 typedef struct record_input {
   const decide_request *req;
   const char *json; /* the request as received (validated JSON), or NULL */
   size_t json_len;
   const vd_request *creq; /* or the request built in C */
   const decide_limits *lim;
-  /* filled by record_build and record_commit */
+  /* filled by record_id and record_commit */
   uint8_t id[16];
   const char *payload; /* a capture in d's arena, when it did not fit the queue slot */
   size_t payload_len;
@@ -292,21 +299,22 @@ typedef struct record_input {
   int refused;     /* record_commit: 1, the queue refused it; record_wait: 2, not durable */
 } record_input;
 
-/* Records decision d in three steps. record_build and record_commit run
- * while the bundle that decided is still held: record_build takes an id and
- * renders the answer (timed: the render stage); record_commit captures what
- * the payload needs straight into a slot of the log's queue (the writer
- * thread formats it) — which may wait for room.
+/* Records decision d in three steps. record_id and record_commit run
+ * while the bundle that decided is still held: record_id takes the
+ * snapshot's id (the answer, rendered next by decision_answer, carries it);
+ * record_commit captures what the payload needs straight into a slot of
+ * the log's queue (the writer thread formats it) — which may wait for room.
  * The capture borrows names from the bundle when d->trace_borrow is set, so
  * the engine keeps a replaced bundle until recorder_past says the writer is
  * done with it. record_wait runs after the bundle is let go: with durability
  * ALWAYS it waits until the record is on disk. d->snapshot_id is set when the
  * record was accepted. A decision whose snapshot could not be recorded is
  * answered without a snapshot_id (the counters say why: dropped under
- * on_full DROP, too big, out of memory), except where answering would break
+ * on_full DROP, too big, out of memory; the answer is then rendered again,
+ * without the id), except where answering would break
  * the setting's promise: under BLOCK a queue that stays full, and under
  * ALWAYS a disk that refuses the record, refuse the decision instead. */
-void record_build(recorder *r, vd_decision *d, record_input *in);
+void record_id(recorder *r, vd_decision *d, record_input *in);
 /* record_commit and record_wait return 0, or VD_ESNAPSHOT when the log
  * refused the record (on_full BLOCK and no room; ALWAYS and the disk did not
  * take it): the decision must then not be answered, and record_refusal

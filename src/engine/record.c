@@ -212,21 +212,10 @@ int recorder_repair(recorder *r, unsigned i, vd_snapshot_repair *out) {
   return 0;
 }
 
-void record_build(recorder *r, vd_decision *d, record_input *in) {
+void record_id(recorder *r, vd_decision *d, record_input *in) {
   snapshot_id_new_at(&r->gen, (uint64_t)(d->clock_ns / 1000000), in->id);
   snapshot_id_format(in->id, d->snapshot_id_buf);
   d->snapshot_id = d->snapshot_id_buf;
-
-  /* The render stage, timed on this decision's own answer (kept: rendering
-   * it again for the caller would only cost the same again). */
-  uint64_t t0 = engine_now_ns();
-  const char *ans;
-  size_t alen;
-  if (decision_render(d, 0, &ans, &alen) == 0) {
-    d->answer = ans;
-    d->answer_len = alen;
-  }
-  d->ns_render = engine_now_ns() - t0;
   in->payload = NULL; /* the capture is made by record_commit */
 }
 

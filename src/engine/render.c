@@ -201,12 +201,23 @@ int decision_render(vd_decision *d, int flags, const char **out, size_t *len) {
   return 0;
 }
 
+void decision_answer(vd_decision *d) {
+  uint64_t t0 = d->trace_on ? engine_now_ns() : 0;
+  const char *ans;
+  size_t n;
+  if (decision_render(d, 0, &ans, &n) == 0) { /* else rendered on demand, failing there */
+    d->answer = ans;
+    d->answer_len = n;
+  }
+  if (d->trace_on) d->ns_render = engine_now_ns() - t0;
+}
+
 int vd_decision_render(vd_decision *d, int flags, const char **out, size_t *len) {
   if (!d || !out) return VD_EINVAL;
   *out = NULL;
   if (len) *len = 0;
   if (!d->decided) return VD_EINVAL;
-  if (!flags && d->answer) { /* rendered already, while recording the snapshot */
+  if (!flags && d->answer) { /* rendered already, in the decide path */
     *out = d->answer;
     if (len) *len = d->answer_len;
     return 0;

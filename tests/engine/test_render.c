@@ -6,6 +6,7 @@
  * the documented shape. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/json.h"
 #include "engine/engine.h"
@@ -89,7 +90,44 @@ static void test_strings_render_as_json_write_string_does(void) {
   arena_free(&a);
 }
 
+/* The answer is rendered once, in the decide path, whether snapshots are on
+ * or off: vd_decision_render without flags hands out that text (the same
+ * bytes, no second rendering), with flags renders anew. */
+static void test_rendered_once_snapshots_on_or_off(void) {
+  for (int on = 0; on < 2; on++) {
+    char dir[256];
+    test_tmpdir(dir, sizeof dir, "render-once");
+    vd_engine_opts o;
+    memset(&o, 0, sizeof o);
+    o.store_dir = "";
+    o.snapshots_dir = on ? dir : NULL;
+    o.snapshot_durability = VD_DURABILITY_NONE;
+    vd_engine *e = NULL;
+    vd_error err;
+    CHECK_MSG(vd_engine_open("examples/policies", &o, &e, &err) == 0, "%s", err.message);
+    if (!e) continue;
+    vd_decision *d = vd_decision_new();
+    const char *req =
+        "{\"action\":\"payment_authorization\",\"context\":{\"payment\":{\"amount_usd\":620.0,"
+        "\"currency\":\"EUR\"},\"card\":{\"country\":\"DE\",\"age_days\":3}},\"key\":\"k\"}";
+    CHECK_MSG(vd_decide_json(e, req, -1, d, &err) == 0, "%s", err.message);
+    const char *a1 = NULL, *a2 = NULL, *t = NULL;
+    size_t n1 = 0, n2 = 0, tn = 0;
+    CHECK(vd_decision_render(d, 0, &a1, &n1) == 0);
+    CHECK(vd_decision_render(d, 0, &a2, &n2) == 0);
+    CHECK_MSG(a1 && a1 == a2 && n1 == n2, "snapshots %s: the answer rendered twice",
+              on ? "on" : "off");
+    CHECK(vd_decision_render(d, VD_JSON_TRACE, &t, &tn) == 0);
+    CHECK(t && t != a1 && tn > n1 && memcmp(t, a1, n1 - 1) == 0); /* the same, then the trace */
+    CHECK(on ? strstr(a1, "\"snapshot_id\":\"") != NULL
+             : strstr(a1, "\"snapshot_id\":null") != NULL);
+    vd_decision_free(d);
+    vd_engine_close(e);
+  }
+}
+
 int main(void) {
   TEST_RUN(test_strings_render_as_json_write_string_does);
+  TEST_RUN(test_rendered_once_snapshots_on_or_off);
   TEST_END();
 }
