@@ -226,8 +226,13 @@ void put_c_request(json_buf *b, const vd_request *r);
  * action_n strlen(d->action). 0, or VD_ENOMEM. */
 int capture_into(vd_decision *d, const record_input *in, json_buf *c, uint8_t source,
                  size_t action_n);
-/* Room enough for the usual capture of d. */
-size_t capture_guess(const vd_decision *d, const record_input *in);
+/* Room enough for the usual capture of d (a larger one still works: the
+ * capture grows, or moves out of the queue's slot into d's arena). */
+static inline size_t capture_guess(const vd_decision *d, const record_input *in) {
+  return 512 + in->json_len + (size_t)d->ntrace * 40 + (size_t)d->nlets * 40 +
+         (size_t)d->nfeatures * 24 + (size_t)in->req->candidates.n * 16 +
+         (size_t)d->nlimit_reads * 64;
+}
 /* The snapshot source of d->source ("rule", "model", "default", "error"). */
 uint8_t source_code(const char *s);
 

@@ -233,14 +233,6 @@ uint8_t source_code(const char *s) {
   return SNAPSHOT_SRC_ERROR;
 }
 
-/* Room enough for the usual capture of d (a larger one still works: the
- * capture grows, or moves out of the queue's slot into d's arena). */
-size_t capture_guess(const vd_decision *d, const record_input *in) {
-  return 512 + in->json_len + (size_t)d->ntrace * 40 + (size_t)d->nlets * 40 +
-         (size_t)d->nfeatures * 24 + (size_t)in->req->candidates.n * 16 +
-         (size_t)d->nlimit_reads * 64;
-}
-
 /* What each cap_NAME sees: the capture being written and the decision. */
 typedef struct cap_ctx {
   json_buf *c;

@@ -135,7 +135,9 @@ int decision_render(vd_decision *d, int flags, const char **out, size_t *len) {
   }
   json_buf b;
   json_buf_init(&b, &d->mem);
-  if (json_room(&b, room)) return VD_ENOMEM; /* once: the rest fits */
+  b.data = arena_alloc(&d->mem, room); /* once: the rest fits */
+  if (!b.data) return VD_ENOMEM;
+  b.cap = room;
   JSON_PUT(&b, "{\"action\":");
   json_put_strn_or_null(&b, str[ACTION], n[ACTION]);
   if (d->allowed)
@@ -187,8 +189,13 @@ int decision_render(vd_decision *d, int flags, const char **out, size_t *len) {
   size_t tn = 4;
   while (tn > 2 && t[tn - 1] == '0') tn--;
   json_put_raw(&b, t, tn);
-  JSON_PUT(&b, ",\"snapshot_id\":"); /* 36 characters of hex and '-': nothing to escape */
-  json_put_strn_or_null(&b, str[SNAPSHOT], n[SNAPSHOT]);
+  if (str[SNAPSHOT]) { /* 36 characters of hex and '-' (snapshot_id_format): nothing to escape */
+    JSON_PUT(&b, ",\"snapshot_id\":\"");
+    json_put_raw(&b, str[SNAPSHOT], n[SNAPSHOT]);
+    json_put_char(&b, '"');
+  } else {
+    JSON_PUT(&b, ",\"snapshot_id\":null");
+  }
   if (flags & VD_JSON_TRACE) {
     /* The render stage is timed up to here: the trace reports it. */
     d->ns_render = engine_now_ns() - t0;
