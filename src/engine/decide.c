@@ -35,59 +35,15 @@
 #include "core/bytes.h"
 #include "core/dtoa.h"
 #include "core/json.h"
+#include "engine/decide.h"
 #include "engine/engine.h"
 #include "engine/names.h"
 #include "expr/expr.h"
 #include "model/model.h"
 #include "state/local_fast.h"
 
-enum { LET_TODO = 0, LET_BUSY, LET_DONE };
-
-/* Names resolved during this decision. What a name resolves to cannot
- * change within a decision (lets are computed once; the request and the
- * constants are fixed), so each is resolved once and kept: the evaluator's
- * own reads by binding (below), the others (the rule index's paths, names
- * of programs the strategy does not list) here, by content. Open
- * addressing on a cheap hash of the name; when the table is full, names are
- * simply resolved again. Small, because it is cleared on every decision
- * and only those other reads use it. */
-#define NAME_CACHE 16
-
-/* The values of the strategy's bindings (names.h) this decision has read:
- * the fast road for the evaluator's own lookups, by the name's pointer. */
-#define MAX_BINDS NAMES_MAX_BINDS
-
-/* Lets kept in the decision's context itself (more are allocated). */
-#define LOCAL_LETS 16
-enum { BIND_TODO = 0, BIND_BOUND, BIND_UNBOUND };
-
-typedef struct dctx {
-  const strategy *s;
-  const name_table *names; /* s's, or NULL: scan */
-  const decide_request *req;
-  vd_decision *d;
-  eval_ctx ectx;
-  expr_activation act;
-  value *let_vals; /* allocated on the first let read */
-  uint8_t *let_state;
-  value request; /* the `request` variable, built on first read */
-  int have_request;
-  value model; /* the `model` variable, built on first read */
-  int have_model;
-  const name_refs *refs;         /* s's lookup names by pointer, or NULL */
-  uint8_t bind_state[MAX_BINDS]; /* BIND_* */
-  uint8_t local_let_state[LOCAL_LETS];
-  int uncacheable;                    /* set while resolving a name whose answer must not be kept */
-  const char *cache_name[NAME_CACHE]; /* NULL: empty */
-  uint32_t cache_len[NAME_CACHE];
-  int8_t cache_bound[NAME_CACHE];
-  value cache_val[NAME_CACHE];
-  value bind_val[MAX_BINDS]; /* read where bind_state says so */
-  value local_let_vals[LOCAL_LETS];
-} dctx;
-
-static const char SRC_RULE[] = "rule", SRC_MODEL[] = "model", SRC_DEFAULT[] = "default",
-                  SRC_ERROR[] = "error";
+const char SRC_RULE[] = "rule", SRC_MODEL[] = "model", SRC_DEFAULT[] = "default",
+           SRC_ERROR[] = "error";
 
 static int name_is(const char *s, size_t n, const char *lit, size_t litn) {
   return n == litn && memcmp(s, lit, n) == 0;
@@ -225,9 +181,6 @@ static value model_value(dctx *x) {
   x->have_model = 1;
   return v;
 }
-
-static const char *cat(arena *m, const char *a, const char *b, const char *c, const char *dd,
-                       size_t dn);
 
 /* ---- limits (docs/policy.md, "Limits") ----
  * A limit's counter is read at most once per decision: by the limits stage
@@ -961,33 +914,6 @@ static int lookup(void *user, const char *name, size_t len, value *out) {
   return lookup_miss(x, name, len, out, h);
 }
 
-static const char *dup(vd_decision *d, const char *s) {
-  return s ? arena_strndup(&d->mem, s, strlen(s)) : NULL;
-}
-
-/* a + b + c + d[0..dn) in the arena, NUL-terminated; d may be NULL.
- * dn == (size_t)-1: d is NUL-terminated. (The error paths use this rather
- * than snprintf: they are decisions too, and should cost little.) */
-static const char *cat(arena *m, const char *a, const char *b, const char *c, const char *dd,
-                       size_t dn) {
-  size_t an = strlen(a), bn = strlen(b), cn = strlen(c);
-  if (!dd) dn = 0;
-  if (dd && dn == (size_t)-1) dn = strlen(dd);
-  char *p = arena_alloc(m, an + bn + cn + dn + 1);
-  if (!p) return NULL;
-  memcpy(p, a, an);
-  memcpy(p + an, b, bn);
-  memcpy(p + an + bn, c, cn);
-  if (dn) memcpy(p + an + bn + cn, dd, dn);
-  p[an + bn + cn + dn] = '\0';
-  return p;
-}
-
-static int nomem(vd_error *err) {
-  return engine_error(err, VD_ENOMEM, 0, 0, NULL,
-                      "the decision ran out of memory (memory_limit is per decision)");
-}
-
 /* Lists the decision points of b into buf, for "no strategy" messages. */
 static void list_points(const policy_bundle *b, char *buf, size_t cap) {
   size_t o = 0;
@@ -999,215 +925,57 @@ static void list_points(const policy_bundle *b, char *buf, size_t cap) {
   if (o >= cap && cap > 4) memcpy(buf + cap - 4, "...", 4);
 }
 
-/* Sets the action of the decision from a strategy action index. */
-static int set_action(vd_decision *d, const strategy *s, int32_t a) {
-  if (a < 0) {
-    d->action = NULL;
-    d->allowed = false;
-    d->review = false;
+/* The rules that can match, in order, until one is true (found->matched)
+ * or one fails (found->failed, found->why); each one tried in the trace
+ * when it is on. 0, or an error code. */
+static int run_rules(dctx *x, const uint8_t *mask, uint32_t nrules, const uint32_t *order,
+                     decide_found *found, vd_error *err) {
+  const strategy *s = x->s;
+  vd_decision *d = x->d;
+  for (uint32_t k = 0; k < nrules; k++) {
+    const policy_rule *r = &s->rules[order ? order[k] : k];
+    trace_rule *t = NULL;
+    if (d->trace_on) {
+      t = &d->trace[d->ntrace++];
+      t->name = d->trace_borrow ? r->name : dup(d, r->name);
+      t->error = NULL;
+    }
+    if (mask && (r->action < 0 || !mask[r->action])) {
+      if (t) t->result = RR_NOT_CANDIDATE;
+      continue;
+    }
+    /* a lazy bundle's condition compiles on its first use */
+    const char *cwhy = NULL, *why;
+    const expr_program *p =
+        r->cond ? r->cond : strategy_rule_program(s, (uint32_t)(r - s->rules), &d->mem, &cwhy);
+    value v = p ? expr_eval(p, &x->act, &x->ectx)
+                : value_errorf(&d->mem, "%s", cwhy ? cwhy : "does not compile");
+    if (v.kind == V_BOOL) {
+      if (t) t->result = v.b ? RR_TRUE : RR_FALSE;
+      if (v.b) {
+        found->matched = r;
+        return 0;
+      }
+      continue;
+    }
+    if (v.kind == V_ERROR)
+      why = cat(&d->mem, "rule '", r->name, "' failed: ", v.s, v.n);
+    else
+      why = cat(&d->mem, "rule '", r->name, "' gave a value of type ",
+                value_kind_name((value_kind)v.kind), (size_t)-1);
+    if (why && v.kind != V_ERROR) why = cat(&d->mem, why, ", not a bool", "", NULL, 0);
+    found->failed = r;
+    found->why = why;
+    if (!why) return nomem(err);
+    if (t) {
+      t->result = RR_ERROR;
+      t->error = why;
+    }
+    /* A failing rule ends the rules: only the last rule tried can have
+     * failed (the snapshot's capture relies on it and asserts it). */
     return 0;
   }
-  d->action = arena_strndup(&d->mem, s->actions[a].name, s->actions[a].name_len);
-  d->allowed = s->actions[a].allowed;
-  d->review = s->actions[a].review;
-  return d->action ? 0 : -1;
-}
-
-static const char *threshold_text(double v);
-
-/* What made the answer on_no_candidate replaces, for its message. */
-static const char *answer_kind(const vd_decision *d) {
-  if (d->source == SRC_ERROR) return "on_error action";
-  if (d->source == SRC_MODEL)
-    return d->model_run == MODEL_DEADLINE ? "on_timeout action" : "model's answer";
-  return "default";
-}
-
-/* The model's thresholds reached whose actions the candidates rule out
- * (fallback.on_not_candidate: next), into d->no_candidate: the decision's
- * reason and its snapshot's trace say the next one down decided, and why.
- * 0, or -1 when out of memory. Off the usual path: only when candidates
- * exclude a threshold the score reached. */
-static int excluded_note(dctx *x, const uint8_t *mask) {
-  const strategy *s = x->s;
-  vd_decision *d = x->d;
-  char msg[512];
-  size_t o = (size_t)snprintf(msg, sizeof msg, "thresholds reached but not among the candidates: ");
-  int k = 0;
-  for (uint32_t t = 0; t < s->nthresholds && o < sizeof msg; t++) {
-    const policy_threshold *th = &s->thresholds[t];
-    if (!(d->model_score >= th->min_score)) continue;
-    if (th->outcome.action >= 0 && mask[th->outcome.action]) break;
-    o += (size_t)snprintf(msg + o, sizeof msg - o, "%s'%s' (at least %s)", k++ ? ", " : "",
-                          th->outcome.action >= 0 ? s->actions[th->outcome.action].name : "?",
-                          threshold_text(th->min_score));
-  }
-  if (o < sizeof msg)
-    snprintf(msg + o, sizeof msg - o,
-             "; fallback.on_not_candidate: next (the next threshold down decides)");
-  d->no_candidate = dup(d, msg);
-  return d->no_candidate ? 0 : -1;
-}
-
-/* Step 5: the answer is not a candidate. Returns 0, or an error code. */
-static int no_candidate(dctx *x, const uint8_t *mask, int32_t chosen, vd_error *err) {
-  const strategy *s = x->s;
-  vd_decision *d = x->d;
-  const char *was = chosen >= 0 ? s->actions[chosen].name : "";
-  char msg[512];
-  switch (s->nc_mode) {
-    case NC_FIRST: {
-      const value *c = &x->req->candidates.items[0];
-      d->action = arena_strndup(&d->mem, c->s, c->n);
-      if (!d->action) return nomem(err);
-      int32_t idx = strategy_action(s, c->s, c->n);
-      if (idx >= 0) {
-        d->allowed = s->actions[idx].allowed;
-        d->review = s->actions[idx].review;
-      } else {
-        action_name_defaults(c->s, c->n, &d->allowed, &d->review);
-      }
-      snprintf(msg, sizeof msg, "'%s' (the %s) is not among the candidates; on_no_candidate: first",
-               was, answer_kind(d));
-      break;
-    }
-    case NC_ACTION:
-      if (s->nc_action >= 0 && mask[s->nc_action]) {
-        if (set_action(d, s, s->nc_action)) return nomem(err);
-        snprintf(msg, sizeof msg, "'%s' (the %s) is not among the candidates; on_no_candidate: %s",
-                 was, answer_kind(d), s->actions[s->nc_action].name);
-        break;
-      }
-      return engine_error(err, VD_ENOCANDIDATE, 0, 0, "$.candidates",
-                          "strategy '%s' answered '%s' (%s), and its on_no_candidate action "
-                          "'%s' is not among the candidates either",
-                          s->name, was, d->source,
-                          s->nc_action >= 0 ? s->actions[s->nc_action].name : "?");
-    default:
-      return engine_error(err, VD_ENOCANDIDATE, 0, 0, "$.candidates",
-                          "strategy '%s' answered '%s' (%s), which is not among the request's "
-                          "candidates; its on_no_candidate is 'error'",
-                          s->name, was, d->source);
-  }
-  /* Keep why the strategy answered what it did (an error's message, the
-   * default's reason; what the candidates did to the model's thresholds,
-   * which both hold already) before what on_no_candidate made of it. */
-  const char *note = dup(d, msg);
-  if (!note) return nomem(err);
-  d->reason = d->reason ? cat(&d->mem, d->reason, "; ", note, NULL, 0) : note;
-  d->no_candidate = d->no_candidate ? cat(&d->mem, d->no_candidate, "; ", note, NULL, 0) : note;
-  return d->reason && d->no_candidate ? 0 : nomem(err);
-}
-
-/* A threshold's shortest digits. Thresholds are few and fixed for a
- * bundle's life, so each thread keeps the text of the ones it met, by
- * value, in a small direct-mapped table, instead of printing them on every
- * model decision. */
-static const char *threshold_text(double v) {
-  static _Thread_local struct {
-    uint64_t bits;
-    bool set;
-    char text[32];
-  } seen[8];
-  uint64_t bits;
-  memcpy(&bits, &v, sizeof bits);
-  unsigned h = (unsigned)((bits * 0x9E3779B97F4A7C15ull) >> 61);
-  if (!seen[h].set || seen[h].bits != bits) {
-    dtoa_shortest(v, seen[h].text);
-    seen[h].bits = bits;
-    seen[h].set = true;
-  }
-  return seen[h].text;
-}
-
-/* a..g concatenated into buf (cut to fit). */
-static void join(char *buf, size_t cap, const char *a, const char *b, const char *c, const char *dd,
-                 const char *e, const char *f) {
-  const char *parts[6] = {a, b, c, dd, e, f};
-  size_t o = 0;
-  for (int i = 0; i < 6 && o + 1 < cap; i++) {
-    size_t n = strlen(parts[i]);
-    if (n > cap - 1 - o) n = cap - 1 - o;
-    memcpy(buf + o, parts[i], n);
-    o += n;
-  }
-  buf[o] = '\0';
-}
-
-/* The request's context.confidence_floor into *floor (-1: none). 0, or an
- * error code for a value that is not a number from 0 to 1. */
-static int read_floor(const decide_request *req, double *floor, vd_error *err) {
-  *floor = -1;
-  const value *v = req->context.kind == V_MAP && req->context.n
-                       ? value_map_get(&req->context, "confidence_floor", 16)
-                       : NULL;
-  if (!v) return 0;
-  double f = v->kind == V_DOUBLE ? v->d
-             : v->kind == V_INT  ? (double)v->i
-             : v->kind == V_UINT ? (double)v->u
-                                 : -1;
-  if (!(f >= 0 && f <= 1))
-    return engine_error(err, VD_EREQUEST, 0, 0, "$.context.confidence_floor",
-                        "$.context.confidence_floor must be a number from 0 to 1 (the lowest "
-                        "confidence the caller acts on without asking)");
-  *floor = f;
   return 0;
-}
-
-/* The caller's confidence_floor (docs/policy.md, "Confidence floor"): a
- * decision less sure than the floor takes the strategy's review action —
- * the first declared action with review: true that is a candidate, else the
- * first candidate whose meaning is review. Error decisions keep their
- * declared on_error answer, and a review answer stays. 0, or an error code
- * when no review action is there to take. */
-static int apply_floor(dctx *x, const uint8_t *mask, double floor, vd_error *err) {
-  vd_decision *d = x->d;
-  const strategy *s = x->s;
-  if (!(d->confidence < floor) || d->review || !d->action || d->source == SRC_ERROR) return 0;
-  const char *name = NULL;
-  size_t n = 0;
-  bool allowed = false;
-  for (uint32_t a = 0; a < s->nactions && !name; a++)
-    if (s->actions[a].review && (!mask || mask[a])) {
-      name = s->actions[a].name;
-      n = s->actions[a].name_len;
-      allowed = s->actions[a].allowed;
-    }
-  for (uint32_t i = 0; i < x->req->candidates.n && !name; i++) {
-    const value *c = &x->req->candidates.items[i];
-    int32_t idx = strategy_action(s, c->s, c->n);
-    bool al, rv;
-    if (idx >= 0) {
-      al = s->actions[idx].allowed;
-      rv = s->actions[idx].review;
-    } else {
-      action_name_defaults(c->s, c->n, &al, &rv);
-    }
-    if (rv) {
-      name = c->s;
-      n = c->n;
-      allowed = al;
-    }
-  }
-  char cf[32], ff[32];
-  dtoa_shortest(d->confidence, cf);
-  dtoa_shortest(floor, ff);
-  if (!name)
-    return engine_error(err, VD_ENOCANDIDATE, 0, 0, "$.context.confidence_floor",
-                        "strategy '%s' answered '%s' with confidence %s, below the request's "
-                        "confidence_floor %s, and has no review action among the candidates to "
-                        "answer instead",
-                        s->name, d->action, cf, ff);
-  d->floor_from = d->action;
-  d->action = arena_strndup(&d->mem, name, n);
-  d->allowed = allowed;
-  d->review = true;
-  char msg[512];
-  snprintf(msg, sizeof msg,
-           "confidence %s is below the request's confidence_floor %s: '%.*s' instead of '%s'", cf,
-           ff, (int)n, name, d->floor_from);
-  d->reason = d->reason ? cat(&d->mem, d->reason, "; ", msg, NULL, 0) : dup(d, msg);
-  return d->action && d->reason ? 0 : nomem(err);
 }
 
 int decide_run(const policy_bundle *b, const name_table *names, const decide_request *req,
@@ -1225,7 +993,7 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
                         points[0] ? points : "none");
   }
   double floor;
-  int frc = read_floor(req, &floor, err);
+  int frc = decide_read_floor(req, &floor, err);
   if (frc) return frc;
   d->floor = floor;
 
@@ -1255,12 +1023,13 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
   }
 
   /* Limits, before the rules: the first one that refuses decides. */
-  const policy_limit *limited = NULL, *lim_failed = NULL;
-  const char *why = NULL; /* what failed, in the arena */
-  if (s->nlimits && run_limits(&x, mask, &limited, &lim_failed, &why)) return nomem(err);
+  decide_found found;
+  memset(&found, 0, sizeof found);
+  if (s->nlimits && run_limits(&x, mask, &found.limited, &found.lim_failed, &found.why))
+    return nomem(err);
 
   /* The rules that can match, in order. */
-  uint32_t nrules = limited || lim_failed ? 0 : s->nrules;
+  uint32_t nrules = found.limited || found.lim_failed ? 0 : s->nrules;
   uint32_t *order = NULL;
   if (s->index && nrules) {
     order = arena_alloc(&d->mem, nrules * sizeof *order);
@@ -1272,188 +1041,11 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
     d->rules_indexed = nrules;
     if (nrules && !(d->trace = arena_alloc(&d->mem, nrules * sizeof *d->trace))) return nomem(err);
   }
+  int rc = run_rules(&x, mask, nrules, order, &found, err);
+  if (rc) return rc;
 
-  const policy_rule *matched = NULL, *failed = NULL;
-  for (uint32_t k = 0; k < nrules; k++) {
-    const policy_rule *r = &s->rules[order ? order[k] : k];
-    trace_rule *t = NULL;
-    if (d->trace_on) {
-      t = &d->trace[d->ntrace++];
-      t->name = d->trace_borrow ? r->name : dup(d, r->name);
-      t->error = NULL;
-    }
-    if (mask && (r->action < 0 || !mask[r->action])) {
-      if (t) t->result = RR_NOT_CANDIDATE;
-      continue;
-    }
-    {
-      /* a lazy bundle's condition compiles on its first use */
-      const char *cwhy = NULL;
-      const expr_program *p =
-          r->cond ? r->cond : strategy_rule_program(s, (uint32_t)(r - s->rules), &d->mem, &cwhy);
-      value v = p ? expr_eval(p, &x.act, &x.ectx)
-                  : value_errorf(&d->mem, "%s", cwhy ? cwhy : "does not compile");
-      if (v.kind == V_BOOL) {
-        if (t) t->result = v.b ? RR_TRUE : RR_FALSE;
-        if (v.b) {
-          matched = r;
-          break;
-        }
-        continue;
-      }
-      if (v.kind == V_ERROR)
-        why = cat(&d->mem, "rule '", r->name, "' failed: ", v.s, v.n);
-      else
-        why = cat(&d->mem, "rule '", r->name, "' gave a value of type ",
-                  value_kind_name((value_kind)v.kind), (size_t)-1);
-      if (why && v.kind != V_ERROR) why = cat(&d->mem, why, ", not a bool", "", NULL, 0);
-    }
-    failed = r;
-    if (!why) return nomem(err);
-    if (t) {
-      t->result = RR_ERROR;
-      t->error = why;
-    }
-    break;
-  }
-
-  int32_t chosen;
-  int model_says = 0; /* no rule matched, none failed, and the model is asked */
-  if (!matched && !failed && !limited && !lim_failed && s->fallback_model)
-    model_says = run_model(&x);
-  if (limited) {
-    /* a limit refused: it decides as a rule would, named limits.NAME */
-    const limit_read *lr = &d->limit_reads[limited - s->limits];
-    char buf[200];
-    snprintf(buf, sizeof buf, "%s (limit '%s': %s)",
-             limited->reason ? limited->reason : "rate limited", limited->name,
-             lr->r.degraded    ? "the counter store failed; state_on_error decided"
-             : lr->r.penalized ? "penalty running"
-                               : "budget used up");
-    d->source = SRC_RULE;
-    d->confidence = 1.0;
-    d->rule = cat(&d->mem, "limits.", limited->name, "", NULL, 0);
-    d->reason = dup(d, buf);
-    if (!d->rule || !d->reason) return nomem(err);
-    chosen = limited->action;
-  } else if (matched) {
-    d->source = SRC_RULE;
-    d->confidence = matched->confidence;
-    d->rule = dup(d, matched->name);
-    d->reason = dup(d, matched->reason);
-    chosen = matched->action;
-  } else if (model_says == MODEL_SCORED) {
-    const policy_outcome *o = NULL;
-    uint32_t excluded = 0; /* thresholds reached whose actions are not candidates */
-    char buf[256];
-    d->source = SRC_MODEL;
-    d->confidence = d->model_confidence == d->model_confidence ? d->model_confidence : 1.0;
-    if (s->nclasses) {
-      o = NULL;
-      chosen = d->model_class >= 0 && (uint32_t)d->model_class < s->nclasses
-                   ? s->classes[d->model_class]
-                   : -1;
-      snprintf(buf, sizeof buf, "model '%s': class %d, p=%.4g", s->fallback_model,
-               (int)d->model_class, d->model_score);
-    } else {
-      uint32_t t = 0;
-      /* the first threshold reached whose action the request allows; with
-       * on_not_candidate: on_no_candidate, the first reached, whatever it is */
-      while (t < s->nthresholds && (!(d->model_score >= s->thresholds[t].min_score) ||
-                                    (mask && (s->thresholds[t].outcome.action < 0 ||
-                                              !mask[s->thresholds[t].outcome.action])))) {
-        if (d->model_score >= s->thresholds[t].min_score) {
-          excluded++;
-          if (s->threshold_nc) break;
-        }
-        t++;
-      }
-      /* the candidates ruled out what the thresholds chose: say so */
-      if (excluded && !s->threshold_nc && excluded_note(&x, mask)) return nomem(err);
-      if (t < s->nthresholds) {
-        o = &s->thresholds[t].outcome;
-        /* (no printf on the decision path: shortest digits of a decimal
-         * double take a few multiplications, %g a few thousand instructions) */
-        char sc[32];
-        dtoa_shortest(d->model_score, sc);
-        join(buf, sizeof buf, "model '", s->fallback_model, "' scored ", sc, ", at least ",
-             threshold_text(s->thresholds[t].min_score));
-      } else {
-        o = &s->below;
-        char sc[32];
-        dtoa_shortest(d->model_score, sc);
-        join(buf, sizeof buf, "model '", s->fallback_model, "' scored ", sc,
-             excluded ? ", below every threshold whose action is a candidate"
-                      : ", below every threshold",
-             "");
-      }
-      chosen = o->action;
-    }
-    /* below's reason speaks of a score under every threshold: not when the
-     * candidates ruled out the ones it reached */
-    if (o == &s->below && excluded) o = NULL;
-    d->reason = o && o->reason ? cat(&d->mem, o->reason, " (", buf, ")", (size_t)-1) : dup(d, buf);
-    if (d->reason && d->no_candidate)
-      d->reason = cat(&d->mem, d->reason, "; ", d->no_candidate, NULL, 0);
-    if (!d->reason) return nomem(err);
-  } else if (d->model_run == MODEL_DEADLINE &&
-             (s->on_timeout.action >= 0 || s->default_outcome.action >= 0)) {
-    /* the model ran out of time (while a rule read it, or deciding itself):
-     * the strategy's declared answer for that, on_timeout or its default */
-    const policy_outcome *o = s->on_timeout.action >= 0 ? &s->on_timeout : &s->default_outcome;
-    char buf[200];
-    snprintf(buf, sizeof buf, "model '%s' missed its %u ms deadline; fallback.%s",
-             s->fallback_model, s->fallback_timeout_ms,
-             s->on_timeout.action >= 0 ? "on_timeout" : "on_timeout unset: default");
-    d->source = SRC_MODEL;
-    d->confidence = 0.0;
-    d->rule = failed ? dup(d, failed->name) : NULL;
-    d->reason = o->reason ? cat(&d->mem, o->reason, " (", buf, ")", (size_t)-1) : dup(d, buf);
-    if (!d->reason) return nomem(err);
-    chosen = o->action;
-  } else if (!failed && !lim_failed && !s->fallback_model && s->default_outcome.action >= 0) {
-    d->source = SRC_DEFAULT;
-    d->confidence = 1.0;
-    d->reason = dup(d, s->default_outcome.reason);
-    chosen = s->default_outcome.action;
-  } else {
-    if (!failed && !lim_failed) {
-      if (s->fallback_model)
-        why = cat(&d->mem, "no rule matched, and the fallback model '", s->fallback_model,
-                  d->model_run == MODEL_DEADLINE ? "' missed its deadline" : "' is not loaded",
-                  NULL, 0);
-      else
-        why = dup(d, "no rule matched, and the strategy has no default");
-    }
-    d->source = SRC_ERROR;
-    d->confidence = 0.0;
-    d->rule = failed       ? dup(d, failed->name)
-              : lim_failed ? cat(&d->mem, "limits.", lim_failed->name, "", NULL, 0)
-                           : NULL;
-    /* The strategy's on_error reason first, then what failed. */
-    d->reason = why && s->on_error.reason
-                    ? cat(&d->mem, s->on_error.reason, " (", why, ")", (size_t)-1)
-                    : why;
-    if (!d->reason) return nomem(err);
-    chosen = s->on_error.action;
-  }
-  if (set_action(d, s, chosen)) return nomem(err);
-  d->strategy = dup(d, s->name);
-  memcpy(d->policy_version, s->version, sizeof d->policy_version);
-  d->policy_version[sizeof d->policy_version - 1] = '\0';
-  d->cost = x.ectx.cost;
-  if (!d->strategy) return nomem(err);
-
-  /* Step 5. A matched rule's action is a candidate by construction; an
-   * error decision without an action stays one. */
-  if (mask && chosen >= 0 && !mask[chosen]) {
-    int rc = no_candidate(&x, mask, chosen, err);
-    if (rc) return rc;
-  }
-  if (floor >= 0) {
-    int rc = apply_floor(&x, mask, floor, err);
-    if (rc) return rc;
-  }
-  d->decided = 1;
-  return 0;
+  /* No rule matched, none failed, and the model is asked. */
+  if (!found.matched && !found.failed && !found.limited && !found.lim_failed && s->fallback_model)
+    found.model_says = run_model(&x);
+  return decide_outcome(&x, mask, &found, floor, err);
 }
