@@ -2,12 +2,17 @@
  * decision record, and the three stages of a decision.
  *
  *   request.c  request JSON (or a vd_request built in C) -> decide_request
- *   decide.c   a bundle + a request -> the outcome, written into vd_decision
+ *   decide.c   a bundle + a request -> the strategy's rules, limits, lets and
+ *              model evaluated (decide.h: what it shares with the next)
+ *   decide_outcome.c  what they found -> the outcome, written into vd_decision
  *   render.c   vd_decision -> decision JSON (into the decision's arena)
  *   decision.c vd_decision's lifecycle and accessors, vd_error helpers
  *   names.c    a strategy's let and constant names in a hash table
  *   engine.c   vd_engine: the live bundle under RCU, reload, the public calls
- *   record.c   the decision snapshot: payload JSON, id, append to the log
+ *   record.c   the decision snapshot's life cycle: the log, id, commit, wait;
+ *              record_capture.c (deciding thread) and record_format.c
+ *              (writer thread) make it from the field list in record.h,
+ *              where a new snapshot field goes
  *
  * Everything a decision allocates comes from the decision's arena, which is
  * reset (not freed) when the decision object is reused, so that a warmed-up
