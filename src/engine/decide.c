@@ -925,6 +925,26 @@ static void list_points(const policy_bundle *b, char *buf, size_t cap) {
   if (o >= cap && cap > 4) memcpy(buf + cap - 4, "...", 4);
 }
 
+/* The request's context.confidence_floor into *floor (-1: none). 0, or an
+ * error code for a value that is not a number from 0 to 1. */
+static int read_floor(const decide_request *req, double *floor, vd_error *err) {
+  *floor = -1;
+  const value *v = req->context.kind == V_MAP && req->context.n
+                       ? value_map_get(&req->context, "confidence_floor", 16)
+                       : NULL;
+  if (!v) return 0;
+  double f = v->kind == V_DOUBLE ? v->d
+             : v->kind == V_INT  ? (double)v->i
+             : v->kind == V_UINT ? (double)v->u
+                                 : -1;
+  if (!(f >= 0 && f <= 1))
+    return engine_error(err, VD_EREQUEST, 0, 0, "$.context.confidence_floor",
+                        "$.context.confidence_floor must be a number from 0 to 1 (the lowest "
+                        "confidence the caller acts on without asking)");
+  *floor = f;
+  return 0;
+}
+
 /* The rules that can match, in order, until one is true (found->matched)
  * or one fails (found->failed, found->why); each one tried in the trace
  * when it is on. 0, or an error code. */
@@ -993,7 +1013,7 @@ int decide_run(const policy_bundle *b, const name_table *names, const decide_req
                         points[0] ? points : "none");
   }
   double floor;
-  int frc = decide_read_floor(req, &floor, err);
+  int frc = read_floor(req, &floor, err);
   if (frc) return frc;
   d->floor = floor;
 

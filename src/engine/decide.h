@@ -105,8 +105,5 @@ static inline int nomem(vd_error *err) {
  * (NULL: no candidates given). 0, or an error code with err filled. */
 int decide_outcome(dctx *x, const uint8_t *mask, const decide_found *f, double floor,
                    vd_error *err);
-/* decide_outcome.c: the request's context.confidence_floor into *floor (-1:
- * none). 0, or an error code for a value that is not a number from 0 to 1. */
-int decide_read_floor(const decide_request *req, double *floor, vd_error *err);
 
 #endif

@@ -155,26 +155,6 @@ static void join(char *buf, size_t cap, const char *a, const char *b, const char
   buf[o] = '\0';
 }
 
-/* The request's context.confidence_floor into *floor (-1: none). 0, or an
- * error code for a value that is not a number from 0 to 1. */
-int decide_read_floor(const decide_request *req, double *floor, vd_error *err) {
-  *floor = -1;
-  const value *v = req->context.kind == V_MAP && req->context.n
-                       ? value_map_get(&req->context, "confidence_floor", 16)
-                       : NULL;
-  if (!v) return 0;
-  double f = v->kind == V_DOUBLE ? v->d
-             : v->kind == V_INT  ? (double)v->i
-             : v->kind == V_UINT ? (double)v->u
-                                 : -1;
-  if (!(f >= 0 && f <= 1))
-    return engine_error(err, VD_EREQUEST, 0, 0, "$.context.confidence_floor",
-                        "$.context.confidence_floor must be a number from 0 to 1 (the lowest "
-                        "confidence the caller acts on without asking)");
-  *floor = f;
-  return 0;
-}
-
 /* The caller's confidence_floor (docs/policy.md, "Confidence floor"): a
  * decision less sure than the floor takes the strategy's review action —
  * the first declared action with review: true that is a candidate, else the

@@ -213,7 +213,7 @@ static int name_cache_room(name_cache *nc, size_t text) {
   return 0;
 }
 
-/* A name in a bundle (not NULL), as put_strn writes it: from the cache, or
+/* A name in a bundle (not NULL), as json_put_strn writes it: from the cache, or
  * written and then kept (nc NULL: written). */
 static void put_name(json_buf *b, name_cache *nc, const char *s) {
   if (nc && nc->cap) {
@@ -238,7 +238,7 @@ static void put_name(json_buf *b, name_cache *nc, const char *s) {
   nc->used++;
 }
 
-/* A name as put_str writes it (NULL: null). */
+/* A name as json_put_str writes it (NULL: null). */
 static void fmt_name(json_buf *b, cap_cur *c, int borrowed) {
   size_t n;
   const char *s = get_name(c, borrowed, &n);
@@ -255,7 +255,7 @@ static const char *let_name(cap_cur *c, int borrowed, const char *names, uint32_
   return s;
 }
 
-/* A string as put_str writes it (NULL: null). */
+/* A string as json_put_str writes it (NULL: null). */
 static void fmt_str(json_buf *b, cap_cur *c) {
   size_t n;
   const char *s = get_str(c, &n);
