@@ -42,9 +42,11 @@ void json_buf_free(json_buf *b) {
 
 int json_buf_reserve(json_buf *b, size_t extra) {
   if (b->oom) return -1;
+  /* len + extra + 1 wrapping past SIZE_MAX is a size that cannot be had
+   * (checked first: a wrapped sum is small, and would look like room) */
+  if (extra > SIZE_MAX - 1 - b->len) goto oom;
   size_t need = b->len + extra + 1;
   if (need <= b->cap) return 0;
-  if (need < extra) goto oom;
   size_t ncap = b->cap ? b->cap : 256;
   while (ncap < need) {
     if (ncap > SIZE_MAX / 2) goto oom;
@@ -384,17 +386,25 @@ static inline uint64_t special_bytes(uint64_t w) {
   return ((w - ones * 0x20) | w | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & highs;
 }
 
-/* The last word overlaps the one before; a string under eight bytes goes as
- * one word, padded, into the slack the room was asked for. */
+/* The last word overlaps the one before; a string of four to seven bytes
+ * goes as two overlapping words of four, a shorter one as one word, padded,
+ * into the slack the room was asked for. */
 void json_put_strn(json_buf *b, const char *s, size_t n) {
   if (json_room(b, n + 2 + 8)) return;
   char *o = b->data + b->len + 1;
   uint64_t w, special = 0;
-  if (n < 8) {
+  if (n < 4) {
     w = 0x6161616161616161ull; /* 'a' * 8: harmless padding */
     for (size_t i = 0; i < n; i++) ((char *)&w)[i] = s[i];
     special = special_bytes(w);
     memcpy(o, &w, 8);
+  } else if (n < 8) { /* two words of four, overlapping */
+    uint32_t a, z;
+    memcpy(&a, s, 4);
+    memcpy(&z, s + n - 4, 4);
+    special = special_bytes(((uint64_t)z << 32) | a);
+    memcpy(o, &a, 4);
+    memcpy(o + n - 4, &z, 4);
   } else {
     for (size_t i = 0; i + 8 < n; i += 8) {
       memcpy(&w, s + i, 8);
