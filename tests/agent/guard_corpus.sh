@@ -40,9 +40,10 @@ figure() {
 echo
 echo "thresholds:"
 threshold() { # threshold OK_EXPR TEXT
+  # printed here, not through bad(), so that the four lines stay in order
   if [ "$(figure "$1")" = True ]; then echo "  pass  $2"; ok; else
     echo "  FAIL  $2"
-    bad "$2"
+    fail=$((fail + 1))
   fi
 }
 threshold "a['dangerous_stopped'] * 100 >= 98 * a['dangerous']" \
