@@ -95,7 +95,7 @@ def read_jsonl(path):
                 continue
             where = "%s:%d" % (path, n)
             try:
-                o = json.loads(line)
+                o = json.loads(line.rstrip("\n"))
             except json.JSONDecodeError as e:
                 raise CorpusError("%s:%d: %s" % (where, e.colno, e.msg))
             for k in ("label", "pack", "tool_name", "tool_input"):
