@@ -71,6 +71,12 @@ typedef struct parser {
   arena *a;
   wlist cmds;   /* list values (argv) */
   wlist writes; /* strings */
+  wlist dirs;   /* strings: where each command of cmds runs, "" when not known */
+  /* The working directory the next command runs in: absolute ("/x") or
+   * home-relative ("~/x"), normalised; NULL when not known. */
+  const char *dir;
+  size_t dn;
+  int keep_dir; /* the next parse_line runs in this shell (eval): its cd stays */
   struct {
     const char *name, *val;
     size_t nn, vn;
@@ -121,6 +127,63 @@ static int is_ident(char c) { return is_ident_start(c) || (c >= '0' && c <= '9')
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
 static int parse_line(parser *p, const char *s, size_t n, int depth);
+
+/* Joins path to dir as the kernel would resolve it, without looking at the
+ * file system (no symlinks are followed): empty and "." parts are dropped,
+ * ".." removes the part before it and stops at "/". A path starting with "~"
+ * keeps "~" (or "~user") as its root, and a ".." above that root stays, so
+ * the result still reads as "somewhere in or above a home directory". A
+ * relative path against a directory that is not known (dir NULL, or not
+ * absolute nor home-relative) has no result: *out is NULL. */
+static int path_join(arena *a, const char *dir, size_t dn, const char *path, size_t pn, char **out,
+                     size_t *on) {
+  *out = NULL;
+  *on = 0;
+  const char *src = path, *extra = NULL;
+  size_t sn = pn, en = 0;
+  if (!(pn && (path[0] == '/' || path[0] == '~'))) {
+    if (!dir || !dn || (dir[0] != '/' && dir[0] != '~')) return 0;
+    src = dir, sn = dn, extra = path, en = pn;
+  }
+  char *b = arena_alloc(a, sn + en + 4);
+  if (!b) return -1;
+  size_t bn = 0, root, k = 0;
+  if (src[0] == '/') {
+    b[bn++] = '/';
+    k = 1;
+  } else {
+    while (k < sn && src[k] != '/') b[bn++] = src[k++];
+  }
+  root = bn;
+  for (int part = 0; part < 2; part++) {
+    const char *t = part ? extra : src;
+    size_t tn = part ? en : sn, i = part ? 0 : k;
+    if (!t) break;
+    while (i < tn) {
+      size_t e = i;
+      while (e < tn && t[e] != '/') e++;
+      size_t cn = e - i;
+      int up = cn == 2 && t[i] == '.' && t[i + 1] == '.';
+      if (cn == 0 || (cn == 1 && t[i] == '.')) {
+        /* nothing */
+      } else if (up && bn > root && !(bn >= 3 && memcmp(b + bn - 3, "/..", 3) == 0)) {
+        while (b[bn - 1] != '/') bn--; /* the last part */
+        if (bn > 1) bn--;              /* its slash, but not the root "/" */
+      } else if (up && b[0] == '/') {
+        /* ".." of "/" is "/" */
+      } else {
+        if (b[bn - 1] != '/') b[bn++] = '/';
+        memcpy(b + bn, t + i, cn);
+        bn += cn;
+      }
+      i = e + 1;
+    }
+  }
+  b[bn] = '\0';
+  *out = b;
+  *on = bn;
+  return 0;
+}
 
 /* ---- words ---- */
 
@@ -184,6 +247,8 @@ static int subst(parser *p, word *w, const char *s, size_t n, size_t from, size_
     return -1;
   return w_put(p, w, s + from, to - from, 0);
 }
+
+static int backtick(parser *p, word *w, const char *s, size_t n, size_t *i, int depth);
 
 /* s[*i] == '$'. */
 static int dollar(parser *p, word *w, const char *s, size_t n, size_t *i, int in_dq, int depth) {
@@ -252,8 +317,21 @@ static int dollar(parser *p, word *w, const char *s, size_t n, size_t *i, int in
     return w_put(p, w, tmp.s ? tmp.s : "", tmp.n, 0);
   }
   if (c == '(') {
-    if (at + 2 < n && s[at + 2] == '(') { /* arithmetic: kept as text */
+    if (at + 2 < n && s[at + 2] == '(') {
+      /* Arithmetic: kept as text, but the substitutions inside it run
+       * ($(( $(rm -rf /) + 1 ))), so their commands are listed. */
       size_t end = match_paren(s, n, at + 2);
+      size_t bend = end >= at + 5 && s[end - 1] == ')' && s[end - 2] == ')' ? end - 2 : end;
+      word tmp = {{0}, -1, 0, 0};
+      for (size_t k = at + 3; k < bend;) {
+        if (s[k] == '$') {
+          if (dollar(p, &tmp, s, bend, &k, 1, depth) < 0) return -1;
+        } else if (s[k] == '`') {
+          if (backtick(p, &tmp, s, bend, &k, depth) < 0) return -1;
+        } else {
+          k++;
+        }
+      }
       *i = end;
       return w_put(p, w, s + at, end - at, 0);
     }
@@ -452,16 +530,34 @@ static int unwrap(parser *p, word *w, uint32_t n, int depth) {
   }
   if (wis(c, "env")) {
     uint32_t k = 1;
+    const word *chdir = NULL;
     while (k < n) {
       if (w[k].eq_at > 0) {
         k++;
-      } else if (wis(&w[k], "-S") || wis(&w[k], "--split-string")) {
-        if (k + 1 < n) return parse_line(p, w[k + 1].t.s, w[k + 1].t.n, depth + 1);
-        return 0;
-      } else if (w[k].t.n > 2 && memcmp(w[k].t.s, "-S", 2) == 0) {
-        return parse_line(p, w[k].t.s + 2, w[k].t.n - 2, depth + 1);
-      } else if (wis(&w[k], "-u") || wis(&w[k], "--unset") || wis(&w[k], "-C") ||
-                 wis(&w[k], "--chdir")) {
+      } else if (wis(&w[k], "-S") || wis(&w[k], "--split-string") ||
+                 (w[k].t.n > 2 && memcmp(w[k].t.s, "-S", 2) == 0) ||
+                 (w[k].t.n > 15 && memcmp(w[k].t.s, "--split-string=", 15) == 0)) {
+        /* env -S 'STRING' ARGS...: STRING is split into words (assignments
+         * and the command included), then ARGS follow it. */
+        int sep = wis(&w[k], "-S") || wis(&w[k], "--split-string");
+        if (sep && k + 1 >= n) return 0;
+        const word *sw = sep ? &w[k + 1] : &w[k];
+        size_t off = sep ? 0 : (sw->t.s[1] == 'S' ? 2 : 15);
+        sbuf line = {0};
+        if (sb_put(p, &line, sw->t.s + off, sw->t.n - off) < 0) return -1;
+        for (uint32_t j = k + (sep ? 2 : 1); j < n; j++) {
+          if (sb_put(p, &line, " '", 2) < 0) return -1;
+          for (size_t q = 0; q < w[j].t.n; q++)
+            if (w[j].t.s[q] == '\'' ? sb_put(p, &line, "'\\''", 4) < 0
+                                    : sb_putc(p, &line, w[j].t.s[q]) < 0)
+              return -1;
+          if (sb_putc(p, &line, '\'') < 0) return -1;
+        }
+        return line.n ? parse_line(p, line.s, line.n, depth + 1) : 0;
+      } else if (wis(&w[k], "-C") || wis(&w[k], "--chdir")) {
+        if (k + 1 < n) chdir = &w[k + 1];
+        k += 2;
+      } else if (wis(&w[k], "-u") || wis(&w[k], "--unset")) {
         k += 2;
       } else if (wis(&w[k], "--")) {
         k++;
@@ -473,7 +569,33 @@ static int unwrap(parser *p, word *w, uint32_t n, int depth) {
       }
     }
     while (k < n && w[k].eq_at > 0) k++;
-    return inner(p, w, n, k, depth);
+    if (!chdir) return inner(p, w, n, k, depth);
+    /* env -C DIR runs the command in DIR. */
+    const char *saved = p->dir;
+    size_t saved_n = p->dn;
+    char *d;
+    if (path_join(p->a, p->dir, p->dn, chdir->t.s, chdir->t.n, &d, &p->dn) < 0) return oom(p);
+    p->dir = d;
+    int r = inner(p, w, n, k, depth);
+    p->dir = saved;
+    p->dn = saved_n;
+    return r;
+  }
+  if (wis(c, "su") || wis(c, "runuser")) {
+    for (uint32_t k = 1; k + 1 < n; k++)
+      if (wis(&w[k], "-c") || wis(&w[k], "--command"))
+        return parse_line(p, w[k + 1].t.s, w[k + 1].t.n, depth + 1);
+    return 0;
+  }
+  if (wis(c, "parallel")) {
+    /* parallel [options] COMMAND ::: ARGS; a one-word COMMAND is a shell line. */
+    static const char *const a[] = {
+        "-j",         "-S",         "-a",          "-d",       "-n",         "-I", "--jobs",
+        "--sshlogin", "--arg-file", "--delimiter", "--colsep", "--max-args", NULL};
+    uint32_t k = skip_opts(w, n, 1, a), e = k;
+    while (e < n && !wis(&w[e], ":::") && !wis(&w[e], "::::") && !wis(&w[e], ":::+")) e++;
+    if (e == k + 1) return parse_line(p, w[k].t.s, w[k].t.n, depth + 1);
+    return e > k ? emit(p, w + k, e - k, depth + 1) : 0;
   }
   if (wis(c, "command") || wis(c, "builtin")) {
     for (uint32_t k = 1; k < n; k++)
@@ -491,7 +613,10 @@ static int unwrap(parser *p, word *w, uint32_t n, int depth) {
   if (wis(c, "nice") || wis(c, "ionice") || wis(c, "stdbuf") || wis(c, "watch")) {
     static const char *const a[] = {"-n", "-c",           "-p",         "-i", "-o",
                                     "-e", "--adjustment", "--interval", NULL};
-    return inner(p, w, n, skip_opts(w, n, 1, a), depth);
+    uint32_t k = skip_opts(w, n, 1, a);
+    if (wis(c, "watch") && k + 1 == n) /* watch runs one word through sh -c */
+      return parse_line(p, w[k].t.s, w[k].t.n, depth + 1);
+    return inner(p, w, n, k, depth);
   }
   if (wis(c, "timeout")) {
     static const char *const a[] = {"-s", "-k", "--signal", "--kill-after", NULL};
@@ -517,7 +642,10 @@ static int unwrap(parser *p, word *w, uint32_t n, int depth) {
     for (uint32_t k = 1; k < n; k++)
       if ((k > 1 && sb_putc(p, &joined, ' ') < 0) || sb_put(p, &joined, w[k].t.s, w[k].t.n) < 0)
         return -1;
-    return joined.n ? parse_line(p, joined.s, joined.n, depth + 1) : 0;
+    p->keep_dir = 1; /* eval runs its line in this shell: a cd in it stays */
+    int r = joined.n ? parse_line(p, joined.s, joined.n, depth + 1) : 0;
+    p->keep_dir = 0;
+    return r;
   }
   if (wis(c, "find")) {
     for (uint32_t k = 1; k < n; k++) {
@@ -547,6 +675,37 @@ static int unwrap(parser *p, word *w, uint32_t n, int depth) {
     }
     return 0;
   }
+  return 0;
+}
+
+/* cd and pushd move the commands after them (in this shell); a place only
+ * known at run time (cd "$X", cd -, popd) makes the directory unknown. */
+static int track_cd(parser *p, const word *w, uint32_t n) {
+  if (wis(&w[0], "popd")) {
+    p->dir = NULL;
+    return 0;
+  }
+  if (!wis(&w[0], "cd") && !wis(&w[0], "pushd") && !wis(&w[0], "chdir")) return 0;
+  uint32_t k = 1;
+  while (k < n && w[k].t.n > 1 && w[k].t.s[0] == '-') {
+    if (wis(&w[k], "--")) {
+      k++;
+      break;
+    }
+    k++;
+  }
+  const char *t = k < n ? w[k].t.s : "~";
+  size_t tn = k < n ? w[k].t.n : 1;
+  if (!t || memchr(t, '$', tn) || memchr(t, '`', tn) || memchr(t, '*', tn) || memchr(t, '?', tn) ||
+      (tn && (t[0] == '+' || t[0] == '-'))) {
+    p->dir = NULL;
+    return 0;
+  }
+  char *d;
+  size_t dn;
+  if (path_join(p->a, p->dir, p->dn, t, tn, &d, &dn) < 0) return oom(p);
+  p->dir = d;
+  p->dn = dn;
   return 0;
 }
 
@@ -608,6 +767,9 @@ static int emit(parser *p, word *w, uint32_t n, int depth) {
   for (uint32_t j = 0; j < n; j++)
     items[j] = value_str(w[j].t.s ? w[j].t.s : "", (uint32_t)w[j].t.n);
   if (wl_push(p, &p->cmds, value_list(items, n)) < 0) return -1;
+  if (wl_push(p, &p->dirs, value_str(p->dir ? p->dir : "", p->dir ? (uint32_t)p->dn : 0)) < 0)
+    return -1;
+  if (track_cd(p, w, n) < 0) return -1;
   return unwrap(p, w, n, depth);
 }
 
@@ -647,7 +809,58 @@ static size_t heredocs(parser *p, const char *s, size_t n, size_t i, heredoc *hd
   return i;
 }
 
+/* Whether the command in av reads a script from its stdin: a shell (by its
+ * base name, after any NAME=value words) without -c. */
+static int feeds_shell(const argv_t *av) {
+  uint32_t k = 0;
+  while (k < av->n && av->w[k].eq_at > 0) k++;
+  if (k >= av->n || !av->w[k].t.s) return 0;
+  word b = av->w[k];
+  size_t cut = b.t.n;
+  while (cut > 0 && b.t.s[cut - 1] != '/') cut--;
+  if (cut > 0 && cut < b.t.n) {
+    b.t.s += cut;
+    b.t.n -= cut;
+  }
+  if (!in_set(&b, shells)) return 0;
+  for (uint32_t q = k + 1; q < av->n; q++)
+    if (av->w[q].t.n > 1 && av->w[q].t.s[0] == '-' && av->w[q].t.s[1] != '-' &&
+        memchr(av->w[q].t.s, 'c', av->w[q].t.n))
+      return 0;
+  return 1;
+}
+
+static int parse_body(parser *p, const char *s, size_t n, int depth);
+
+/* A command line run by its own shell process (a substitution, sh -c, a
+ * heredoc fed to a shell) starts in the current directory, and its cd does
+ * not move the caller; only eval's line runs in this shell. */
 static int parse_line(parser *p, const char *s, size_t n, int depth) {
+  const char *dir = p->dir;
+  size_t dn = p->dn;
+  int keep = p->keep_dir;
+  p->keep_dir = 0;
+  int r = parse_body(p, s, n, depth);
+  if (!keep) {
+    p->dir = dir;
+    p->dn = dn;
+  }
+  return r;
+}
+
+/* The simple command in av is complete: listed, then the here-strings fed
+ * to it read as its script when it is a shell. */
+static int finish(parser *p, argv_t *av, word *hs, int *nhs, int depth) {
+  int shell = *nhs && feeds_shell(av);
+  if (av->n && emit(p, av->w, av->n, depth) < 0) return -1;
+  av->n = 0;
+  for (int h = 0; shell && h < *nhs; h++)
+    if (hs[h].t.n && parse_line(p, hs[h].t.s, hs[h].t.n, depth + 1) < 0) return -1;
+  *nhs = 0;
+  return 0;
+}
+
+static int parse_body(parser *p, const char *s, size_t n, int depth) {
   if (p->err) return -1;
   if (depth > MAX_DEPTH) {
     p->err = "shell command nested too deeply to check (more than 16 levels)";
@@ -660,6 +873,12 @@ static int parse_line(parser *p, const char *s, size_t n, int depth) {
   argv_t av = {0};
   heredoc hd[8];
   int nhd = 0, hd_shell = 0;
+  word hs[4]; /* here-strings of the current command */
+  int nhs = 0;
+  /* The directory at each open "(": a subshell's cd ends at its ")". */
+  const char *dstack[MAX_DEPTH];
+  size_t dnstack[MAX_DEPTH];
+  int dsp = 0, dover = 0;
   size_t i = 0;
   while (i < n) {
     char c = s[i];
@@ -682,7 +901,7 @@ static int parse_line(parser *p, const char *s, size_t n, int depth) {
     if (j < n && (s[j] == '<' || s[j] == '>') && !(j + 1 < n && s[j + 1] == '(')) redir = 1;
     if (j == i && c == '&' && i + 1 < n && s[i + 1] == '>') redir = 1;
     if (redir) {
-      int out = 0, here = 0, dup = 0, strip = 0;
+      int out = 0, here = 0, dup = 0, strip = 0, hstr = 0;
       if (s[j] == '&') {
         j += 2;
         if (j < n && s[j] == '>') j++;
@@ -697,7 +916,7 @@ static int parse_line(parser *p, const char *s, size_t n, int depth) {
       } else {
         j++;
         if (j + 1 < n && s[j] == '<' && s[j + 1] == '<')
-          j += 2; /* <<< here-string */
+          j += 2, hstr = 1; /* <<< here-string */
         else if (j < n && s[j] == '<') {
           here = 1;
           j++;
@@ -713,6 +932,10 @@ static int parse_line(parser *p, const char *s, size_t n, int depth) {
       int quoted = k < n && (s[k] == '\'' || s[k] == '"' || s[k] == '\\');
       if (read_word(p, &t, s, n, &k, depth) < 0) return -1;
       i = k;
+      if (hstr) {
+        if (nhs < 4) hs[nhs++] = t;
+        continue;
+      }
       if (here) {
         if (nhd < 8) {
           hd[nhd].delim = t.t.s ? t.t.s : "";
@@ -732,15 +955,24 @@ static int parse_line(parser *p, const char *s, size_t n, int depth) {
     }
     if (is_meta(c) && !((c == '<' || c == '>') && i + 1 < n && s[i + 1] == '(')) {
       if (av.n) {
-        if (nhd && in_set(&av.w[0], shells)) {
-          int has_c = 0;
-          for (uint32_t q = 1; q < av.n; q++)
-            if (av.w[q].t.n > 1 && av.w[q].t.s[0] == '-' && memchr(av.w[q].t.s, 'c', av.w[q].t.n))
-              has_c = 1;
-          hd_shell = !has_c;
+        if (nhd && feeds_shell(&av)) hd_shell = 1;
+        if (finish(p, &av, hs, &nhs, depth) < 0) return -1;
+      }
+      nhs = 0;
+      if (c == '(') {
+        if (dsp < MAX_DEPTH) {
+          dstack[dsp] = p->dir;
+          dnstack[dsp++] = p->dn;
+        } else {
+          dover++;
         }
-        if (emit(p, av.w, av.n, depth) < 0) return -1;
-        av.n = 0;
+      } else if (c == ')') {
+        if (dover) {
+          dover--;
+        } else if (dsp) {
+          p->dir = dstack[--dsp];
+          p->dn = dnstack[dsp];
+        }
       }
       i++;
       if (c == '\n' && nhd) {
@@ -755,16 +987,22 @@ static int parse_line(parser *p, const char *s, size_t n, int depth) {
     if (read_word(p, &w, s, n, &i, depth) < 0) return -1;
     if (w.any && av_push(p, &av, &w) < 0) return -1;
   }
-  if (av.n && emit(p, av.w, av.n, depth) < 0) return -1;
+  if (av.n && finish(p, &av, hs, &nhs, depth) < 0) return -1;
   return p->err ? -1 : 0;
 }
 
 /* ---- the CEL functions ---- */
 
+static value parse_all(eval_ctx *ctx, const value *arg, parser *p);
+
 static value run(eval_ctx *ctx, const value *arg, parser *p) {
   memset(p, 0, sizeof *p);
   p->ctx = ctx;
   p->a = ctx->arena;
+  return parse_all(ctx, arg, p);
+}
+
+static value parse_all(eval_ctx *ctx, const value *arg, parser *p) {
   if (arg->n > MAX_INPUT) return VALUE_ERR("shell command too long to check (more than 256 KiB)");
   /* Words point into copies owned by the arena; the parser writes nothing
    * into the input. */
@@ -802,6 +1040,35 @@ static value fn_words(eval_ctx *ctx, const value *args, uint32_t nargs, void *au
   return value_list(items, k);
 }
 
+/* shellDirs(line, cwd): the directory each command of shellCommands(line)
+ * runs in, starting from cwd. */
+static value fn_dirs(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
+  parser p;
+  memset(&p, 0, sizeof p);
+  p.ctx = ctx;
+  p.a = ctx->arena;
+  const value *cwd = &args[1];
+  if (cwd->n && (cwd->s[0] == '/' || cwd->s[0] == '~')) {
+    char *d;
+    if (path_join(ctx->arena, NULL, 0, cwd->s, cwd->n, &d, &p.dn) < 0)
+      return VALUE_ERR("out of memory");
+    p.dir = d;
+  }
+  value e = parse_all(ctx, &args[0], &p);
+  if (e.kind == V_ERROR) return e;
+  return value_list(p.dirs.v, p.dirs.n);
+}
+
+/* resolvePath(dir, path): path made absolute against dir and normalised;
+ * "" when dir is needed and not known. */
+static value fn_resolve(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
+  char *out;
+  size_t on;
+  if (path_join(ctx->arena, args[0].s, args[0].n, args[1].s, args[1].n, &out, &on) < 0)
+    return VALUE_ERR("out of memory");
+  return out ? value_str(out, (uint32_t)on) : value_str("", 0);
+}
+
 const builtin lib_shell_builtins[] = {
     {"shellCommands", 0, 1, {V_STRING}, fn_commands, NULL, NULL, 0},
     {"shellCommands", 1, 1, {V_STRING}, fn_commands, NULL, NULL, 0},
@@ -809,5 +1076,8 @@ const builtin lib_shell_builtins[] = {
     {"shellWords", 1, 1, {V_STRING}, fn_words, NULL, NULL, 0},
     {"shellWrites", 0, 1, {V_STRING}, fn_writes, NULL, NULL, 0},
     {"shellWrites", 1, 1, {V_STRING}, fn_writes, NULL, NULL, 0},
+    {"shellDirs", 0, 2, {V_STRING, V_STRING}, fn_dirs, NULL, NULL, 0},
+    {"shellDirs", 1, 2, {V_STRING, V_STRING}, fn_dirs, NULL, NULL, 0},
+    {"resolvePath", 0, 2, {V_STRING, V_STRING}, fn_resolve, NULL, NULL, 0},
     {NULL, 0, 0, {0}, NULL, NULL, NULL, 0},
 };

@@ -90,6 +90,24 @@ static void test_wrappers(void) {
        "[[\"find\",\"/\",\"-name\",\"*.log\",\"-exec\",\"rm\",\"-f\",\"{}\",\"+\"],"
        "[\"rm\",\"-f\",\"{}\"]]");
   CMDS("FOO=1 BAR=2 make", "[[\"make\"]]");
+  /* env -S: the string is split, and the arguments after it follow. */
+  CMDS("env -S 'PATH=/usr/bin' git reset --hard",
+       "[[\"env\",\"-S\",\"PATH=/usr/bin\",\"git\",\"reset\",\"--hard\"],"
+       "[\"git\",\"reset\",\"--hard\"]]");
+  CMDS("env -S'rm -rf' \"a b\" \"it's\"",
+       "[[\"env\",\"-Srm -rf\",\"a b\",\"it's\"],[\"rm\",\"-rf\",\"a b\",\"it's\"]]");
+  CMDS("env -u HOME -i rm x", "[[\"env\",\"-u\",\"HOME\",\"-i\",\"rm\",\"x\"],[\"rm\",\"x\"]]");
+  CMDS("echo / | xargs -I{} rm -rf {}",
+       "[[\"echo\",\"/\"],[\"xargs\",\"-I{}\",\"rm\",\"-rf\",\"{}\"],[\"rm\",\"-rf\",\"{}\"]]");
+  CMDS("xargs -I % sh -c 'rm -rf %'",
+       "[[\"xargs\",\"-I\",\"%\",\"sh\",\"-c\",\"rm -rf %\"],[\"sh\",\"-c\",\"rm -rf %\"],"
+       "[\"rm\",\"-rf\",\"%\"]]");
+  CMDS("parallel 'rm -rf {}' ::: a b",
+       "[[\"parallel\",\"rm -rf {}\",\":::\",\"a\",\"b\"],[\"rm\",\"-rf\",\"{}\"]]");
+  CMDS("parallel -j4 rm -rf ::: a",
+       "[[\"parallel\",\"-j4\",\"rm\",\"-rf\",\":::\",\"a\"],[\"rm\",\"-rf\"]]");
+  CMDS("watch 'rm -rf x'", "[[\"watch\",\"rm -rf x\"],[\"rm\",\"-rf\",\"x\"]]");
+  CMDS("su -c 'rm -rf /' root", "[[\"su\",\"-c\",\"rm -rf /\",\"root\"],[\"rm\",\"-rf\",\"/\"]]");
   CMDS("exec /bin/sh -c 'id'",
        "[[\"exec\",\"/bin/sh\",\"-c\",\"id\"],[\"sh\",\"-c\",\"id\"],[\"id\"]]");
 }
@@ -112,6 +130,17 @@ static void test_nesting(void) {
   CMDS("cat <<EOF\n$(rm -rf /)\nEOF", "[[\"cat\"],[\"rm\",\"-rf\",\"/\"]]");
   CMDS("cat <<'EOF'\n$(rm -rf /)\nEOF", "[[\"cat\"]]");
   CMDS("echo $((1+2))", "[[\"echo\",\"$((1+2))\"]]");
+  /* Substitutions inside arithmetic run. */
+  CMDS("echo $(( $(rm -rf /) + 1 ))",
+       "[[\"rm\",\"-rf\",\"/\"],[\"echo\",\"$(( $(rm -rf /) + 1 ))\"]]");
+  CMDS("echo $((`rm -rf /` + 1))", "[[\"rm\",\"-rf\",\"/\"],[\"echo\",\"$((`rm -rf /` + 1))\"]]");
+  CMDS("echo $(( 2 * $((3 + $(id))) ))", "[[\"id\"],[\"echo\",\"$(( 2 * $((3 + $(id))) ))\"]]");
+  /* Here-strings fed to a shell are its script; to anything else, data. */
+  CMDS("bash <<< 'rm -rf /'", "[[\"bash\"],[\"rm\",\"-rf\",\"/\"]]");
+  CMDS("/bin/sh -s <<<\"curl x\"", "[[\"sh\",\"-s\"],[\"curl\",\"x\"]]");
+  CMDS("grep x <<< 'rm -rf /'", "[[\"grep\",\"x\"]]");
+  CMDS("bash -c 'ls' <<< 'rm -rf /'", "[[\"bash\",\"-c\",\"ls\"],[\"ls\"]]");
+  CMDS("X=1 /usr/bin/bash <<EOF\nrm -rf /\nEOF", "[[\"bash\"],[\"rm\",\"-rf\",\"/\"]]");
 }
 
 static void test_variables(void) {
@@ -122,6 +151,48 @@ static void test_variables(void) {
   CMDS("$CMD x", "[[\"$CMD\",\"x\"]]");
   CMDS("rm -rf ${X:-/}", "[[\"rm\",\"-rf\",\"${X:-/}\"]]");
   CMDS("echo $HOME $1 $?", "[[\"echo\",\"$HOME\",\"$1\",\"$?\"]]");
+}
+
+#define DIRS(cmd, want) expect("shellDirs(c, '/home/dev/proj')", cmd, want)
+
+/* Where each command runs: cd moves the commands after it in the same
+ * shell; subshells, substitutions and sh -c bodies do not move their caller. */
+static void test_dirs(void) {
+  DIRS("ls", "[\"/home/dev/proj\"]");
+  DIRS("cd .. && rm -rf build", "[\"/home/dev/proj\",\"/home/dev\"]");
+  DIRS("( cd .. && rm -rf proj ); ls", "[\"/home/dev/proj\",\"/home/dev\",\"/home/dev/proj\"]");
+  DIRS("{ cd /tmp; }; rm x", "[\"/home/dev/proj\",\"/tmp\"]");
+  DIRS("cd build; cd ../../x/./y//; pwd",
+       "[\"/home/dev/proj\",\"/home/dev/proj/build\",\"/home/dev/x/y\"]");
+  DIRS("cd; rm -rf x", "[\"/home/dev/proj\",\"~\"]");
+  DIRS("cd ~/src && cd .. && cd ..", "[\"/home/dev/proj\",\"~/src\",\"~\"]");
+  DIRS("cd \"$X\" && rm y", "[\"/home/dev/proj\",\"\"]");
+  DIRS("cd - && rm y", "[\"/home/dev/proj\",\"\"]");
+  DIRS("cd -P /a && rm y", "[\"/home/dev/proj\",\"/a\"]");
+  DIRS("pushd /a; popd; rm y", "[\"/home/dev/proj\",\"/a\",\"\"]");
+  DIRS("echo $(cd /; pwd); rm y",
+       "[\"/home/dev/proj\",\"/\",\"/home/dev/proj\",\"/home/dev/proj\"]");
+  DIRS("bash -c 'cd / && rm x'; rm y",
+       "[\"/home/dev/proj\",\"/home/dev/proj\",\"/\",\"/home/dev/proj\"]");
+  DIRS("eval 'cd /'; rm y", "[\"/home/dev/proj\",\"/home/dev/proj\",\"/\"]");
+  DIRS("env -C /srv rm -r x; ls", "[\"/home/dev/proj\",\"/srv\",\"/home/dev/proj\"]");
+  expect("shellDirs(c, 'relative')", "cd a; ls", "[\"\",\"\"]");
+  expect("shellDirs(c, '/')", "cd ..; ls", "[\"/\",\"/\"]");
+  expect("c.shellDirs('/p').size() == c.shellCommands().size()", "sudo env -S 'a b' | (cd x; y)",
+         "true");
+}
+
+static void test_resolve(void) {
+  expect("resolvePath('/home/dev/proj', c)", "../x", "\"/home/dev/x\"");
+  expect("resolvePath('/home/dev/proj', c)", ".", "\"/home/dev/proj\"");
+  expect("resolvePath('/home/dev/proj', c)", "./a//b/", "\"/home/dev/proj/a/b\"");
+  expect("resolvePath('/a', c)", "/b/../../c", "\"/c\"");
+  expect("resolvePath('/', c)", "../..", "\"/\"");
+  expect("resolvePath('/p', c)", "~/x/../y", "\"~/y\"");
+  expect("resolvePath('~', c)", "../..", "\"~/../..\"");
+  expect("resolvePath('', c)", "x", "\"\"");
+  expect("resolvePath('rel', c)", "x", "\"\"");
+  expect("resolvePath('', c)", "/x/./y", "\"/x/y\"");
 }
 
 static void test_writes_words(void) {
@@ -181,7 +252,10 @@ static void test_hostile(void) {
     }
     buf[len] = '\0';
     seed = seed * 1103515245u + 12345u;
-    const char *got = eval_with("[shellCommands(c), shellWrites(c), shellWords(c)]", buf, &rc);
+    const char *got = eval_with(
+        "[shellCommands(c), shellWrites(c), shellWords(c), shellDirs(c, '/p'), "
+        "c.shellDirs('/p').size() == c.shellCommands().size() ? 0 : 1/0]",
+        buf, &rc);
     CHECK_MSG(rc == 0 || rc == VD_EEVAL, "random input %d: rc %d (%s)", round, rc, got);
   }
 }
@@ -192,6 +266,8 @@ int main(void) {
   TEST_RUN(test_wrappers);
   TEST_RUN(test_nesting);
   TEST_RUN(test_variables);
+  TEST_RUN(test_dirs);
+  TEST_RUN(test_resolve);
   TEST_RUN(test_writes_words);
   TEST_RUN(test_hostile);
   TEST_END();
