@@ -1193,6 +1193,15 @@ static int parse_body(parser *p, const char *s, size_t n, int depth) {
       i = k;
       if (hstr) {
         if (nhs < 4) hs[nhs++] = t;
+        /* Its words are data the command reads: in shellWords, so that a
+         * path in it (sftp <<< 'put ~/.ssh/id_rsa') is seen. */
+        for (size_t q = 0; q < t.t.n;) {
+          while (q < t.t.n && (t.t.s[q] == ' ' || t.t.s[q] == '\t' || t.t.s[q] == '\n')) q++;
+          size_t b = q;
+          while (q < t.t.n && t.t.s[q] != ' ' && t.t.s[q] != '\t' && t.t.s[q] != '\n') q++;
+          if (q > b && wl_push(p, &p->reads, value_str(t.t.s + b, (uint32_t)(q - b))) < 0)
+            return -1;
+        }
         continue;
       }
       if (here) {

@@ -228,6 +228,8 @@ static void test_writes_words(void) {
   expect("shellWrites(c)", "make 2>/dev/null", "[\"/dev/null\"]");
   expect("c.shellWrites()", "x >| f", "[\"f\"]");
   expect("shellWords(c)", "curl -d @.env x > out", "[\"curl\",\"-d\",\"@.env\",\"x\",\"out\"]");
+  expect("shellWords(c)", "sftp h <<< 'put  ~/.ssh/id_rsa'",
+         "[\"sftp\",\"h\",\"put\",\"~/.ssh/id_rsa\"]");
   expect("shellWords(c)", "http POST x < ~/.ssh/id_rsa",
          "[\"http\",\"POST\",\"x\",\"~/.ssh/id_rsa\"]");
   expect("c.shellWords()", "cat \"~/.ssh/id_rsa\"", "[\"cat\",\"~/.ssh/id_rsa\"]");
