@@ -7,7 +7,11 @@
  *   AST, so spacing, parentheses and literal spelling do not matter);
  * - calls to functions no library defines (they fail when evaluated);
  * - a test whose context has a field that a constant or let hides;
- * - a test expecting an action the strategy never answers.
+ * - a test expecting an action the strategy never answers;
+ * - errors: a constant map that expressions read only key by key
+ *   (`packs.git`, the agent guard's switches) with a key none of them
+ *   reads — a misspelt switch would otherwise do nothing — or read with a
+ *   key it does not have (which would fail every evaluation).
  *
  * Warnings never change what a strategy does. With an `input:` schema,
  * schema.c adds errors (undefined names, type mistakes) from here too. */
@@ -195,12 +199,131 @@ static void lint_unknown(const strategy_build *b, policy_diags *d, const expr_pr
   }
 }
 
+/* ---- constant maps read key by key ---- */
+
+typedef struct keyuse {
+  const char *name; /* the constant */
+  size_t len;
+  bool whole;      /* read as a value somewhere (packs, packs[k], k in packs) */
+  const ast **sel; /* the A_SELECT nodes reading a key */
+  uint32_t nsel, cap;
+  arena *a;
+} keyuse;
+
+static void keys_walk(keyuse *u, const ast *e, const ast *parent) {
+  if (!e) return;
+  if (e->kind == A_IDENT && e->name_len == u->len && !memcmp(e->name, u->name, u->len)) {
+    if (parent && parent->kind == A_SELECT && parent->target == e) {
+      if (u->nsel == u->cap) {
+        uint32_t nc = u->cap ? 2 * u->cap : 16;
+        const ast **ns = arena_alloc(u->a, nc * sizeof *ns);
+        if (!ns) return;
+        if (u->nsel) memcpy(ns, u->sel, u->nsel * sizeof *ns);
+        u->sel = ns;
+        u->cap = nc;
+      }
+      u->sel[u->nsel++] = parent;
+    } else {
+      u->whole = true;
+    }
+  }
+  keys_walk(u, e->target, e);
+  for (uint32_t i = 0; i < e->nargs; i++) keys_walk(u, e->args[i], e);
+}
+
+static const ynode *map_value(const ynode *m, const char *key, size_t len) {
+  if (!m || !m->kids) return NULL;
+  for (uint32_t i = 0; i < m->n; i++)
+    if (m->kids[2 * i]->text && strlen(m->kids[2 * i]->text) == len &&
+        !memcmp(m->kids[2 * i]->text, key, len))
+      return m->kids[2 * i + 1];
+  return NULL;
+}
+
+static void lint_constant_keys(const strategy_build *b, policy_diags *d, arena *scratch) {
+  const strategy *s = b->s;
+  const ynode *consts = map_value(b->root, "constants", 9);
+  for (uint32_t c = 0; c < s->constants.n; c++) {
+    const value *k = &s->constants.entries[c].key, *v = &s->constants.entries[c].val;
+    if (v->kind != V_MAP || !v->n) continue;
+    keyuse u = {k->s, k->n, false, NULL, 0, 0, scratch};
+    for (uint32_t r = 0; r < s->nrules; r++) keys_walk(&u, b->rules[r].cond, NULL);
+    for (uint32_t l = 0; l < s->nlets; l++) keys_walk(&u, b->let_trees[l], NULL);
+    if (u.whole || !u.nsel) continue;
+    /* Keys read that the map lacks: at the expression. */
+    const char **names = arena_alloc(scratch, v->n * sizeof *names);
+    for (uint32_t i = 0; names && i < v->n; i++) names[i] = v->entries[i].key.s;
+    for (uint32_t i = 0; i < u.nsel; i++) {
+      const ast *sel = u.sel[i];
+      if (value_map_get(v, sel->name, sel->name_len)) continue;
+      bool seen = false; /* one error per missing key, at its first read */
+      for (uint32_t j = 0; j < i && !seen; j++)
+        seen = u.sel[j]->name_len == sel->name_len &&
+               !memcmp(u.sel[j]->name, sel->name, sel->name_len);
+      if (seen) continue;
+      int line = 0, col = 0;
+      const ynode *node = NULL;
+      char key[160] = "";
+      for (uint32_t r = 0; !node && r < s->nrules; r++) {
+        keyuse one = {k->s, k->n, false, NULL, 0, 0, scratch};
+        keys_walk(&one, b->rules[r].cond, NULL);
+        for (uint32_t j = 0; j < one.nsel; j++)
+          if (one.sel[j] == sel)
+            node = b->rules[r].node, snprintf(key, sizeof key, "rules[%u].if", r);
+      }
+      for (uint32_t l = 0; !node && l < s->nlets; l++) {
+        keyuse one = {k->s, k->n, false, NULL, 0, 0, scratch};
+        keys_walk(&one, b->let_trees[l], NULL);
+        for (uint32_t j = 0; j < one.nsel; j++)
+          if (one.sel[j] == sel)
+            node = b->let_nodes[l], snprintf(key, sizeof key, "let.%s", s->lets[l].name);
+      }
+      if (node) {
+        line = node->line, col = node->col;
+        yaml_scalar_place(node, b->src, b->src_len, sel->pos, &line, &col, NULL);
+      }
+      const char *hint = names ? diag_suggest(sel->name, sel->name_len, names, v->n) : NULL;
+      diag_add(d, DIAG_ERROR, b->file, line, col, key,
+               "the constant '%.*s' has no key '%.*s'%s%s%s", (int)k->n, k->s, (int)sel->name_len,
+               sel->name, hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
+    }
+    /* Keys nothing reads: at the key, in the constants. */
+    const ynode *m = consts ? map_value(consts, k->s, k->n) : NULL;
+    const char **read = arena_alloc(scratch, u.nsel * sizeof *read);
+    for (uint32_t i = 0; read && i < u.nsel; i++) {
+      char *t = arena_alloc(scratch, u.sel[i]->name_len + 1);
+      if (t) memcpy(t, u.sel[i]->name, u.sel[i]->name_len), t[u.sel[i]->name_len] = '\0';
+      read[i] = t ? t : "";
+    }
+    for (uint32_t i = 0; i < v->n; i++) {
+      const value *key = &v->entries[i].key;
+      bool used = false;
+      for (uint32_t j = 0; j < u.nsel && !used; j++)
+        used = u.sel[j]->name_len == key->n && !memcmp(u.sel[j]->name, key->s, key->n);
+      if (used) continue;
+      int line = 0, col = 0;
+      for (uint32_t j = 0; m && m->kids && j < m->n; j++)
+        if (!strcmp(m->kids[2 * j]->text, key->s))
+          line = m->kids[2 * j]->line, col = m->kids[2 * j]->col;
+      char where[160];
+      snprintf(where, sizeof where, "constants.%.*s", (int)k->n, k->s);
+      const char *hint = read ? diag_suggest(key->s, key->n, read, u.nsel) : NULL;
+      diag_add(d, DIAG_ERROR, b->file, line, col, where,
+               "no rule or let reads the key '%.*s' of '%.*s' (its keys are read one by one, as "
+               "%.*s.NAME)%s%s%s",
+               (int)key->n, key->s, (int)k->n, k->s, (int)k->n, k->s,
+               hint ? "; did you mean '" : "", hint ? hint : "", hint ? "'?" : "");
+    }
+  }
+}
+
 void strategy_lint(const strategy_build *b, policy_diags *d) {
   const strategy *s = b->s;
   arena scratch;
   arena_init(&scratch, NULL, 0, 0);
   lint_shadowed(b, d, &scratch);
   schema_check(b, d);
+  lint_constant_keys(b, d, &scratch);
 
   for (uint32_t r = 0; r < s->nrules; r++) {
     const policy_rule *pr = &s->rules[r];

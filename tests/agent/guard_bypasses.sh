@@ -93,6 +93,17 @@ sed 's/^    git: true /    git: false/' examples/policies/agent_guard.yaml >"$T/
 eq "$(answer "$T/nogit" Bash 'git reset --hard' | cut -f1)" allow "git pack off: git reset --hard runs"
 eq "$(answer "$T/nogit" Bash 'rm -rf /' | cut -f2)" rm-outside-project "git pack off: the filesystem pack still denies"
 
+# ---- verdict check knows the packs: a misspelt one is an error at its place ----
+mkdir -p "$T/typo"
+sed 's/^    git: true /    gti: false/' examples/policies/agent_guard.yaml >"$T/typo/agent_guard.yaml"
+"$V" check "$T/typo" >"$T/out" 2>&1
+RC=$?
+eq "$RC" 1 "a misspelt pack: verdict check fails"
+line=$(grep -n '^    gti: false' "$T/typo/agent_guard.yaml" | cut -d: -f1)
+eq "$(grep -c "agent_guard.yaml:$line:5: constants.packs: no rule or let reads the key 'gti'.*did you mean 'git'" "$T/out")" 1 \
+  "a misspelt pack: the error names its line and column and the pack meant"
+eq "$(grep -c "the constant 'packs' has no key 'git'" "$T/out")" 1 "a misspelt pack: the pack it no longer has, once"
+
 # ---- unknown_command: ask ----
 mkdir -p "$T/ask"
 sed 's/^  unknown_command: allow/  unknown_command: ask/' examples/policies/agent_guard.yaml >"$T/ask/agent_guard.yaml"
