@@ -8,10 +8,11 @@
  * - calls to functions no library defines (they fail when evaluated);
  * - a test whose context has a field that a constant or let hides;
  * - a test expecting an action the strategy never answers;
- * - errors: a constant map that expressions read only key by key
- *   (`packs.git`, the agent guard's switches) with a key none of them
- *   reads — a misspelt switch would otherwise do nothing — or read with a
- *   key it does not have (which would fail every evaluation).
+ * - errors: a map of switches (a constant map whose values are all true or
+ *   false, such as the agent guard's packs) that expressions read only key
+ *   by key (`packs.git`), with a key none of them reads — a misspelt switch
+ *   would silently do nothing — or read with a key it lacks (every
+ *   evaluation would fail).
  *
  * Warnings never change what a strategy does. With an `input:` schema,
  * schema.c adds errors (undefined names, type mistakes) from here too. */
@@ -246,6 +247,9 @@ static void lint_constant_keys(const strategy_build *b, policy_diags *d, arena *
   for (uint32_t c = 0; c < s->constants.n; c++) {
     const value *k = &s->constants.entries[c].key, *v = &s->constants.entries[c].val;
     if (v->kind != V_MAP || !v->n) continue;
+    bool switches = true; /* every value true or false */
+    for (uint32_t i = 0; i < v->n; i++) switches = switches && v->entries[i].val.kind == V_BOOL;
+    if (!switches) continue;
     keyuse u = {k->s, k->n, false, NULL, 0, 0, scratch};
     for (uint32_t r = 0; r < s->nrules; r++) keys_walk(&u, b->rules[r].cond, NULL);
     for (uint32_t l = 0; l < s->nlets; l++) keys_walk(&u, b->let_trees[l], NULL);
@@ -287,7 +291,8 @@ static void lint_constant_keys(const strategy_build *b, policy_diags *d, arena *
                "the constant '%.*s' has no key '%.*s'%s%s%s", (int)k->n, k->s, (int)sel->name_len,
                sel->name, hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
     }
-    /* Keys nothing reads: at the key, in the constants. */
+    /* Keys nothing reads: at the key, in the constants (the switch a team
+     * turned on or off would do nothing). */
     const ynode *m = consts ? map_value(consts, k->s, k->n) : NULL;
     const char **read = arena_alloc(scratch, u.nsel * sizeof *read);
     for (uint32_t i = 0; read && i < u.nsel; i++) {
