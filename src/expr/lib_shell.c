@@ -4,32 +4,49 @@
  *   shellCommands(s) / s.shellCommands()  list(list(string)): every simple
  *       command the line would run, each as its argv after quote removal
  *   shellWords(s) / s.shellWords()        list(string): every argv word of
- *       every command, and every redirection target, flattened
+ *       every command, every redirection target and here-string word
  *   shellWrites(s) / s.shellWrites()      list(string): files written by
  *       output redirections (> >> >| &> N>), /dev/null included
+ *   shellDirs(s, cwd)                     list(string): for each command of
+ *       shellCommands, the directory it runs in ("" when not known)
+ *   resolvePath(dir, path)                string: path made absolute against
+ *       dir and normalised, without reading the file system
  *
  * Why by hand: a rule like "recursive rm outside the project" is only as good
  * as its view of the command, and regexes over the raw text are fooled by
- * quoting ("r""m" -rf /), wrappers (sudo, env, xargs, bash -c '…') and
- * chains. This is a small recursive reader, not a shell: it never expands
+ * quoting ("r""m" -rf /), wrappers (sudo, env, xargs, bash -c '…'), chains
+ * and cd. This is a small recursive reader, not a shell: it never expands
  * globs, runs nothing, and reads no environment.
  *
  * What it sees through: ; && || | & newlines ( ) { } and the reserved words
- * (if/then/while/do/…); single, double and $'…' quotes and backslashes;
- * $(…), `…` and <(…) bodies (their commands are listed too); heredocs fed to
- * a shell, and substitutions inside unquoted heredocs; `sh/bash/zsh -c BODY`
- * and `eval ARGS` (BODY parsed as a command line); wrappers that run their
- * arguments — sudo, doas, env (also env -S), command, exec, nohup, time,
- * nice, ionice, timeout, stdbuf, setsid, xargs, busybox, watch, flock — whose
- * inner command is listed after the wrapper's own; find's -exec/-execdir/
- * -ok/-okdir commands; leading NAME=value assignments (dropped from argv);
- * NAME=value statements earlier in the line, whose $NAME and ${NAME} are
- * substituted later in it (X=rm; $X -rf / lists rm -rf /). An absolute
- * program path becomes its base name (/bin/rm → rm).
+ * (if/then/while/do/…, function NAME); single, double and $'…' quotes and
+ * backslashes; $(…), `…` and <(…) bodies, also inside $(( … )) (their
+ * commands are listed too); heredocs and here-strings fed to a shell, and
+ * substitutions inside unquoted heredocs; `sh/bash/zsh -c BODY`, `eval ARGS`,
+ * su/script -c, watch and parallel lines (BODY parsed as a command line);
+ * wrappers that run their arguments — sudo, doas, env (also env -S STRING
+ * ARGS and env -C DIR), command, exec, nohup, time, nice, ionice, timeout,
+ * stdbuf, setsid, xargs, parallel, busybox, watch, flock, strace, chronic
+ * and others — whose inner command is listed after the wrapper's own; find's
+ * -exec/-execdir/-ok/-okdir commands; commands run elsewhere (docker/kubectl
+ * exec, ssh HOST CMD, ansible -a) in an unknown directory; xargs and parallel
+ * fed by echo/printf through a pipe, a here-string or ::: ARGS, whose command
+ * is listed once per input (echo / | xargs -I{} rm -rf {} lists rm -rf /);
+ * leading NAME=value assignments (dropped from argv); NAME=value statements
+ * earlier in the line, whose $NAME and ${NAME} are substituted later in it
+ * (X=rm; $X -rf / lists rm -rf /). A program named by a path becomes its base
+ * name (/bin/rm, ./../bin/rm → rm).
+ *
+ * The working directory: cd, pushd and env -C move the commands after them
+ * in the same shell; a subshell's cd ends at its ")", and a substitution, an
+ * sh -c body or a heredoc fed to a shell starts where its caller is and does
+ * not move it (eval's line runs in this shell and does). cd to a place only
+ * known at run time ($X, -, popd) makes the directory unknown.
  *
  * What stays unknown, and is left visible for rules to treat as suspect: any
  * other $VAR (kept as the text "$VAR"), command output "$(…)" used as a word
- * (kept as its text), arithmetic, globs, aliases and functions.
+ * (kept as its text), the value of arithmetic, globs, aliases and functions
+ * called by name, and what xargs reads from anything but echo and printf.
  *
  * Bounds: input up to 256 KiB, 16 levels of nesting, 4096 commands; past
  * them the call is an evaluation error (a rule then takes on_error), never a
