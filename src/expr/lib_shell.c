@@ -687,12 +687,12 @@ static int unwrap(parser *p, word *w, uint32_t n, int depth) {
       } else if (wis(&w[k], "-C") || wis(&w[k], "--chdir")) {
         if (k + 1 < n) chdir = &w[k + 1];
         k += 2;
-      } else if (wis(&w[k], "-u") || wis(&w[k], "--unset")) {
+      } else if (wis(&w[k], "-u") || wis(&w[k], "--unset") || wis(&w[k], "-P")) {
         k += 2;
       } else if (wis(&w[k], "--")) {
         k++;
         break;
-      } else if (w[k].t.n > 1 && w[k].t.s[0] == '-') {
+      } else if (w[k].t.n >= 1 && w[k].t.s[0] == '-') { /* also "-", the same as -i */
         k++;
       } else {
         break;
@@ -719,9 +719,33 @@ static int unwrap(parser *p, word *w, uint32_t n, int depth) {
   }
   if (wis(c, "parallel")) {
     /* parallel [options] COMMAND ::: ARGS; a one-word COMMAND is a shell line. */
-    static const char *const a[] = {
-        "-j",         "-S",         "-a",          "-d",       "-n",         "-I", "--jobs",
-        "--sshlogin", "--arg-file", "--delimiter", "--colsep", "--max-args", NULL};
+    static const char *const a[] = {"-j",
+                                    "-S",
+                                    "-a",
+                                    "-d",
+                                    "-n",
+                                    "-I",
+                                    "--jobs",
+                                    "--sshlogin",
+                                    "--arg-file",
+                                    "--delimiter",
+                                    "--colsep",
+                                    "--max-args",
+                                    "--results",
+                                    "--joblog",
+                                    "--tmpdir",
+                                    "--workdir",
+                                    "--sshloginfile",
+                                    "--basefile",
+                                    "--env",
+                                    "--retries",
+                                    "--timeout",
+                                    "--delay",
+                                    "--memfree",
+                                    "--load",
+                                    "--tag-string",
+                                    "--halt",
+                                    NULL};
     uint32_t k = skip_opts(w, n, 1, a), e = k;
     while (e < n && !wis(&w[e], ":::") && !wis(&w[e], "::::") && !wis(&w[e], ":::+")) e++;
     if (e + 1 < n && e > k) { /* the inputs after ::: */
@@ -751,13 +775,37 @@ static int unwrap(parser *p, word *w, uint32_t n, int depth) {
           if (w[j].t.s[q] == '{' && w[j].t.s[q + 1] == '}') has_rs = 1;
       return fed(p, w + k, e - k, w + f, g - f, has_rs ? "{}" : NULL, has_rs ? 2 : 0, depth);
     }
+    if (e == k && e + 1 < n) { /* parallel ::: 'CMD1' 'CMD2': each input is a line */
+      for (uint32_t a2 = e + 1; a2 < n; a2++)
+        if (!wis(&w[a2], ":::") && parse_line(p, w[a2].t.s, w[a2].t.n, depth + 1) < 0) return -1;
+      return 0;
+    }
+    if (e == n && p->feed && e > k) { /* echo ARGS | parallel CMD: stdin mode */
+      const word *in = p->feed;
+      uint32_t nin = p->nfeed;
+      p->feed = NULL;
+      int has_rs = 0;
+      for (uint32_t j = k; j < e; j++)
+        for (size_t q = 0; q + 1 < w[j].t.n; q++)
+          if (w[j].t.s[q] == '{' && w[j].t.s[q + 1] == '}') has_rs = 1;
+      if (e == k + 1 && !has_rs) /* one word: a shell line */
+        return parse_line(p, w[k].t.s, w[k].t.n, depth + 1);
+      return fed(p, w + k, e - k, in, nin, has_rs ? "{}" : NULL, has_rs ? 2 : 0, depth);
+    }
     if (e == k + 1) return parse_line(p, w[k].t.s, w[k].t.n, depth + 1);
     return e > k ? emit(p, w + k, e - k, depth + 1) : 0;
   }
   if (wis(c, "command") || wis(c, "builtin")) {
-    for (uint32_t k = 1; k < n; k++)
-      if (wis(&w[k], "-v") || wis(&w[k], "-V")) return 0; /* a lookup, runs nothing */
-    return inner(p, w, n, skip_opts(w, n, 1, NULL), depth);
+    /* command -v NAME looks NAME up and runs nothing; with more words after
+     * it, they are read as the command they spell. */
+    uint32_t k = skip_opts(w, n, 1, NULL);
+    int lookup = 0;
+    for (uint32_t j = 1; j < k; j++)
+      if (w[j].t.n > 1 && w[j].t.s[1] != '-' &&
+          (memchr(w[j].t.s, 'v', w[j].t.n) || memchr(w[j].t.s, 'V', w[j].t.n)))
+        lookup = 1;
+    if (lookup && k + 1 >= n) return 0;
+    return inner(p, w, n, k, depth);
   }
   if (wis(c, "exec")) {
     static const char *const a[] = {"-a", NULL};
@@ -848,14 +896,14 @@ static int unwrap(parser *p, word *w, uint32_t n, int depth) {
   }
   if (wis(c, "xargs")) {
     static const char *const a[] = {
-        "-I",          "-L",         "-l",          "-n",        "-P",         "-s",
-        "-d",          "-E",         "-e",          "-a",        "--max-args", "--max-procs",
-        "--delimiter", "--arg-file", "--max-lines", "--replace", "--eof",      NULL};
+        "-I",          "-L",         "-l",          "-n",    "-P",         "-s",
+        "-d",          "-E",         "-e",          "-a",    "--max-args", "--max-procs",
+        "--delimiter", "--arg-file", "--max-lines", "--eof", NULL};
     uint32_t k = skip_opts(w, n, 1, a);
     const char *rs = NULL;
     size_t rn = 0;
     for (uint32_t j = 1; j < k; j++) {
-      if ((wis(&w[j], "-I") || wis(&w[j], "--replace")) && j + 1 < k)
+      if (wis(&w[j], "-I") && j + 1 < k)
         rs = w[j + 1].t.s, rn = w[j + 1].t.n;
       else if (w[j].t.n > 2 && memcmp(w[j].t.s, "-I", 2) == 0)
         rs = w[j].t.s + 2, rn = w[j].t.n - 2;
@@ -863,6 +911,8 @@ static int unwrap(parser *p, word *w, uint32_t n, int depth) {
         rs = "{}", rn = 2;
       else if (w[j].t.n > 10 && memcmp(w[j].t.s, "--replace=", 10) == 0)
         rs = w[j].t.s + 10, rn = w[j].t.n - 10;
+      else if (wis(&w[j], "--replace") || wis(&w[j], "--replace="))
+        rs = "{}", rn = 2;
     }
     if (k >= n) return 0;
     if (!p->feed) return inner(p, w, n, k, depth);

@@ -131,6 +131,25 @@ static void test_wrappers(void) {
   CMDS("parallel 'rm -rf {}'", "[[\"parallel\",\"rm -rf {}\"],[\"rm\",\"-rf\",\"{}\"]]");
   CMDS("parallel -j4 rm -rf ::: a",
        "[[\"parallel\",\"-j4\",\"rm\",\"-rf\",\":::\",\"a\"],[\"rm\",\"-rf\",\"a\"]]");
+  CMDS("env -P /usr/bin git reset --hard",
+       "[[\"env\",\"-P\",\"/usr/"
+       "bin\",\"git\",\"reset\",\"--hard\"],[\"git\",\"reset\",\"--hard\"]]");
+  CMDS("env - git reset --hard",
+       "[[\"env\",\"-\",\"git\",\"reset\",\"--hard\"],[\"git\",\"reset\",\"--hard\"]]");
+  CMDS(
+      "command -pv -- git reset --hard",
+      "[[\"command\",\"-pv\",\"--\",\"git\",\"reset\",\"--hard\"],[\"git\",\"reset\",\"--hard\"]]");
+  CMDS("parallel ::: 'rm -rf /' ls",
+       "[[\"parallel\",\":::\",\"rm -rf /\",\"ls\"],[\"rm\",\"-rf\",\"/\"],[\"ls\"]]");
+  CMDS("echo / | parallel rm -rf",
+       "[[\"echo\",\"/\"],[\"parallel\",\"rm\",\"-rf\"],[\"rm\",\"-rf\",\"/\"]]");
+  CMDS("parallel --results out rm -rf {} ::: /",
+       "[[\"parallel\",\"--results\",\"out\",\"rm\",\"-rf\",\"{}\",\":::\",\"/"
+       "\"],[\"rm\",\"-rf\",\"/\"]]");
+  CMDS("echo / | xargs --replace sh -c 'rm -rf {}'",
+       "[[\"echo\",\"/\"],[\"xargs\",\"--replace\",\"sh\",\"-c\",\"rm -rf "
+       "{}\"],[\"sh\",\"-c\",\"rm -rf /\"],"
+       "[\"rm\",\"-rf\",\"/\"]]");
   CMDS("watch 'rm -rf x'", "[[\"watch\",\"rm -rf x\"],[\"rm\",\"-rf\",\"x\"]]");
   CMDS("su -c 'rm -rf /' root", "[[\"su\",\"-c\",\"rm -rf /\",\"root\"],[\"rm\",\"-rf\",\"/\"]]");
   CMDS("exec /bin/sh -c 'id'",
