@@ -3,7 +3,10 @@
  * reference was taken (tests/engine/record_reference.txt).
  *
  * The traffic: `verdict gen --count 5000 --seed 1` (the verdict binary
- * beside this test's), every request decided by the example bundle. What a
+ * beside this test's), every request decided by the example bundle as it
+ * was when the reference was taken, kept frozen in tests/engine/bundles/
+ * reference/ (the shipped examples change with the product; a bundle's
+ * version is in every payload and answer, so the test keeps its own). What a
  * decision reads from outside is pinned, so that the bytes depend on the
  * code alone: the clock (request.time: a fixed start plus 1.000003 ms a
  * request), the snapshot id (made from the request's number), the stage
@@ -34,7 +37,7 @@
 #include "test.h"
 #include "verdict.h"
 
-#define POLICY "examples/policies"
+#define POLICY "tests/engine/bundles/reference"
 #define REFERENCE "tests/engine/record_reference.txt"
 #define NODE "reference-node"
 #define COUNT 5000
