@@ -71,6 +71,12 @@ typedef struct builtin {
   uint8_t variadic;           /* 1: nargs is the minimum; extra arguments take kinds[3] */
 } builtin;
 
+/* No built-in returns a value nested more lists or maps deep than its
+ * deepest argument plus this (shellCommands: a string to a list of lists of
+ * strings). The policy loader's bound on values built through lets counts
+ * on it (policy/analyze.c); a built-in that nests deeper raises it. */
+#define LIB_MAX_WRAP 2
+
 /* The registry: every built-in of every library, terminated by a zeroed
  * entry. Implemented in lib.c, which concatenates the tables below. */
 const builtin *builtin_table(void);

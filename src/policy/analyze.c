@@ -7,12 +7,17 @@
  * parts can be compared. These walks run on the AST from expr_parse, once per
  * load; nothing here runs while deciding.
  *
+ * And an upper bound of how deep a let's value nests and how deep its
+ * evaluation recurses, through the lets it reads (ast_depths).
+ *
  * Recursion is bounded by the parser's depth limit (expr_opts.max_depth). */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/json.h"
+#include "expr/lib.h"
 #include "policy/internal.h"
 
 #define MAX_SCOPE 256
@@ -241,4 +246,138 @@ char *ast_render(arena *a, const ast *e) {
   char *out = b.oom ? NULL : arena_strndup(a, b.data ? b.data : "", b.len);
   json_buf_free(&b);
   return out;
+}
+
+/* ---- how deep an expression nests and evaluates (the let bounds) ----
+ *
+ * A let's value is built at run time from the lets it reads, so a chain of
+ * lets can nest lists 120 levels a let and build a value 120,000 levels
+ * deep — or evaluate one let inside the next 200,000 times — though each
+ * expression is within the parser's depth limit. Both are bounded at load
+ * (strategy.c); these are the upper bounds that are checked:
+ *
+ *   nest: how many lists and maps the value may nest. A list or map adds
+ *     one to its deepest element; a let adds its own nest; a built-in adds
+ *     at most LIB_MAX_WRAP (lib.h) to its deepest argument; an operator
+ *     (`_+_`, `_[_]`, `_?_:_`, ...) adds none; a comprehension's value is
+ *     its range or one list around its body, its variable as deep as the
+ *     range. Other names (the request's fields) count 0: the request's own
+ *     depth is bounded where it is read.
+ *   eval: how deep the evaluator recurses: one a level of the tree, and a
+ *     let read POLICY_LET_READ_DEPTH plus that let's own eval (its frames
+ *     and the engine's between them).
+ *
+ * Over-estimates are fine (they only make a limit reached sooner); an
+ * under-estimate would let a deep value through. */
+typedef struct dscope {
+  const char *name;
+  uint32_t name_len;
+  uint32_t nest;
+} dscope;
+
+typedef struct dwalk {
+  let_depth_fn fn;
+  void *user;
+  dscope bound[MAX_SCOPE];
+  uint32_t nbound;
+} dwalk;
+
+static void depths(dwalk *w, const ast *e, uint32_t *nest, uint32_t *ev);
+
+static void bind_depths(dwalk *w, const char *name, uint32_t len, uint32_t nest, const ast *body,
+                        uint32_t *bn, uint32_t *be) {
+  *bn = *be = 0;
+  if (w->nbound >= MAX_SCOPE) { /* the parser's depth limit keeps scopes far fewer */
+    depths(w, body, bn, be);
+    return;
+  }
+  w->bound[w->nbound].name = name;
+  w->bound[w->nbound].name_len = len;
+  w->bound[w->nbound].nest = nest;
+  w->nbound++;
+  depths(w, body, bn, be);
+  w->nbound--;
+}
+
+static uint32_t max32(uint32_t a, uint32_t b) { return a > b ? a : b; }
+
+static void depths(dwalk *w, const ast *e, uint32_t *nest, uint32_t *ev) {
+  *nest = 0;
+  *ev = 1;
+  if (!e) return;
+  uint32_t n, v, mn = 0, mv = 0;
+  switch (e->kind) {
+    case A_LIT:
+      return;
+    case A_IDENT:
+      for (uint32_t i = w->nbound; i-- > 0;)
+        if (w->bound[i].name_len == e->name_len &&
+            memcmp(w->bound[i].name, e->name, e->name_len) == 0) {
+          *nest = w->bound[i].nest;
+          return;
+        }
+      if (w->fn(w->user, e, &n, &v)) {
+        *nest = n;
+        *ev = 1 + POLICY_LET_READ_DEPTH + v;
+      }
+      return;
+    case A_SELECT:
+      depths(w, e->target, nest, &v);
+      *ev = 1 + v;
+      return;
+    case A_CALL: {
+      /* cel.bind(v, init, body): v is as deep as init, in body only */
+      if (e->target && e->target->kind == A_IDENT && name_is(e->target, "cel") &&
+          name_is(e, "bind") && e->nargs == 3 && e->args[0]->kind == A_IDENT) {
+        uint32_t in, iv;
+        depths(w, e->args[1], &in, &iv);
+        bind_depths(w, e->args[0]->name, e->args[0]->name_len, in, e->args[2], &n, &v);
+        *nest = n;
+        *ev = 1 + max32(iv, v);
+        return;
+      }
+      if (e->target) depths(w, e->target, &mn, &mv);
+      for (uint32_t i = 0; i < e->nargs; i++) {
+        depths(w, e->args[i], &n, &v);
+        mn = max32(mn, n);
+        mv = max32(mv, v);
+      }
+      /* operators are named by their signs (`_+_`, `@in`, `!_`), built-ins by words */
+      int op = e->name_len > 0 && !isalpha((unsigned char)e->name[0]);
+      *nest = op ? mn : mn + LIB_MAX_WRAP;
+      *ev = 1 + mv;
+      return;
+    }
+    case A_LIST:
+    case A_MAP:
+      for (uint32_t i = 0; i < e->nargs; i++) {
+        depths(w, e->args[i], &n, &v);
+        mn = max32(mn, n);
+        mv = max32(mv, v);
+      }
+      *nest = 1 + mn;
+      *ev = 1 + mv;
+      return;
+    case A_COMPREHENSION: {
+      uint32_t rn, rv;
+      depths(w, e->target, &rn, &rv);
+      mv = rv;
+      for (uint32_t i = 0; i < e->nargs; i++) {
+        bind_depths(w, e->name, e->name_len, rn, e->args[i], &n, &v);
+        mn = max32(mn, n);
+        mv = max32(mv, v);
+      }
+      *nest = max32(rn, 1 + mn);
+      *ev = 1 + mv;
+      return;
+    }
+  }
+}
+
+void ast_depths(const ast *e, let_depth_fn fn, void *user, uint32_t *nest, uint32_t *eval) {
+  dwalk w;
+  w.fn = fn;
+  w.user = user;
+  w.nbound = 0;
+  depths(&w, e, nest, eval);
 }

@@ -96,6 +96,12 @@ char *ast_render(arena *a, const ast *e);
 /* When e is a path rooted at an identifier (`a`, `a.b.c`), its components
  * root first; returns the count (0 when e is not such a path). */
 uint32_t ast_path(const ast *e, const ast **comps, uint32_t max);
+/* Upper bounds of how many lists and maps e's value nests (*nest) and how
+ * deep evaluating it recurses (*eval), given what fn says of a name: fn
+ * returns 1 for a let, with that let's own bounds in *nest and *eval, and 0
+ * for any other name. See "how deep an expression nests" in analyze.c. */
+typedef int (*let_depth_fn)(void *user, const ast *ident, uint32_t *nest, uint32_t *eval);
+void ast_depths(const ast *e, let_depth_fn fn, void *user, uint32_t *nest, uint32_t *eval);
 bool ast_is_true(const ast *e);
 bool ast_is_scalar_lit(const ast *e);
 

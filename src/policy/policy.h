@@ -87,6 +87,17 @@ typedef struct policy_rule {
   double confidence; /* how sure the rule's author is: (0, 1], default 1 */
 } policy_rule;
 
+/* Bounds on lets, checked at load (strategy.c, docs/policy.md "Limits"):
+ * lets a strategy, lists and maps a value nests through the lets it reads,
+ * and the evaluator's recursion through them, where a let read counts
+ * POLICY_LET_READ_DEPTH levels. A decision also refuses to read lets
+ * nested deeper than POLICY_MAX_EVAL_DEPTH / POLICY_LET_READ_DEPTH
+ * (decide.c), whatever was checked. */
+#define POLICY_MAX_LETS 10000
+#define POLICY_MAX_LET_NEST 512
+#define POLICY_MAX_EVAL_DEPTH 4096
+#define POLICY_LET_READ_DEPTH 16
+
 typedef struct policy_let {
   const char *name;
   uint32_t name_len;

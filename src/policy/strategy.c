@@ -50,6 +50,12 @@ typedef struct actvec {
   uint32_t n, cap;
 } actvec;
 
+typedef struct ntab {
+  uint32_t *slot; /* index + 1; 0: empty */
+  uint32_t mask;
+  const char *const *names; /* NUL-terminated */
+} ntab;
+
 typedef struct cc {
   arena *mem;     /* the bundle's */
   arena *scratch; /* this file's; ASTs and the YAML tree live here */
@@ -62,8 +68,11 @@ typedef struct cc {
   actvec acts;
   int declared_actions; /* `actions` was given */
   strategy_marks *marks;
-  int lazy;        /* STRATEGY_LAZY */
-  int lets_unread; /* lazy, and no fallback model: lets are not even parsed (parse_lets) */
+  int lazy;           /* STRATEGY_LAZY */
+  int lets_unread;    /* lazy, and no fallback model: rules are not searched for model reads */
+  ntab lets_tab;      /* the lets' names (parse_lets) */
+  uint32_t *let_seen; /* per let, for reads */
+  struct let_info *let_info;
   int oom;
 } cc;
 
@@ -848,26 +857,6 @@ const expr_program *strategy_let_program(const strategy *s, uint32_t i, arena *a
   return compile_later(&l->lazy, &l->prog, s, a, why);
 }
 
-/* ---- names an expression reads ---- */
-
-typedef struct reads {
-  const policy_let *lets;
-  uint32_t nlets;
-  uint8_t *uses; /* per let: read by this expression */
-  bool model;
-} reads;
-
-static int ident_is(const ast *id, const char *s, size_t n) {
-  return id->name_len == n && memcmp(id->name, s, n) == 0;
-}
-
-static void on_ident(void *user, const ast *id) {
-  reads *r = user;
-  if (ident_is(id, "model", 5)) r->model = true;
-  for (uint32_t i = 0; i < r->nlets; i++)
-    if (ident_is(id, r->lets[i].name, r->lets[i].name_len)) r->uses[i] = 1;
-}
-
 /* ---- the parts ---- */
 
 static void parse_constants(cc *c, const ynode *n, const char ***names, uint32_t *count) {
@@ -902,26 +891,179 @@ static void parse_constants(cc *c, const ynode *n, const char ***names, uint32_t
   *count = k;
 }
 
+/* ---- names an expression reads ----
+ *
+ * The lets' names (and the constants', to refuse a let of the same name)
+ * in open-addressing tables of indices: a strategy of 10,000 lets reading
+ * each other costs one probe a name read, where scanning every let for
+ * every name read was quadratic. */
+
+static uint32_t ntab_hash(const char *s, size_t n) {
+  uint32_t h = 2166136261u; /* FNV-1a */
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+  return h;
+}
+
+static int ntab_init(cc *c, ntab *t, const char *const *names, uint32_t n) {
+  uint32_t cap = 16;
+  while (cap < 2 * (uint64_t)n + 2) cap *= 2;
+  t->slot = arena_zalloc(c->scratch, cap * sizeof *t->slot);
+  t->mask = cap - 1;
+  t->names = names;
+  if (!t->slot) nomem(c);
+  return t->slot ? 0 : -1;
+}
+
+/* The index of the name s[0..n), or -1. */
+static int32_t ntab_find(const ntab *t, const char *s, size_t n) {
+  if (!t->slot) return -1;
+  for (uint32_t i = ntab_hash(s, n) & t->mask;; i = (i + 1) & t->mask) {
+    uint32_t v = t->slot[i];
+    if (!v) return -1;
+    const char *m = t->names[v - 1];
+    if (!strncmp(m, s, n) && m[n] == '\0') return (int32_t)(v - 1);
+  }
+}
+
+static void ntab_add(ntab *t, uint32_t index) {
+  const char *s = t->names[index];
+  for (uint32_t i = ntab_hash(s, strlen(s)) & t->mask;; i = (i + 1) & t->mask)
+    if (!t->slot[i]) {
+      t->slot[i] = index + 1;
+      return;
+    }
+}
+
 typedef struct let_info {
   const ynode *node;
   const ast *tree;
-  uint8_t *uses;
+  uint32_t *deps; /* the lets it reads, each once */
+  uint32_t ndeps;
   bool model_direct;
-  bool model;   /* reads model, possibly through other lets */
-  uint8_t mark; /* DFS: 0 new, 1 on the stack, 2 done */
+  bool model;          /* reads model, possibly through other lets */
+  bool bad;            /* over a bound (reported), or reads such a let */
+  uint8_t mark;        /* graph walk: 0 new, 1 on the path, 2 done */
+  uint32_t nest, eval; /* ast_depths, through the lets it reads */
 } let_info;
+
+typedef struct reads {
+  cc *c;
+  const ntab *lets;
+  let_info *info; /* NULL: the lets' reads are not known yet */
+  uint32_t *seen; /* per let: the stamp of the last expression that read it */
+  uint32_t stamp;
+  uint32_t *deps; /* malloc'd, grown */
+  uint32_t ndeps, cap;
+  bool model;   /* reads model itself */
+  bool via_let; /* (info set) reads a let that reads model */
+  bool oom;
+} reads;
+
+static int ident_is(const ast *id, const char *s, size_t n) {
+  return id->name_len == n && memcmp(id->name, s, n) == 0;
+}
+
+static void on_ident(void *user, const ast *id) {
+  reads *r = user;
+  if (ident_is(id, "model", 5)) r->model = true;
+  int32_t j = ntab_find(r->lets, id->name, id->name_len);
+  if (j < 0 || r->seen[j] == r->stamp) return;
+  r->seen[j] = r->stamp;
+  if (r->info && r->info[j].model) r->via_let = true;
+  if (r->ndeps == r->cap) {
+    uint32_t ncap = r->cap ? 2 * r->cap : 16;
+    uint32_t *d = realloc(r->deps, ncap * sizeof *d);
+    if (!d) {
+      r->oom = true;
+      return;
+    }
+    r->deps = d;
+    r->cap = ncap;
+  }
+  r->deps[r->ndeps++] = (uint32_t)j;
+}
+
+/* Starts r over for one more expression. */
+static void reads_next(reads *r) {
+  r->ndeps = 0;
+  r->model = r->via_let = false;
+  if (++r->stamp == 0 && r->seen) { /* wrapped: every let unseen again */
+    memset(r->seen, 0, (r->c->s->nlets + 1) * sizeof *r->seen);
+    r->stamp = 1;
+  }
+}
+
+/* The bounds of a let read (ast_depths), from the lets already walked. */
+typedef struct depth_reads {
+  const ntab *lets;
+  const let_info *info;
+  bool bad;              /* reads a let over a bound */
+  int32_t deepest, last; /* the let read giving the most nesting, eval */
+  uint32_t nest, eval;
+} depth_reads;
+
+static int on_let_depth(void *user, const ast *id, uint32_t *nest, uint32_t *eval) {
+  depth_reads *r = user;
+  int32_t j = ntab_find(r->lets, id->name, id->name_len);
+  if (j < 0) return 0;
+  const let_info *l = &r->info[j];
+  if (l->bad) r->bad = true;
+  /* a let on a cycle (reported) or over a bound counts nothing more */
+  *nest = l->mark == 2 && !l->bad ? l->nest : 0;
+  *eval = l->mark == 2 && !l->bad ? l->eval : 0;
+  if (r->deepest < 0 || *nest > r->nest) r->deepest = j, r->nest = *nest;
+  if (r->last < 0 || *eval > r->eval) r->last = j, r->eval = *eval;
+  return 1;
+}
+
+/* Checks the bounds of the expression t (at n, key) that reads the lets
+ * walked so far. Returns 0 and sets *nest, *eval; -1 when over a bound
+ * (reported) or reading a let that is (not reported again). */
+static int check_depths(cc *c, const ntab *lets, const let_info *info, const ast *t, const ynode *n,
+                        const char *key, const char *what, uint32_t *nest, uint32_t *eval) {
+  depth_reads r = {lets, info, false, -1, -1, 0, 0};
+  ast_depths(t, on_let_depth, &r, nest, eval);
+  if (r.bad) return -1;
+  if (*nest > POLICY_MAX_LET_NEST) {
+    err_at(c, n, key,
+           "%s nests lists and maps %u levels deep through the lets it reads (through '%s'), "
+           "over the limit of %d: build the value from fewer lets, or nest less in each",
+           what, *nest, r.deepest >= 0 ? c->s->lets[r.deepest].name : "?", POLICY_MAX_LET_NEST);
+    return -1;
+  }
+  if (*eval > POLICY_MAX_EVAL_DEPTH) {
+    err_at(c, n, key,
+           "%s evaluates %u levels deep through the lets it reads (through '%s'; a let read "
+           "counts %d), over the limit of %d: shorten the chain of lets that read lets",
+           what, *eval, r.last >= 0 ? c->s->lets[r.last].name : "?", POLICY_LET_READ_DEPTH,
+           POLICY_MAX_EVAL_DEPTH);
+    return -1;
+  }
+  return 0;
+}
 
 static void parse_lets(cc *c, const ynode *n, const char *const *consts, uint32_t nconsts,
                        const char ***names_out, let_info **info_out) {
   if (want_map(c, n, "let")) return;
   strategy *s = c->s;
+  if (n->n > POLICY_MAX_LETS) {
+    err_at(c, n->kids[2 * POLICY_MAX_LETS], "let",
+           "%u lets, over the limit of %d a strategy: compute fewer values, or split the "
+           "strategy",
+           n->n, POLICY_MAX_LETS);
+    return;
+  }
   policy_let *lets = n->n ? arena_zalloc(c->mem, n->n * sizeof *lets) : NULL;
   const char **names = n->n ? arena_zalloc(c->scratch, n->n * sizeof *names) : NULL;
   let_info *info = n->n ? arena_zalloc(c->scratch, n->n * sizeof *info) : NULL;
-  if (n->n && (!lets || !names || !info)) {
+  uint32_t *seen = arena_zalloc(c->scratch, (n->n + 1) * sizeof *seen);
+  if ((n->n && (!lets || !names || !info)) || !seen) {
     nomem(c);
     return;
   }
+  ntab ctab;
+  if (ntab_init(c, &ctab, consts, nconsts) || ntab_init(c, &c->lets_tab, names, n->n)) return;
+  for (uint32_t j = 0; j < nconsts; j++) ntab_add(&ctab, j);
   uint32_t k = 0;
   for (uint32_t i = 0; i < n->n; i++) {
     const ynode *key = n->kids[2 * i];
@@ -932,79 +1074,111 @@ static void parse_lets(cc *c, const ynode *n, const char *const *consts, uint32_
              key->text);
       continue;
     }
-    int clash = 0;
-    for (uint32_t j = 0; j < nconsts; j++)
-      if (!strcmp(consts[j], key->text)) clash = 1;
-    if (clash) {
+    if (ntab_find(&ctab, key->text, key->len) >= 0) {
       err_at(c, key, "let", "'%s' is both a constant and a let: rename one", key->text);
       continue;
     }
     lets[k].name = dup(c, key->text, key->len);
     lets[k].name_len = key->len;
     names[k] = lets[k].name;
+    if (!names[k]) return;
+    ntab_add(&c->lets_tab, k);
     info[k].node = n->kids[2 * i + 1];
     k++;
   }
   s->lets = lets;
   s->nlets = k;
+  c->let_seen = seen;
   /* Compile after every name is known, so a let may read any other. */
+  reads r = {c, &c->lets_tab, NULL, seen, 0, NULL, 0, 0, false, false, false};
   for (uint32_t i = 0; i < k; i++) {
-    if (c->lets_unread) { /* kept as text, parsed on first use too */
-      const ynode *x = info[i].node;
-      if (x->kind != Y_SCALAR || x->v.kind == V_NULL) {
-        err_at(c, x, "let", "expected an expression, got %s", kind_name(x));
-        continue;
-      }
-      lets[i].lazy.text = dup(c, x->text, x->len);
-      lets[i].lazy.len = x->len;
-      continue;
-    }
     char path[MAX_NAME + 8];
     place(path, sizeof path, "let.", UINT32_MAX, lets[i].name);
     lets[i].prog =
         compile_expr(c, info[i].node, path, &info[i].tree, c->lazy ? &lets[i].lazy : NULL);
-    info[i].uses = arena_zalloc(c->scratch, k ? k : 1);
-    if (!info[i].uses) {
+    if (!info[i].tree) continue;
+    reads_next(&r);
+    ast_free_idents(info[i].tree, on_ident, &r);
+    info[i].model_direct = r.model;
+    info[i].ndeps = r.ndeps;
+    info[i].deps = r.ndeps ? arena_memdup(c->scratch, r.deps, r.ndeps * sizeof *r.deps) : NULL;
+    if (r.oom || (r.ndeps && !info[i].deps)) {
+      free(r.deps);
       nomem(c);
       return;
     }
-    if (info[i].tree) {
-      reads r = {lets, k, info[i].uses, false};
-      ast_free_idents(info[i].tree, on_ident, &r);
-      info[i].model_direct = r.model;
-    }
   }
+  free(r.deps);
   *names_out = names;
   *info_out = info;
 }
 
-/* Depth-first search for cycles among lets; also spreads "reads model". */
-static void let_visit(cc *c, const strategy *s, let_info *info, uint32_t i, uint32_t *stack,
-                      uint32_t depth) {
-  info[i].mark = 1;
-  stack[depth] = i;
-  info[i].model = info[i].model_direct;
-  for (uint32_t j = 0; j < s->nlets; j++) {
-    if (!info[i].uses || !info[i].uses[j]) continue;
-    if (info[j].mark == 1) {
-      /* a cycle: stack[from..depth] then j again */
-      char chain[512];
-      size_t used = 0;
-      uint32_t from = depth;
-      while (from > 0 && stack[from] != j) from--;
-      for (uint32_t k = from; k <= depth && used < sizeof chain; k++)
-        used +=
-            (size_t)snprintf(chain + used, sizeof chain - used, "%s -> ", s->lets[stack[k]].name);
-      if (used < sizeof chain) snprintf(chain + used, sizeof chain - used, "%s", s->lets[j].name);
-      char path[MAX_NAME + 8];
-      snprintf(path, sizeof path, "let.%s", s->lets[j].name);
-      err_at(c, info[j].node, path, "let '%s' depends on itself: %s", s->lets[j].name, chain);
-      continue;
-    }
-    if (info[j].mark == 0) let_visit(c, s, info, j, stack, depth + 1);
-    if (info[j].model) info[i].model = true;
+/* A cycle among lets: path[from..top] then j again. */
+static void report_cycle(cc *c, const uint32_t *path, uint32_t top, uint32_t j) {
+  const strategy *s = c->s;
+  char chain[512];
+  size_t used = 0;
+  uint32_t from = top;
+  while (from > 0 && path[from] != j) from--;
+  for (uint32_t k = from; k <= top && used < sizeof chain; k++)
+    used += (size_t)snprintf(chain + used, sizeof chain - used, "%s -> ", s->lets[path[k]].name);
+  if (used < sizeof chain) snprintf(chain + used, sizeof chain - used, "%s", s->lets[j].name);
+  char key[MAX_NAME + 8];
+  snprintf(key, sizeof key, "let.%s", s->lets[j].name);
+  const let_info *info = c->let_info;
+  err_at(c, info[j].node, key, "let '%s' depends on itself: %s", s->lets[j].name, chain);
+}
+
+/* The let graph, depth first with a path of its own (a chain of 10,000 lets
+ * is no deeper on the C stack than one let): cycles are errors; each let,
+ * once every let it reads is done, gets "reads model" and its nesting and
+ * evaluation bounds, checked. Linear in lets and reads. */
+static void let_graph(cc *c, let_info *info) {
+  const strategy *s = c->s;
+  uint32_t n = s->nlets;
+  uint32_t *path = arena_alloc(c->scratch, (n + 1) * sizeof *path);
+  uint32_t *next = arena_alloc(c->scratch, (n + 1) * sizeof *next); /* per path entry: next read */
+  if (!path || !next) {
+    nomem(c);
+    return;
   }
-  info[i].mark = 2;
+  for (uint32_t root = 0; root < n; root++) {
+    if (info[root].mark) continue;
+    uint32_t top = 0;
+    path[0] = root;
+    next[0] = 0;
+    info[root].mark = 1;
+    for (;;) {
+      uint32_t i = path[top];
+      let_info *l = &info[i];
+      if (next[top] < l->ndeps) {
+        uint32_t j = l->deps[next[top]++];
+        if (info[j].mark == 1) {
+          report_cycle(c, path, top, j);
+        } else if (info[j].mark == 0) {
+          top++;
+          path[top] = j;
+          next[top] = 0;
+          info[j].mark = 1;
+        }
+        continue;
+      }
+      /* every let i reads is done (or on a cycle, reported) */
+      l->model = l->model_direct;
+      for (uint32_t d = 0; d < l->ndeps; d++)
+        if (info[l->deps[d]].model) l->model = true;
+      char key[MAX_NAME + 8];
+      snprintf(key, sizeof key, "let.%s", s->lets[i].name);
+      char what[MAX_NAME + 16];
+      snprintf(what, sizeof what, "let '%s'", s->lets[i].name);
+      if (l->tree &&
+          check_depths(c, &c->lets_tab, info, l->tree, l->node, key, what, &l->nest, &l->eval))
+        l->bad = true;
+      l->mark = 2;
+      if (top == 0) break;
+      top--;
+    }
+  }
 }
 
 /* A rule's name and place, sorted to find repeated names. */
@@ -1026,11 +1200,11 @@ static void parse_rules(cc *c, const ynode *n, let_info *lets, rule_info **info_
   strategy *s = c->s;
   policy_rule *rules = n->n ? arena_zalloc(c->mem, n->n * sizeof *rules) : NULL;
   rule_info *info = n->n ? arena_zalloc(c->scratch, n->n * sizeof *info) : NULL;
-  uint8_t *uses = arena_zalloc(c->scratch, s->nlets ? s->nlets : 1);
-  if ((n->n && (!rules || !info)) || !uses) {
+  if (n->n && (!rules || !info)) {
     nomem(c);
     return;
   }
+  reads rd = {c, &c->lets_tab, lets, c->let_seen, 0, NULL, 0, 0, false, false, false};
   s->rules = rules;
   s->nrules = n->n;
   *info_out = info;
@@ -1083,15 +1257,18 @@ static void parse_rules(cc *c, const ynode *n, let_info *lets, rule_info **info_
     info[i].node = x;
     if (x->kind == Y_SCALAR) pr->source = dup(c, x->text, x->len);
     pr->cond = compile_expr(c, x, sub, &info[i].cond, c->lazy ? &pr->lazy : NULL);
-    if (!info[i].cond || c->lets_unread) continue;
-    memset(uses, 0, s->nlets ? s->nlets : 1);
-    reads rd = {s->lets, s->nlets, uses, false};
+    if (!info[i].cond) continue;
+    uint32_t nest, eval;
+    char what[96];
+    snprintf(what, sizeof what, "rule '%.64s'", pr->name ? pr->name : "?");
+    if (lets) (void)check_depths(c, &c->lets_tab, lets, info[i].cond, x, sub, what, &nest, &eval);
+    if (c->lets_unread) continue;
+    reads_next(&rd);
     ast_free_idents(info[i].cond, on_ident, &rd);
     info[i].model_direct = rd.model;
-    pr->reads_model = rd.model;
-    for (uint32_t j = 0; j < s->nlets && lets; j++)
-      if (uses[j] && lets[j].model) pr->reads_model = true;
+    pr->reads_model = rd.model || rd.via_let;
   }
+  free(rd.deps);
   /* Rule names are unique in a strategy (traces and tests name them). The
    * rules sorted by name (then place) put each repeat right after the first
    * rule of that name: n log n, where comparing every pair cost minutes for
@@ -1699,10 +1876,11 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
   c.s = s;
   c.marks = m;
   c.lazy = (flags & STRATEGY_LAZY) != 0;
-  /* What the let graph is for at load: cycles (a cached file has none) and
-   * which rules read `model` through a let (no rule may, without a fallback
-   * model). So then lets are kept as text until first used, and rules are
-   * not searched for the lets they read. */
+  /* Which rules read `model` through a let matters only with a fallback
+   * model (no rule may read it without one); without, rules are not searched
+   * for the lets they read. The let graph is built all the same: its bounds
+   * are what keep a decision's evaluation off the end of the C stack,
+   * whether the file was read now or long ago by another build. */
   c.lets_unread = c.lazy && root->kind == Y_MAP && !get(root, "fallback");
   memset(m, 0, sizeof *m);
   m->name_line = root->line;
@@ -1771,12 +1949,8 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
   const char **let_names = NULL;
   let_info *lets = NULL;
   if ((x = get(root, "let"))) parse_lets(&c, x, const_names, nconsts, &let_names, &lets);
-  if (lets && s->nlets) {
-    uint32_t *stack = arena_alloc(scratch, s->nlets * sizeof *stack);
-    if (!stack) nomem(&c);
-    for (uint32_t i = 0; stack && i < s->nlets; i++)
-      if (lets[i].mark == 0) let_visit(&c, s, lets, i, stack, 0);
-  }
+  c.let_info = lets;
+  if (lets && s->nlets) let_graph(&c, lets);
 
   rule_info *rinfo = NULL;
   if ((x = get(root, "rules"))) parse_rules(&c, x, lets, &rinfo);
