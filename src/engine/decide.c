@@ -730,12 +730,23 @@ static value let_value(dctx *x, uint32_t i) {
     default:
       break;
   }
+  /* Load checks keep a strategy's chains of lets that read lets within
+   * this (policy.h); whatever was checked, a let read deeper in such a chain
+   * is an error, not a deeper C stack. It is not kept: read from a
+   * shallower place, the let still evaluates. */
+  if (x->let_depth >= POLICY_MAX_EVAL_DEPTH / POLICY_LET_READ_DEPTH) {
+    x->uncacheable = 1;
+    return value_errorf(x->ectx.arena, "let '%s' is read through more than %d lets that read lets",
+                        s->lets[i].name, POLICY_MAX_EVAL_DEPTH / POLICY_LET_READ_DEPTH);
+  }
   x->let_state[i] = LET_BUSY;
+  x->let_depth++;
   const char *why = NULL;
   const expr_program *p =
       s->lets[i].prog ? s->lets[i].prog : strategy_let_program(s, i, x->ectx.arena, &why);
   value v = p ? expr_eval(p, &x->act, &x->ectx)
               : value_errorf(x->ectx.arena, "%s", why ? why : "does not compile");
+  x->let_depth--;
   if (v.kind == V_ERROR)
     v = value_errorf(x->ectx.arena, "let '%s': %.*s", s->lets[i].name, (int)v.n, v.s);
   x->let_vals[i] = v;
