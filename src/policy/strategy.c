@@ -1956,6 +1956,18 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
   if ((x = get(root, "rules"))) parse_rules(&c, x, lets, &rinfo);
   limit_info *linfo = NULL;
   if ((x = get(root, "limits"))) parse_limits(&c, x, &linfo);
+  for (uint32_t i = 0; lets && linfo && i < s->nlimits; i++) { /* they read lets too */
+    static const char *const part[3] = {"key", "when", "charge"};
+    for (int k = 0; k < 3 && s->limits[i].name; k++) {
+      if (!linfo[i].tree[k]) continue;
+      char key[192], what[192];
+      snprintf(key, sizeof key, "limits.%.160s.%s", s->limits[i].name, part[k]);
+      snprintf(what, sizeof what, "limit '%.160s' (%s)", s->limits[i].name, part[k]);
+      uint32_t nest, eval;
+      (void)check_depths(&c, &c.lets_tab, lets, linfo[i].tree[k], linfo[i].node[k], key, what,
+                         &nest, &eval);
+    }
+  }
   if (strategy_limits_readable(s)) {
     for (uint32_t i = 0; rinfo && i < s->nrules; i++) {
       char key[48];
