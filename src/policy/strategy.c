@@ -1018,13 +1018,17 @@ static int on_let_depth(void *user, const ast *id, uint32_t *nest, uint32_t *eva
 
 /* Checks the bounds of the expression t (at n, key) that reads the lets
  * walked so far. Returns 0 and sets *nest, *eval; -1 when over a bound
- * (reported) or reading a let that is (not reported again). */
+ * (reported) or reading a let that is (not reported again). The nesting is
+ * checked for a let (lets build on each other's values); a rule's or a
+ * limit's value is no one's input, and nests at most one expression's depth
+ * more than the lets it reads. */
 static int check_depths(cc *c, const ntab *lets, const let_info *info, const ast *t, const ynode *n,
-                        const char *key, const char *what, uint32_t *nest, uint32_t *eval) {
+                        const char *key, const char *what, bool is_let, uint32_t *nest,
+                        uint32_t *eval) {
   depth_reads r = {lets, info, false, -1, -1, 0, 0};
   ast_depths(t, on_let_depth, &r, nest, eval);
   if (r.bad) return -1;
-  if (*nest > POLICY_MAX_LET_NEST) {
+  if (is_let && *nest > POLICY_MAX_LET_NEST) {
     err_at(c, n, key,
            "%s nests lists and maps %u levels deep through the lets it reads (through '%s'), "
            "over the limit of %d: build the value from fewer lets, or nest less in each",
@@ -1171,8 +1175,8 @@ static void let_graph(cc *c, let_info *info) {
       snprintf(key, sizeof key, "let.%s", s->lets[i].name);
       char what[MAX_NAME + 16];
       snprintf(what, sizeof what, "let '%s'", s->lets[i].name);
-      if (l->tree &&
-          check_depths(c, &c->lets_tab, info, l->tree, l->node, key, what, &l->nest, &l->eval))
+      if (l->tree && check_depths(c, &c->lets_tab, info, l->tree, l->node, key, what, true,
+                                  &l->nest, &l->eval))
         l->bad = true;
       l->mark = 2;
       if (top == 0) break;
@@ -1261,7 +1265,8 @@ static void parse_rules(cc *c, const ynode *n, let_info *lets, rule_info **info_
     uint32_t nest, eval;
     char what[96];
     snprintf(what, sizeof what, "rule '%.64s'", pr->name ? pr->name : "?");
-    if (lets) (void)check_depths(c, &c->lets_tab, lets, info[i].cond, x, sub, what, &nest, &eval);
+    if (lets)
+      (void)check_depths(c, &c->lets_tab, lets, info[i].cond, x, sub, what, false, &nest, &eval);
     if (c->lets_unread) continue;
     reads_next(&rd);
     ast_free_idents(info[i].cond, on_ident, &rd);
@@ -1965,7 +1970,7 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
       snprintf(what, sizeof what, "limit '%.160s' (%s)", s->limits[i].name, part[k]);
       uint32_t nest, eval;
       (void)check_depths(&c, &c.lets_tab, lets, linfo[i].tree[k], linfo[i].node[k], key, what,
-                         &nest, &eval);
+                         false, &nest, &eval);
     }
   }
   if (strategy_limits_readable(s)) {
