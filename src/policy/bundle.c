@@ -83,17 +83,18 @@ static char *read_file(const char *path, size_t *len, char *err, size_t err_size
   return buf;
 }
 
-static void free_programs(policy_bundle *b) {
-  for (uint32_t i = 0; i < b->nstrategies; i++) {
-    const strategy *s = &b->strategies[i];
-    for (uint32_t j = 0; j < s->nrules; j++) expr_free(s->rules[j].cond);
-    for (uint32_t j = 0; j < s->nlets; j++) expr_free(s->lets[j].prog);
-    for (uint32_t j = 0; j < s->nlimits; j++) {
-      expr_free(s->limits[j].key);
-      expr_free(s->limits[j].when);
-      expr_free(s->limits[j].charge);
-    }
+static void free_strategy_programs(const strategy *s) {
+  for (uint32_t j = 0; j < s->nrules; j++) expr_free(s->rules[j].cond);
+  for (uint32_t j = 0; j < s->nlets; j++) expr_free(s->lets[j].prog);
+  for (uint32_t j = 0; j < s->nlimits; j++) {
+    expr_free(s->limits[j].key);
+    expr_free(s->limits[j].when);
+    expr_free(s->limits[j].charge);
   }
+}
+
+static void free_programs(policy_bundle *b) {
+  for (uint32_t i = 0; i < b->nstrategies; i++) free_strategy_programs(&b->strategies[i]);
 }
 
 void policy_bundle_free(policy_bundle *b) {
@@ -173,7 +174,7 @@ static void load_text(policy_bundle *b, strategy_marks *marks, const char *file,
 static int load_cached(policy_bundle *b, strategy_marks *marks, const char *file, const char *canon,
                        size_t clen, uint32_t crc, const char *version, uint32_t min_rules,
                        unsigned flags, const char *store, int *wrote, policy_diags *d) {
-  size_t first = d->n, errors = d->errors;
+  size_t first = d->n, errors = d->errors, warnings = d->warnings;
   arena scratch;
   arena_init(&scratch, NULL, 0, 0);
   /* lazily: the programs compiled before, and hints for reading the text */
@@ -192,14 +193,27 @@ static int load_cached(policy_bundle *b, strategy_marks *marks, const char *file
   b->nstrategies++;
   strategy_compile(&b->mem, &scratch, file, canon, clen, root, s, &marks[b->nstrategies - 1],
                    min_rules, flags, d);
+  if (d->errors != errors) {
+    /* Stored when it loaded cleanly, by a build that checked less (the
+     * bounds on lets came later), or a kept tree damaged though its
+     * checksum fits: the file is read as written instead, for its errors
+     * to name their places (a cached tree has none); a kept tree is
+     * dropped, for the next load to read the stored form again. */
+    free_strategy_programs(s);
+    memset(s, 0, sizeof *s);
+    memset(&marks[b->nstrategies - 1], 0, sizeof marks[0]);
+    b->nstrategies--;
+    d->n = first;
+    d->errors = errors;
+    d->warnings = warnings;
+    if (tree_kept) compiled_cache_drop(store, version);
+    arena_free(&scratch);
+    return -1;
+  }
   memcpy(s->version, version, 65);
-  /* lazily: its programs from the store, or compiled now and kept there;
-   * a kept tree that does not compile (a damaged file whose checksum
-   * fits) is dropped, for the next load to read the stored form again */
-  if (lazy && d->errors == errors && !(compiled && compiled_cache_attach(compiled, s, store)))
+  /* lazily: its programs from the store, or compiled now and kept there */
+  if (lazy && !(compiled && compiled_cache_attach(compiled, s, store)))
     *wrote |= compiled_cache_fill(s, tree_kept ? NULL : root, crc, clen, store, &hints);
-  else if (tree_kept && d->errors != errors)
-    compiled_cache_drop(store, version);
   arena_free(&scratch);
   sort_diags(d, first);
   return 0;
