@@ -193,12 +193,11 @@ static int load_cached(policy_bundle *b, strategy_marks *marks, const char *file
   b->nstrategies++;
   strategy_compile(&b->mem, &scratch, file, canon, clen, root, s, &marks[b->nstrategies - 1],
                    min_rules, flags, d);
-  if (d->errors != errors) {
-    /* Stored when it loaded cleanly, by a build that checked less (the
-     * bounds on lets came later), or a kept tree damaged though its
-     * checksum fits: the file is read as written instead, for its errors
-     * to name their places (a cached tree has none); a kept tree is
-     * dropped, for the next load to read the stored form again. */
+  if (d->errors != errors && !tree_kept) {
+    /* The stored form, checksum and all, stored when it loaded cleanly by
+     * a build that checked less (the bounds on lets came later): the file
+     * is read as written instead, for its errors to name their places (a
+     * cached tree has none). */
     free_strategy_programs(s);
     memset(s, 0, sizeof *s);
     memset(&marks[b->nstrategies - 1], 0, sizeof marks[0]);
@@ -206,14 +205,18 @@ static int load_cached(policy_bundle *b, strategy_marks *marks, const char *file
     d->n = first;
     d->errors = errors;
     d->warnings = warnings;
-    if (tree_kept) compiled_cache_drop(store, version);
     arena_free(&scratch);
     return -1;
   }
   memcpy(s->version, version, 65);
-  /* lazily: its programs from the store, or compiled now and kept there */
-  if (lazy && !(compiled && compiled_cache_attach(compiled, s, store)))
+  /* lazily: its programs from the store, or compiled now and kept there;
+   * a kept tree that does not compile (a damaged file whose checksum
+   * fits, or one kept by a build that checked less) is dropped, for the
+   * next load to read the stored form again */
+  if (lazy && d->errors == errors && !(compiled && compiled_cache_attach(compiled, s, store)))
     *wrote |= compiled_cache_fill(s, tree_kept ? NULL : root, crc, clen, store, &hints);
+  else if (tree_kept && d->errors != errors)
+    compiled_cache_drop(store, version);
   arena_free(&scratch);
   sort_diags(d, first);
   return 0;
