@@ -139,7 +139,7 @@ static int32_t path_of(builder *x, const ast *e) {
   uint32_t n = ast_path(e, comps, MAX_PATH);
   if (!n) return -1;
   const ast *root = comps[0];
-  if (name_in(root, x->b->let_names, x->b->nlets) ||
+  if (strategy_let_index(x->b, root->name, root->name_len) >= 0 ||
       name_in(root, x->b->const_names, x->b->nconsts) ||
       (root->name_len == 5 && memcmp(root->name, "model", 5) == 0) ||
       (root->name_len == 6 && memcmp(root->name, "limits", 6) == 0 && x->b->s->nlimits))

@@ -129,6 +129,7 @@ typedef struct strategy_build {
   const char *file;
   const ynode *root;
   const char *const *let_names;
+  const void *let_tab; /* the lets' names by hash: strategy_let_index */
   uint32_t nlets;
   const ast *const *let_trees;   /* per let; NULL when it did not compile */
   const ynode *const *let_nodes; /* per let: the expression scalar */
@@ -138,6 +139,10 @@ typedef struct strategy_build {
   uint32_t nconsts;
   const stype *input; /* the `input:` schema; NULL when not declared */
 } strategy_build;
+
+/* The index of the let named name[0..len) of b's strategy, or -1: one
+ * hash probe (strategy.c). */
+int32_t strategy_let_index(const strategy_build *b, const char *name, size_t len);
 
 /* Whether `limits` in s's expressions reads its limits: s has limits, and
  * no let or constant named `limits`. */

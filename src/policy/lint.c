@@ -354,8 +354,7 @@ void strategy_lint(const strategy_build *b, policy_diags *d) {
       const value *k = &pt->context.entries[i].key;
       const char *what = NULL;
       if (value_map_get(&s->constants, k->s, k->n)) what = "constant";
-      for (uint32_t l = 0; l < s->nlets; l++)
-        if (s->lets[l].name_len == k->n && !memcmp(s->lets[l].name, k->s, k->n)) what = "let";
+      if (strategy_let_index(b, k->s, k->n) >= 0) what = "let";
       if (what)
         warn(b, d, pt->line, col, key,
              "the context field '%.*s' is hidden by the %s of the same name: rules see the %s",

@@ -405,9 +405,8 @@ static const stype *ident(checker *c, const ast *e) {
   for (uint32_t i = c->nscope; i-- > 0;)
     if (c->scope[i].len == e->name_len && !memcmp(c->scope[i].name, e->name, e->name_len))
       return c->scope[i].t;
-  for (uint32_t i = 0; i < b->nlets; i++)
-    if (strlen(b->let_names[i]) == e->name_len && !memcmp(b->let_names[i], e->name, e->name_len))
-      return let_type(c, i);
+  int32_t let = strategy_let_index(b, e->name, e->name_len);
+  if (let >= 0) return let_type(c, (uint32_t)let);
   const value *k = value_map_get(&b->s->constants, e->name, e->name_len);
   if (k) return lit_type(c, k);
   if (is(e, "request")) return c->request;

@@ -934,6 +934,10 @@ static void ntab_add(ntab *t, uint32_t index) {
     }
 }
 
+int32_t strategy_let_index(const strategy_build *b, const char *name, size_t len) {
+  return b->let_tab ? ntab_find(b->let_tab, name, len) : -1;
+}
+
 typedef struct let_info {
   const ynode *node;
   const ast *tree;
@@ -2059,6 +2063,7 @@ size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char
     b.file = file;
     b.root = root;
     b.let_names = let_names;
+    b.let_tab = &c.lets_tab;
     b.nlets = s->nlets;
     const ast **lt = arena_zalloc(scratch, (s->nlets + 1) * sizeof *lt);
     const ynode **ln = arena_zalloc(scratch, (s->nlets + 1) * sizeof *ln);
