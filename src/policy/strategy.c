@@ -921,7 +921,8 @@ static int32_t ntab_find(const ntab *t, const char *s, size_t n) {
     uint32_t v = t->slot[i];
     if (!v) return -1;
     const char *m = t->names[v - 1];
-    if (!strncmp(m, s, n) && m[n] == '\0') return (int32_t)(v - 1);
+    /* s may hold a NUL (a test's context key): strnlen, not m[n] */
+    if (!strncmp(m, s, n) && strnlen(m, n + 1) == n) return (int32_t)(v - 1);
   }
 }
 
@@ -1213,6 +1214,8 @@ static void parse_rules(cc *c, const ynode *n, let_info *lets, rule_info **info_
     return;
   }
   reads rd = {c, &c->lets_tab, lets, c->let_seen, 0, NULL, 0, 0, false, false, false};
+  /* the stamps start over: clear what the lets' pass left */
+  if (rd.seen) memset(rd.seen, 0, (s->nlets + 1) * sizeof *rd.seen);
   s->rules = rules;
   s->nrules = n->n;
   *info_out = info;

@@ -129,5 +129,23 @@ gen flat "$T/flat/flat.yaml" 10000
 timeout 120 "$V" check "$T/flat" >"$T/out" 2>&1
 eq "$?" 0 "10,000 lets: accepted"
 
+# ---- what the let graph tells rules: `model` read through a let ----
+# (the let an earlier let reads too: the pass over the rules starts over)
+mkdir -p "$T/model"
+cat >"$T/model/m.yaml" <<'YAML'
+strategy: m
+let:
+  a: b + 1
+  b: model.score
+rules:
+  - name: r
+    if: b > 0.5
+    action: deny
+default: allow
+YAML
+timeout 120 "$V" check "$T/model" >"$T/out" 2>&1
+eq "$?" 1 "model through a let: refused without a fallback model"
+has "$T/out" "m.yaml:7:9: rules[0].if: rule 'r' reads model, but the strategy has no fallback model" "model through a let: the rule, by file:line:col"
+
 summary
 [ "$fail" -eq 0 ]
