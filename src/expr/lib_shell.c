@@ -51,75 +51,19 @@
  * Bounds: input up to 256 KiB, 16 levels of nesting, 4096 commands; past
  * them the call is an evaluation error (a rule then takes on_error), never a
  * crash. Work is charged to the decision's cost limit per byte read. */
-#include <string.h>
+#include "expr/lib_shell.h"
 
-#include "expr/lib.h"
-
-#define MAX_INPUT (256u << 10)
-#define MAX_DEPTH 16
-#define MAX_COMMANDS 4096
-#define MAX_VARS 64
-
-typedef struct sbuf {
-  char *s;
-  size_t n, cap;
-} sbuf;
-
-typedef struct word {
-  sbuf t;
-  int eq_at;   /* index of the '=' of NAME=value written unquoted, else -1 */
-  int any;     /* something was read (an empty "" is a word) */
-  int name_ok; /* only identifier characters so far, unquoted */
-} word;
-
-typedef struct wlist {
-  value *v;
-  uint32_t n, cap;
-} wlist;
-
-typedef struct heredoc {
-  const char *delim;
-  size_t dn;
-  int strip_tabs, quoted;
-} heredoc;
-
-typedef struct parser {
-  eval_ctx *ctx;
-  arena *a;
-  wlist cmds;   /* list values (argv) */
-  wlist writes; /* strings */
-  wlist reads;  /* strings: files input redirections read (< FILE) */
-  /* The words an echo or printf writes into the pipe before the command
-   * being finished, or a here-string's: xargs and parallel read them as
-   * their arguments. */
-  const struct word *feed;
-  uint32_t nfeed;
-  int feed_printf;
-  wlist dirs; /* strings: where each command of cmds runs, "" when not known */
-  /* The working directory the next command runs in: absolute ("/x") or
-   * home-relative ("~/x"), normalised; NULL when not known. */
-  const char *dir;
-  size_t dn;
-  int keep_dir; /* the next parse_line runs in this shell (eval): its cd stays */
-  struct {
-    const char *name, *val;
-    size_t nn, vn;
-  } vars[MAX_VARS];
-  int nvars;
-  const char *err; /* first error, or NULL */
-} parser;
-
-static int oom(parser *p) {
+int shell_oom(parser *p) {
   if (!p->err) p->err = "out of memory";
   return -1;
 }
 
-static int sb_put(parser *p, sbuf *b, const char *s, size_t n) {
+int shell_sb_put(parser *p, sbuf *b, const char *s, size_t n) {
   if (b->n + n + 1 > b->cap) {
     size_t nc = b->cap ? b->cap : 32;
     while (nc < b->n + n + 1) nc *= 2;
     char *ns = arena_realloc(p->a, b->s, b->cap, nc);
-    if (!ns) return oom(p);
+    if (!ns) return shell_oom(p);
     b->s = ns;
     b->cap = nc;
   }
@@ -129,13 +73,13 @@ static int sb_put(parser *p, sbuf *b, const char *s, size_t n) {
   return 0;
 }
 
-static int sb_putc(parser *p, sbuf *b, char c) { return sb_put(p, b, &c, 1); }
+int shell_sb_putc(parser *p, sbuf *b, char c) { return shell_sb_put(p, b, &c, 1); }
 
 static int wl_push(parser *p, wlist *l, value v) {
   if (l->n == l->cap) {
     uint32_t nc = l->cap ? l->cap * 2 : 8;
     value *nv = arena_alloc(p->a, nc * sizeof *nv);
-    if (!nv) return oom(p);
+    if (!nv) return shell_oom(p);
     if (l->n) memcpy(nv, l->v, l->n * sizeof *nv);
     l->v = nv;
     l->cap = nc;
@@ -150,8 +94,6 @@ static int is_ident_start(char c) {
 static int is_ident(char c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
-static int parse_line(parser *p, const char *s, size_t n, int depth);
-
 /* Joins path to dir as the kernel would resolve it, without looking at the
  * file system (no symlinks are followed): empty and "." parts are dropped,
  * ".." removes the part before it and stops at "/". A path starting with "~"
@@ -159,8 +101,8 @@ static int parse_line(parser *p, const char *s, size_t n, int depth);
  * the result still reads as "somewhere in or above a home directory". A
  * relative path against a directory that is not known (dir NULL, or not
  * absolute nor home-relative) has no result: *out is NULL. */
-static int path_join(arena *a, const char *dir, size_t dn, const char *path, size_t pn, char **out,
-                     size_t *on) {
+int shell_path_join(arena *a, const char *dir, size_t dn, const char *path, size_t pn, char **out,
+                    size_t *on) {
   *out = NULL;
   *on = 0;
   const char *src = path, *extra = NULL;
@@ -223,7 +165,7 @@ static int w_put(parser *p, word *w, const char *s, size_t n, int unquoted_liter
     }
   }
   w->any = 1;
-  return sb_put(p, &w->t, s, n);
+  return shell_sb_put(p, &w->t, s, n);
 }
 
 /* Index just past the ')' that closes the '(' before s[i], honouring quotes
@@ -267,7 +209,7 @@ static const char *var_get(parser *p, const char *name, size_t nn, size_t *vn) {
 /* A substitution body: its commands are listed; the word keeps the text. */
 static int subst(parser *p, word *w, const char *s, size_t n, size_t from, size_t body_from,
                  size_t body_to, size_t to, int depth) {
-  if (body_to > body_from && parse_line(p, s + body_from, body_to - body_from, depth + 1) < 0)
+  if (body_to > body_from && shell_parse_line(p, s + body_from, body_to - body_from, depth + 1) < 0)
     return -1;
   return w_put(p, w, s + from, to - from, 0);
 }
@@ -326,14 +268,15 @@ static int dollar(parser *p, word *w, const char *s, size_t n, size_t *i, int in
           v &= 0xff;
         }
         if (v == -1 || v == -2) {
-          if (sb_putc(p, &tmp, '\\') < 0 || (v == -1 && sb_putc(p, &tmp, e) < 0)) return -1;
-          if (v == -2 && sb_putc(p, &tmp, 'x') < 0) return -1;
-        } else if (v != 0 && sb_putc(p, &tmp, (char)v) < 0) {
+          if (shell_sb_putc(p, &tmp, '\\') < 0 || (v == -1 && shell_sb_putc(p, &tmp, e) < 0))
+            return -1;
+          if (v == -2 && shell_sb_putc(p, &tmp, 'x') < 0) return -1;
+        } else if (v != 0 && shell_sb_putc(p, &tmp, (char)v) < 0) {
           return -1;
         }
         k++;
       } else {
-        if (sb_putc(p, &tmp, d) < 0) return -1;
+        if (shell_sb_putc(p, &tmp, d) < 0) return -1;
         k++;
       }
     }
@@ -400,12 +343,12 @@ static int backtick(parser *p, word *w, const char *s, size_t n, size_t *i, int 
   sbuf body = {0};
   while (k < n && s[k] != '`') {
     if (s[k] == '\\' && k + 1 < n && (s[k + 1] == '`' || s[k + 1] == '\\' || s[k + 1] == '$')) k++;
-    if (sb_putc(p, &body, s[k]) < 0) return -1;
+    if (shell_sb_putc(p, &body, s[k]) < 0) return -1;
     k++;
   }
   size_t end = k < n ? k + 1 : n;
   *i = end;
-  if (body.n && parse_line(p, body.s, body.n, depth + 1) < 0) return -1;
+  if (body.n && shell_parse_line(p, body.s, body.n, depth + 1) < 0) return -1;
   return w_put(p, w, s + at, end - at, 0);
 }
 
@@ -432,7 +375,7 @@ static int dquoted(parser *p, word *w, const char *s, size_t n, size_t *i, char 
   }
   *i = k < n ? k + 1 : n;
   w->any = 1;
-  return w->t.s ? 0 : sb_put(p, &w->t, "", 0); /* "" is a word, never a NULL one */
+  return w->t.s ? 0 : shell_sb_put(p, &w->t, "", 0); /* "" is a word, never a NULL one */
 }
 
 static int is_meta(char c) {
@@ -488,16 +431,11 @@ static int read_word(parser *p, word *w, const char *s, size_t n, size_t *i, int
 
 /* ---- commands ---- */
 
-typedef struct argv_t {
-  word *w;
-  uint32_t n, cap;
-} argv_t;
-
 static int av_push(parser *p, argv_t *av, const word *w) {
   if (av->n == av->cap) {
     uint32_t nc = av->cap ? av->cap * 2 : 8;
     word *nw = arena_alloc(p->a, nc * sizeof *nw);
-    if (!nw) return oom(p);
+    if (!nw) return shell_oom(p);
     if (av->n) memcpy(nw, av->w, av->n * sizeof *nw);
     av->w = nw;
     av->cap = nc;
@@ -506,462 +444,9 @@ static int av_push(parser *p, argv_t *av, const word *w) {
   return 0;
 }
 
-static int wis(const word *w, const char *lit) {
-  size_t l = strlen(lit);
-  return w->t.n == l && (l == 0 || memcmp(w->t.s, lit, l) == 0);
-}
-
-static int in_set(const word *w, const char *const *set) {
-  for (; *set; set++)
-    if (wis(w, *set)) return 1;
-  return 0;
-}
-
 static const char *const reserved[] = {"!",     "{",     "}",    "if",     "then",
                                        "else",  "elif",  "fi",   "do",     "done",
                                        "while", "until", "time", "coproc", NULL};
-static const char *const shells[] = {"sh",   "bash", "zsh",   "dash",       "ksh", "ash",
-                                     "mksh", "fish", "rbash", "busybox-sh", NULL};
-
-static int emit(parser *p, word *w, uint32_t n, int depth);
-
-/* The argv from w[k] on is an inner command (after a wrapper). */
-static int inner(parser *p, word *w, uint32_t n, uint32_t k, int depth) {
-  if (k >= n) return 0;
-  return emit(p, w + k, n - k, depth + 1);
-}
-
-/* Skips options of a wrapper: those in with_arg take the next word. */
-static uint32_t skip_opts(word *w, uint32_t n, uint32_t k, const char *const *with_arg) {
-  while (k < n && w[k].t.n > 1 && w[k].t.s[0] == '-') {
-    if (wis(&w[k], "--")) return k + 1;
-    int takes = 0;
-    for (const char *const *o = with_arg; o && *o; o++)
-      if (wis(&w[k], *o)) takes = 1;
-    k += takes ? 2 : 1;
-  }
-  return k;
-}
-
-static const char *const plain_wrappers[] = {"nohup",
-                                             "setsid",
-                                             "busybox",
-                                             "unbuffer",
-                                             "time",
-                                             "chronic",
-                                             "caffeinate",
-                                             "firejail",
-                                             "proxychains",
-                                             "proxychains4",
-                                             "torsocks",
-                                             "xvfb-run",
-                                             "dbus-run-session",
-                                             "catchsegv",
-                                             "unshare",
-                                             "nsenter",
-                                             "numactl",
-                                             "run-one",
-                                             "doas",
-                                             "pv",
-                                             "fakeroot",
-                                             "with-contenv",
-                                             NULL};
-
-/* A command run elsewhere (in a container, on another machine), read in an
- * unknown directory: its words as an argv (docker exec, kubectl exec), or,
- * when a remote shell reads them (ssh, ansible -a), joined into one line. */
-static int in_elsewhere(parser *p, word *w, uint32_t n, int as_line, int depth) {
-  if (!as_line) {
-    const char *dir = p->dir;
-    size_t dn = p->dn;
-    p->dir = NULL;
-    int r = emit(p, w, n, depth + 1);
-    p->dir = dir;
-    p->dn = dn;
-    return r;
-  }
-  sbuf line = {0};
-  for (uint32_t j = 0; j < n; j++)
-    if ((j && sb_putc(p, &line, ' ') < 0) ||
-        sb_put(p, &line, w[j].t.s ? w[j].t.s : "", w[j].t.n) < 0)
-      return -1;
-  if (!line.n) return 0;
-  const char *dir = p->dir;
-  size_t dn = p->dn;
-  p->dir = NULL;
-  int r = parse_line(p, line.s, line.n, depth + 1);
-  p->dir = dir;
-  p->dn = dn;
-  return r;
-}
-
-/* xargs and parallel with known input (echo a b | xargs rm, parallel rm
- * ::: a b, xargs rm <<< a): the inner command w[0..n) is listed once per
- * input with the replace string rs substituted, or once with every input
- * appended when there is no replace string. */
-static int fed(parser *p, word *w, uint32_t n, const word *in, uint32_t nin, const char *rs,
-               size_t rn, int depth) {
-  /* Split the inputs at blanks. */
-  word *items = arena_alloc(p->a, (n + 64) * sizeof *items);
-  if (!items) return oom(p);
-  word args[64];
-  uint32_t na = 0;
-  for (uint32_t j = 0; j < nin; j++) {
-    const char *t = in[j].t.s ? in[j].t.s : "";
-    size_t tn = in[j].t.n, q = 0;
-    while (q < tn && na < 64) {
-      while (q < tn && (t[q] == ' ' || t[q] == '\t' || t[q] == '\n')) q++;
-      size_t b = q;
-      while (q < tn && t[q] != ' ' && t[q] != '\t' && t[q] != '\n') q++;
-      if (q > b) {
-        word x = {{(char *)t + b, q - b, q - b}, -1, 1, 0};
-        args[na++] = x;
-      }
-    }
-  }
-  if (!na) return emit(p, w, n, depth + 1);
-  if (!rs) {
-    memcpy(items, w, n * sizeof *items);
-    memcpy(items + n, args, na * sizeof *items);
-    return emit(p, items, n + na, depth + 1);
-  }
-  for (uint32_t a = 0; a < na; a++) {
-    word *cw = arena_alloc(p->a, n * sizeof *cw);
-    if (!cw) return oom(p);
-    for (uint32_t j = 0; j < n; j++) {
-      cw[j] = w[j];
-      const char *t = w[j].t.s ? w[j].t.s : "";
-      if (!rn || w[j].t.n < rn) continue;
-      sbuf b = {0};
-      for (size_t q = 0; q < w[j].t.n;) {
-        if (q + rn <= w[j].t.n && memcmp(t + q, rs, rn) == 0) {
-          if (sb_put(p, &b, args[a].t.s, args[a].t.n) < 0) return -1;
-          q += rn;
-        } else if (sb_putc(p, &b, t[q++]) < 0) {
-          return -1;
-        }
-      }
-      cw[j].t = b;
-      if (!cw[j].t.s && sb_put(p, &cw[j].t, "", 0) < 0) return -1;
-    }
-    if (emit(p, cw, n, depth + 1) < 0) return -1;
-  }
-  return 0;
-}
-
-static int unwrap(parser *p, word *w, uint32_t n, int depth) {
-  const word *c = &w[0];
-  if (wis(c, "sudo") || wis(c, "doas")) {
-    static const char *const a[] = {"-u", "-g", "-C", "-D",     "-h",      "-p",      "-r", "-t",
-                                    "-U", "-T", "-R", "--user", "--group", "--chdir", NULL};
-    uint32_t k = skip_opts(w, n, 1, a);
-    while (k < n && w[k].eq_at > 0) k++;
-    return inner(p, w, n, k, depth);
-  }
-  if (wis(c, "env")) {
-    uint32_t k = 1;
-    const word *chdir = NULL;
-    while (k < n) {
-      if (w[k].eq_at > 0) {
-        k++;
-      } else if (wis(&w[k], "-S") || wis(&w[k], "--split-string") ||
-                 (w[k].t.n > 2 && memcmp(w[k].t.s, "-S", 2) == 0) ||
-                 (w[k].t.n > 15 && memcmp(w[k].t.s, "--split-string=", 15) == 0)) {
-        /* env -S 'STRING' ARGS...: STRING is split into words (assignments
-         * and the command included), then ARGS follow it. */
-        int sep = wis(&w[k], "-S") || wis(&w[k], "--split-string");
-        if (sep && k + 1 >= n) return 0;
-        const word *sw = sep ? &w[k + 1] : &w[k];
-        size_t off = sep ? 0 : (sw->t.s[1] == 'S' ? 2 : 15);
-        sbuf line = {0};
-        if (sb_put(p, &line, sw->t.s + off, sw->t.n - off) < 0) return -1;
-        for (uint32_t j = k + (sep ? 2 : 1); j < n; j++) {
-          if (sb_put(p, &line, " '", 2) < 0) return -1;
-          for (size_t q = 0; q < w[j].t.n; q++)
-            if (w[j].t.s[q] == '\'' ? sb_put(p, &line, "'\\''", 4) < 0
-                                    : sb_putc(p, &line, w[j].t.s[q]) < 0)
-              return -1;
-          if (sb_putc(p, &line, '\'') < 0) return -1;
-        }
-        return line.n ? parse_line(p, line.s, line.n, depth + 1) : 0;
-      } else if (wis(&w[k], "-C") || wis(&w[k], "--chdir")) {
-        if (k + 1 < n) chdir = &w[k + 1];
-        k += 2;
-      } else if (wis(&w[k], "-u") || wis(&w[k], "--unset") || wis(&w[k], "-P")) {
-        k += 2;
-      } else if (wis(&w[k], "--")) {
-        k++;
-        break;
-      } else if (w[k].t.n >= 1 && w[k].t.s[0] == '-') { /* also "-", the same as -i */
-        k++;
-      } else {
-        break;
-      }
-    }
-    while (k < n && w[k].eq_at > 0) k++;
-    if (!chdir) return inner(p, w, n, k, depth);
-    /* env -C DIR runs the command in DIR. */
-    const char *saved = p->dir;
-    size_t saved_n = p->dn;
-    char *d;
-    if (path_join(p->a, p->dir, p->dn, chdir->t.s, chdir->t.n, &d, &p->dn) < 0) return oom(p);
-    p->dir = d;
-    int r = inner(p, w, n, k, depth);
-    p->dir = saved;
-    p->dn = saved_n;
-    return r;
-  }
-  if (wis(c, "su") || wis(c, "runuser")) {
-    for (uint32_t k = 1; k + 1 < n; k++)
-      if (wis(&w[k], "-c") || wis(&w[k], "--command"))
-        return parse_line(p, w[k + 1].t.s, w[k + 1].t.n, depth + 1);
-    return 0;
-  }
-  if (wis(c, "parallel")) {
-    /* parallel [options] COMMAND ::: ARGS; a one-word COMMAND is a shell line. */
-    static const char *const a[] = {"-j",
-                                    "-S",
-                                    "-a",
-                                    "-d",
-                                    "-n",
-                                    "-I",
-                                    "--jobs",
-                                    "--sshlogin",
-                                    "--arg-file",
-                                    "--delimiter",
-                                    "--colsep",
-                                    "--max-args",
-                                    "--results",
-                                    "--joblog",
-                                    "--tmpdir",
-                                    "--workdir",
-                                    "--sshloginfile",
-                                    "--basefile",
-                                    "--env",
-                                    "--retries",
-                                    "--timeout",
-                                    "--delay",
-                                    "--memfree",
-                                    "--load",
-                                    "--tag-string",
-                                    "--halt",
-                                    NULL};
-    uint32_t k = skip_opts(w, n, 1, a), e = k;
-    while (e < n && !wis(&w[e], ":::") && !wis(&w[e], "::::") && !wis(&w[e], ":::+")) e++;
-    if (e + 1 < n && e > k) { /* the inputs after ::: */
-      uint32_t f = e + 1, g = f;
-      while (g < n && !wis(&w[g], ":::") && !wis(&w[g], "::::")) g++;
-      if (e == k + 1) { /* one word: a shell line, {} replaced */
-        word *line = arena_alloc(p->a, sizeof *line);
-        if (!line) return oom(p);
-        for (uint32_t a2 = f; a2 < g; a2++) {
-          sbuf b = {0};
-          const char *t = w[k].t.s ? w[k].t.s : "";
-          for (size_t q = 0; q < w[k].t.n;) {
-            if (q + 2 <= w[k].t.n && t[q] == '{' && t[q + 1] == '}') {
-              if (sb_put(p, &b, w[a2].t.s, w[a2].t.n) < 0) return -1;
-              q += 2;
-            } else if (sb_putc(p, &b, t[q++]) < 0) {
-              return -1;
-            }
-          }
-          if (b.n && parse_line(p, b.s, b.n, depth + 1) < 0) return -1;
-        }
-        return 0;
-      }
-      int has_rs = 0;
-      for (uint32_t j = k; j < e; j++)
-        for (size_t q = 0; q + 1 < w[j].t.n; q++)
-          if (w[j].t.s[q] == '{' && w[j].t.s[q + 1] == '}') has_rs = 1;
-      return fed(p, w + k, e - k, w + f, g - f, has_rs ? "{}" : NULL, has_rs ? 2 : 0, depth);
-    }
-    if (e == k && e + 1 < n) { /* parallel ::: 'CMD1' 'CMD2': each input is a line */
-      for (uint32_t a2 = e + 1; a2 < n; a2++)
-        if (!wis(&w[a2], ":::") && parse_line(p, w[a2].t.s, w[a2].t.n, depth + 1) < 0) return -1;
-      return 0;
-    }
-    if (e == n && p->feed && e > k) { /* echo ARGS | parallel CMD: stdin mode */
-      const word *in = p->feed;
-      uint32_t nin = p->nfeed;
-      p->feed = NULL;
-      int has_rs = 0;
-      for (uint32_t j = k; j < e; j++)
-        for (size_t q = 0; q + 1 < w[j].t.n; q++)
-          if (w[j].t.s[q] == '{' && w[j].t.s[q + 1] == '}') has_rs = 1;
-      if (e == k + 1 && !has_rs) /* one word: a shell line */
-        return parse_line(p, w[k].t.s, w[k].t.n, depth + 1);
-      return fed(p, w + k, e - k, in, nin, has_rs ? "{}" : NULL, has_rs ? 2 : 0, depth);
-    }
-    if (e == k + 1) return parse_line(p, w[k].t.s, w[k].t.n, depth + 1);
-    return e > k ? emit(p, w + k, e - k, depth + 1) : 0;
-  }
-  if (wis(c, "command") || wis(c, "builtin")) {
-    /* command -v NAME looks NAME up and runs nothing; with more words after
-     * it, they are read as the command they spell. */
-    uint32_t k = skip_opts(w, n, 1, NULL);
-    int lookup = 0;
-    for (uint32_t j = 1; j < k; j++)
-      if (w[j].t.n > 1 && w[j].t.s[1] != '-' &&
-          (memchr(w[j].t.s, 'v', w[j].t.n) || memchr(w[j].t.s, 'V', w[j].t.n)))
-        lookup = 1;
-    if (lookup && k + 1 >= n) return 0;
-    return inner(p, w, n, k, depth);
-  }
-  if (wis(c, "exec")) {
-    static const char *const a[] = {"-a", NULL};
-    return inner(p, w, n, skip_opts(w, n, 1, a), depth);
-  }
-  if (in_set(c, plain_wrappers)) return inner(p, w, n, skip_opts(w, n, 1, NULL), depth);
-  if (wis(c, "strace") || wis(c, "ltrace")) {
-    static const char *const a[] = {"-o", "-e", "-p", "-s", "-E", "-u",
-                                    "-S", "-P", "-I", "-b", "-a", NULL};
-    return inner(p, w, n, skip_opts(w, n, 1, a), depth);
-  }
-  if (wis(c, "systemd-run")) {
-    static const char *const a[] = {"-p",       "--property", "-u",        "--unit", "-E",
-                                    "--setenv", "-M",         "--machine", NULL};
-    return inner(p, w, n, skip_opts(w, n, 1, a), depth);
-  }
-  if (wis(c, "taskset") || wis(c, "faketime") || wis(c, "chroot") || wis(c, "sg")) {
-    uint32_t k = skip_opts(w, n, 1, NULL);
-    if (wis(c, "sg") && k + 2 < n && wis(&w[k + 1], "-c"))
-      return parse_line(p, w[k + 2].t.s, w[k + 2].t.n, depth + 1);
-    return inner(p, w, n, k + 1, depth); /* past the mask, time, new root or group */
-  }
-  if (wis(c, "script")) { /* script -c CMD [file] */
-    for (uint32_t k = 1; k + 1 < n; k++)
-      if (wis(&w[k], "-c") || wis(&w[k], "--command"))
-        return parse_line(p, w[k + 1].t.s, w[k + 1].t.n, depth + 1);
-    return 0;
-  }
-  if (wis(c, "ansible")) { /* ansible HOSTS -m shell -a 'CMD' */
-    int shell = 0;
-    for (uint32_t k = 1; k + 1 < n; k++)
-      if ((wis(&w[k], "-m") || wis(&w[k], "--module-name")) &&
-          (wis(&w[k + 1], "shell") || wis(&w[k + 1], "command") || wis(&w[k + 1], "raw") ||
-           wis(&w[k + 1], "ansible.builtin.shell") || wis(&w[k + 1], "ansible.builtin.command")))
-        shell = 1;
-    for (uint32_t k = 1; shell && k + 1 < n; k++)
-      if (wis(&w[k], "-a") || wis(&w[k], "--args")) return in_elsewhere(p, &w[k + 1], 1, 1, depth);
-    return 0;
-  }
-  if (wis(c, "ssh") || wis(c, "autossh")) { /* ssh [options] HOST COMMAND... */
-    static const char *const a[] = {"-p", "-i", "-l", "-o", "-F", "-J", "-L", "-R",
-                                    "-D", "-E", "-b", "-c", "-m", "-O", "-Q", "-S",
-                                    "-W", "-w", "-B", "-e", "-M", NULL};
-    uint32_t k = skip_opts(w, n, 1, a);
-    return k + 1 < n ? in_elsewhere(p, w + k + 1, n - k - 1, 1, depth) : 0;
-  }
-  if (wis(c, "docker") || wis(c, "podman") || wis(c, "nerdctl") || wis(c, "docker-compose") ||
-      wis(c, "podman-compose")) {
-    /* docker exec [options] CONTAINER CMD..., docker compose exec SERVICE CMD... */
-    static const char *const a[] = {"-e",      "--env",     "-u",         "--user",
-                                    "-w",      "--workdir", "--env-file", "--detach-keys",
-                                    "--index", NULL};
-    uint32_t k = 1;
-    if (!wis(c, "docker-compose") && !wis(c, "podman-compose") && k < n && wis(&w[k], "compose"))
-      k++;
-    if (k >= n || !wis(&w[k], "exec")) return 0;
-    k = skip_opts(w, n, k + 1, a);
-    return k + 1 < n ? in_elsewhere(p, w + k + 1, n - k - 1, 0, depth) : 0;
-  }
-  if (wis(c, "kubectl") || wis(c, "oc")) { /* kubectl exec POD [-c C] -- CMD... */
-    int exec = 0;
-    for (uint32_t k = 1; k < n; k++) {
-      if (wis(&w[k], "exec")) exec = 1;
-      if (exec && wis(&w[k], "--"))
-        return k + 1 < n ? in_elsewhere(p, w + k + 1, n - k - 1, 0, depth) : 0;
-    }
-    return 0;
-  }
-  if (wis(c, "nice") || wis(c, "ionice") || wis(c, "stdbuf") || wis(c, "watch")) {
-    static const char *const a[] = {"-n", "-c",           "-p",         "-i", "-o",
-                                    "-e", "--adjustment", "--interval", NULL};
-    uint32_t k = skip_opts(w, n, 1, a);
-    if (wis(c, "watch") && k + 1 == n) /* watch runs one word through sh -c */
-      return parse_line(p, w[k].t.s, w[k].t.n, depth + 1);
-    return inner(p, w, n, k, depth);
-  }
-  if (wis(c, "timeout")) {
-    static const char *const a[] = {"-s", "-k", "--signal", "--kill-after", NULL};
-    uint32_t k = skip_opts(w, n, 1, a);
-    return inner(p, w, n, k + 1, depth); /* past the duration */
-  }
-  if (wis(c, "flock")) {
-    static const char *const a[] = {"-w", "-E", "--timeout", "--conflict-exit-code", NULL};
-    uint32_t k = skip_opts(w, n, 1, a);
-    if (k + 1 < n && (wis(&w[k + 1], "-c") || wis(&w[k + 1], "--command")))
-      return k + 2 < n ? parse_line(p, w[k + 2].t.s, w[k + 2].t.n, depth + 1) : 0;
-    return inner(p, w, n, k + 1, depth); /* past the lock file */
-  }
-  if (wis(c, "xargs")) {
-    static const char *const a[] = {
-        "-I",          "-L",         "-l",          "-n",    "-P",         "-s",
-        "-d",          "-E",         "-e",          "-a",    "--max-args", "--max-procs",
-        "--delimiter", "--arg-file", "--max-lines", "--eof", NULL};
-    uint32_t k = skip_opts(w, n, 1, a);
-    const char *rs = NULL;
-    size_t rn = 0;
-    for (uint32_t j = 1; j < k; j++) {
-      if (wis(&w[j], "-I") && j + 1 < k)
-        rs = w[j + 1].t.s, rn = w[j + 1].t.n;
-      else if (w[j].t.n > 2 && memcmp(w[j].t.s, "-I", 2) == 0)
-        rs = w[j].t.s + 2, rn = w[j].t.n - 2;
-      else if (wis(&w[j], "-i"))
-        rs = "{}", rn = 2;
-      else if (w[j].t.n > 10 && memcmp(w[j].t.s, "--replace=", 10) == 0)
-        rs = w[j].t.s + 10, rn = w[j].t.n - 10;
-      else if (wis(&w[j], "--replace") || wis(&w[j], "--replace="))
-        rs = "{}", rn = 2;
-    }
-    if (k >= n) return 0;
-    if (!p->feed) return inner(p, w, n, k, depth);
-    const word *in = p->feed;
-    uint32_t nin = p->nfeed;
-    p->feed = NULL;
-    return fed(p, w + k, n - k, in, nin, rs, rn, depth);
-  }
-  if (wis(c, "eval")) {
-    sbuf joined = {0};
-    for (uint32_t k = 1; k < n; k++)
-      if ((k > 1 && sb_putc(p, &joined, ' ') < 0) || sb_put(p, &joined, w[k].t.s, w[k].t.n) < 0)
-        return -1;
-    p->keep_dir = 1; /* eval runs its line in this shell: a cd in it stays */
-    int r = joined.n ? parse_line(p, joined.s, joined.n, depth + 1) : 0;
-    p->keep_dir = 0;
-    return r;
-  }
-  if (wis(c, "find")) {
-    for (uint32_t k = 1; k < n; k++) {
-      if (wis(&w[k], "-exec") || wis(&w[k], "-execdir") || wis(&w[k], "-ok") ||
-          wis(&w[k], "-okdir")) {
-        uint32_t e = k + 1;
-        while (e < n && !wis(&w[e], ";") && !wis(&w[e], "+")) e++;
-        if (e > k + 1 && emit(p, w + k + 1, e - k - 1, depth + 1) < 0) return -1;
-        k = e;
-      }
-    }
-    return 0;
-  }
-  if (in_set(c, shells)) {
-    /* sh -c BODY, also combined flags (-lc, -ec) and options before it. */
-    for (uint32_t k = 1; k < n; k++) {
-      const word *o = &w[k];
-      if (o->t.n < 2 || (o->t.s[0] != '-' && o->t.s[0] != '+')) return 0; /* a script file */
-      if (wis(o, "--")) return 0;
-      if (o->t.s[1] != '-' && memchr(o->t.s + 1, 'c', o->t.n - 1)) {
-        uint32_t b = k + 1;
-        while (b < n && w[b].t.n > 1 && w[b].t.s[0] == '-' && !wis(&w[b], "--")) b++;
-        if (b < n && wis(&w[b], "--")) b++;
-        return b < n ? parse_line(p, w[b].t.s, w[b].t.n, depth + 1) : 0;
-      }
-      if (wis(o, "-o") || wis(o, "+o") || wis(o, "--rcfile") || wis(o, "--init-file")) k++;
-    }
-    return 0;
-  }
-  return 0;
-}
-
 /* cd and pushd move the commands after them (in this shell); a place only
  * known at run time (cd "$X", cd -, popd) makes the directory unknown. */
 static int track_cd(parser *p, const word *w, uint32_t n) {
@@ -987,7 +472,7 @@ static int track_cd(parser *p, const word *w, uint32_t n) {
   }
   char *d;
   size_t dn;
-  if (path_join(p->a, p->dir, p->dn, t, tn, &d, &dn) < 0) return oom(p);
+  if (shell_path_join(p->a, p->dir, p->dn, t, tn, &d, &dn) < 0) return shell_oom(p);
   p->dir = d;
   p->dn = dn;
   return 0;
@@ -995,7 +480,7 @@ static int track_cd(parser *p, const word *w, uint32_t n) {
 
 /* A finished simple command: assignments, reserved words, the program's
  * base name; listed, then looked into. */
-static int emit(parser *p, word *w, uint32_t n, int depth) {
+int shell_emit(parser *p, word *w, uint32_t n, int depth) {
   if (depth > MAX_DEPTH) {
     if (!p->err) p->err = "shell command nested too deeply to check (more than 16 levels)";
     return -1;
@@ -1050,14 +535,14 @@ static int emit(parser *p, word *w, uint32_t n, int depth) {
       }
   }
   value *items = arena_alloc(p->a, n * sizeof *items);
-  if (!items) return oom(p);
+  if (!items) return shell_oom(p);
   for (uint32_t j = 0; j < n; j++)
     items[j] = value_str(w[j].t.s ? w[j].t.s : "", (uint32_t)w[j].t.n);
   if (wl_push(p, &p->cmds, value_list(items, n)) < 0) return -1;
   if (wl_push(p, &p->dirs, value_str(p->dir ? p->dir : "", p->dir ? (uint32_t)p->dn : 0)) < 0)
     return -1;
   if (track_cd(p, w, n) < 0) return -1;
-  return unwrap(p, w, n, depth);
+  return shell_unwrap(p, w, n, depth);
 }
 
 /* After a newline: the bodies of the heredocs opened on that line. Returns
@@ -1083,7 +568,7 @@ static size_t heredocs(parser *p, const char *s, size_t n, size_t i, heredoc *hd
     if (end == n) next = n;
     if (end > body) {
       if (feed_shell) {
-        if (parse_line(p, s + body, end - body, depth + 1) < 0) return n;
+        if (shell_parse_line(p, s + body, end - body, depth + 1) < 0) return n;
       } else if (!hd[h].quoted) {
         word w = {{0}, -1, 0, 0};
         size_t k = body;
@@ -1109,7 +594,7 @@ static int feeds_shell(const argv_t *av) {
     b.t.s += cut;
     b.t.n -= cut;
   }
-  if (!in_set(&b, shells)) return 0;
+  if (!in_set(&b, shell_names)) return 0;
   for (uint32_t q = k + 1; q < av->n; q++)
     if (av->w[q].t.n > 1 && av->w[q].t.s[0] == '-' && av->w[q].t.s[1] != '-' &&
         memchr(av->w[q].t.s, 'c', av->w[q].t.n))
@@ -1143,7 +628,7 @@ static int producer(parser *p, const argv_t *av, const word **out, uint32_t *nou
   }
   if (k >= av->n) return 0;
   word *c = arena_alloc(p->a, (av->n - k) * sizeof *c);
-  if (!c) return oom(p);
+  if (!c) return shell_oom(p);
   memcpy(c, av->w + k, (av->n - k) * sizeof *c);
   *out = c;
   *nout = av->n - k;
@@ -1153,7 +638,7 @@ static int producer(parser *p, const argv_t *av, const word **out, uint32_t *nou
 /* A command line run by its own shell process (a substitution, sh -c, a
  * heredoc fed to a shell) starts in the current directory, and its cd does
  * not move the caller; only eval's line runs in this shell. */
-static int parse_line(parser *p, const char *s, size_t n, int depth) {
+int shell_parse_line(parser *p, const char *s, size_t n, int depth) {
   const char *dir = p->dir;
   size_t dn = p->dn;
   int keep = p->keep_dir;
@@ -1174,12 +659,12 @@ static int finish(parser *p, argv_t *av, word *hs, int *nhs, int depth) {
     p->feed = hs;
     p->nfeed = (uint32_t)*nhs;
   }
-  int r = av->n ? emit(p, av->w, av->n, depth) : 0;
+  int r = av->n ? shell_emit(p, av->w, av->n, depth) : 0;
   p->feed = NULL;
   if (r < 0) return -1;
   av->n = 0;
   for (int h = 0; shell && h < *nhs; h++)
-    if (hs[h].t.n && parse_line(p, hs[h].t.s, hs[h].t.n, depth + 1) < 0) return -1;
+    if (hs[h].t.n && shell_parse_line(p, hs[h].t.s, hs[h].t.n, depth + 1) < 0) return -1;
   *nhs = 0;
   return 0;
 }
@@ -1356,7 +841,7 @@ static value parse_all(eval_ctx *ctx, const value *arg, parser *p) {
   if (arg->n > MAX_INPUT) return VALUE_ERR("shell command too long to check (more than 256 KiB)");
   /* Words point into copies owned by the arena; the parser writes nothing
    * into the input. */
-  if (parse_line(p, arg->s, arg->n, 0) < 0 || p->err)
+  if (shell_parse_line(p, arg->s, arg->n, 0) < 0 || p->err)
     return value_errorf(ctx->arena, "%s", p->err ? p->err : "out of memory");
   return value_null();
 }
@@ -1401,7 +886,7 @@ static value fn_dirs(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux
   const value *cwd = &args[1];
   if (cwd->n && (cwd->s[0] == '/' || cwd->s[0] == '~')) {
     char *d;
-    if (path_join(ctx->arena, NULL, 0, cwd->s, cwd->n, &d, &p.dn) < 0)
+    if (shell_path_join(ctx->arena, NULL, 0, cwd->s, cwd->n, &d, &p.dn) < 0)
       return VALUE_ERR("out of memory");
     p.dir = d;
   }
@@ -1415,7 +900,7 @@ static value fn_dirs(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux
 static value fn_resolve(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux) {
   char *out;
   size_t on;
-  if (path_join(ctx->arena, args[0].s, args[0].n, args[1].s, args[1].n, &out, &on) < 0)
+  if (shell_path_join(ctx->arena, args[0].s, args[0].n, args[1].s, args[1].n, &out, &on) < 0)
     return VALUE_ERR("out of memory");
   return out ? value_str(out, (uint32_t)on) : value_str("", 0);
 }
