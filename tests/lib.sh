@@ -40,6 +40,11 @@ scratch() {
   trap 'exit 130' INT
   trap 'exit 143' TERM
 }
+# guard_bundle: the folder $T/p holds the shipped agent_guard strategy alone,
+# so that the other example strategies do not matter to an agent test.
+guard_bundle() {
+  mkdir -p "$T/p" && cp examples/policies/agent_guard.yaml "$T/p/"
+}
 lib_cleanup() {
   if declare -F on_exit >/dev/null; then on_exit; fi
   kill_wait KILL "$PID"

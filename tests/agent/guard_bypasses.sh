@@ -14,8 +14,7 @@ PY=/usr/bin/python3
 . tests/lib.sh
 scratch
 
-mkdir -p "$T/p"
-cp examples/policies/agent_guard.yaml "$T/p/"
+guard_bundle
 
 # claude TOOL COMMAND: Claude Code's PreToolUse JSON for a Bash (or
 # PowerShell) call, the command JSON-encoded.

@@ -19,10 +19,7 @@ PY=/usr/bin/python3
 . tests/lib.sh
 scratch
 
-# The agent_guard strategy alone, so that other example strategies do not
-# matter here.
-mkdir -p "$T/p"
-cp examples/policies/agent_guard.yaml "$T/p/"
+guard_bundle
 
 # ---- step 1: measure ----
 if ! "$PY" tests/agent/guard_corpus.py --verdict "$V" --policy "$T/p" \

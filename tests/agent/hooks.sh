@@ -13,10 +13,7 @@ PY=/usr/bin/python3
 . tests/lib.sh
 scratch
 
-# The agent_guard strategy alone, so that other example strategies do not
-# matter here.
-mkdir -p "$T/p"
-cp examples/policies/agent_guard.yaml "$T/p/"
+guard_bundle
 SNAP="$T/snaps"
 
 # run AGENT STDIN [extra args]: output in $T/out, $T/err, status in $RC;

@@ -17,8 +17,7 @@ if ! I=$(scripts/npm-tools inspector); then
   echo "FAIL: the MCP inspector could not be installed from npm (see above); this test needs it" >&2
   exit 1
 fi
-mkdir -p "$T/p"
-cp examples/policies/agent_guard.yaml "$T/p/"
+guard_bundle
 SERVER=("$V" mcp --policy "$T/p" --snapshots "$T/snaps")
 
 # inspect OUT ARGS...: runs the inspector CLI; status in $RC.

@@ -12,8 +12,7 @@ V="$BUILD/verdict"
 PY=/usr/bin/python3
 . tests/lib.sh
 scratch
-mkdir -p "$T/p"
-cp examples/policies/agent_guard.yaml "$T/p/"
+guard_bundle
 
 cat >"$T/in.jsonl" <<'EOF'
 {"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{"listChanged":true},"extensions":{"io.modelcontextprotocol/tasks":{}}},"clientInfo":{"name":"inspector-cli","version":"2.12.0"}},"jsonrpc":"2.0","id":0}

@@ -15,8 +15,7 @@ V="$BUILD/verdict"
 PY=/usr/bin/python3
 . tests/lib.sh
 scratch
-mkdir -p "$T/p"
-cp examples/policies/agent_guard.yaml "$T/p/"
+guard_bundle
 
 META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
 cat >"$T/old.jsonl" <<EOF

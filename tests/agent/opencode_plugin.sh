@@ -10,8 +10,7 @@ BUILD=${1:?usage: opencode_plugin.sh BUILD_DIR}
 command -v node >/dev/null || { echo "FAIL: node is not installed (scripts/deps --test)" >&2; exit 1; }
 . tests/lib.sh
 scratch
-mkdir -p "$T/p"
-cp examples/policies/agent_guard.yaml "$T/p/"
+guard_bundle
 cat >"$T/run.mjs" <<'JS'
 const { VerdictGuard } = await import(process.argv[2]);
 let pass = 0, fail = 0;
