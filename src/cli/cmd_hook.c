@@ -16,6 +16,7 @@
 
 #include "agent/hook.h"
 #include "cli/cli.h"
+#include "core/clock.h"
 #include "core/json.h"
 #include "verdict.h"
 
@@ -347,13 +348,11 @@ int cmd_hook(int argc, char **argv) {
     /* Parallel tool calls take turns at the snapshot folder; wait a little
      * (by the clock: each try loads the bundle), well inside the agents' hook
      * timeouts, then refuse rather than hang. */
-    struct timespec start, now;
-    clock_gettime(CLOCK_MONOTONIC, &start);
+    uint64_t start = clock_mono_ns();
     for (;;) {
       rc = vd_engine_open(policy, &opts, &e, &verr);
       if (rc != VD_EBUSY) break;
-      clock_gettime(CLOCK_MONOTONIC, &now);
-      if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >= 2000) {
+      if (clock_mono_ns() - start >= 2000000000u) {
         snprintf(verr.message, sizeof verr.message,
                  "the snapshot folder %s is held by another verdict process (a `verdict mcp` or "
                  "`verdict serve` using the same folder?): give this hook its own --snapshots DIR",

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/clock.h"
 #include "core/json.h"
 #include "core/timefmt.h"
 #include "replay/against.h"
@@ -89,18 +90,6 @@ static int usage_error(const char *msg, const char *arg) {
   return cli_usage_error("replay", msg, arg);
 }
 
-static int64_t real_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* ---- the progress bar ---- */
 
 typedef struct progress {
@@ -136,7 +125,7 @@ static int has_at_least(const char *dir, uint64_t n) {
 }
 
 static void progress_draw(progress *p, int final) {
-  int64_t now = mono_ns();
+  int64_t now = (int64_t)clock_mono_ns();
   if (!final && now - p->last < 100000000) return;
   p->last = now;
   double frac = p->total ? (double)p->done / (double)p->total : 0;
@@ -189,7 +178,7 @@ int cmd_replay(int argc, char **argv) {
   memset(&o, 0, sizeof o);
   char filters[1024] = "";
   size_t flen = 0;
-  int64_t now = real_ns();
+  int64_t now = clock_wall_ns();
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--json")) {
@@ -316,14 +305,14 @@ int cmd_replay(int argc, char **argv) {
     if (o.source) f.source = snapshot_source_parse(o.source, strlen(o.source));
     r.prog.total = count_matching(dir, &f, o.limit);
     r.prog.on = r.prog.total >= 4096;
-    r.prog.start = r.prog.last = mono_ns();
+    r.prog.start = r.prog.last = (int64_t)clock_mono_ns();
   }
 
   replay_stats st;
-  int64_t t0 = mono_ns();
+  int64_t t0 = (int64_t)clock_mono_ns();
   int rc = against ? against_run(&o, against, (int)timeout_ms, on_item, &r, &st, err, sizeof err)
                    : replay_run(&o, on_item, &r, &st, err, sizeof err);
-  double wall = (double)(mono_ns() - t0) / 1e9;
+  double wall = (double)((int64_t)clock_mono_ns() - t0) / 1e9;
   if (r.prog.on) progress_draw(&r.prog, 1);
   int status = 0;
   if (rc != 0) {

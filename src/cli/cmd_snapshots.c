@@ -17,6 +17,7 @@
 
 #include "cli/cli.h"
 #include "core/arena.h"
+#include "core/clock.h"
 #include "core/json.h"
 #include "core/timefmt.h"
 #include "snapshot/snapshot.h"
@@ -78,12 +79,6 @@ const char cmd_snapshots_help[] =
 
 static int usage_error(const char *msg, const char *arg) {
   return cli_usage_error("snapshots", msg, arg);
-}
-
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* Indents compact JSON text (2 spaces). The text is assumed valid. */
@@ -223,7 +218,7 @@ int cmd_snapshots(int argc, char **argv) {
   snapshot_gc_opts_init(&g);
   int compact = 0;
   long long limit = -1; /* none */
-  int64_t now = now_ns();
+  int64_t now = clock_wall_ns();
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     if (a[0] != '-' || strcmp(a, "-") == 0) {

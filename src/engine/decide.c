@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "core/bytes.h"
+#include "core/clock.h"
 #include "core/dtoa.h"
 #include "core/json.h"
 #include "engine/decide.h"
@@ -94,7 +95,7 @@ static int run_model(dctx *x) {
   const strategy *s = x->s;
   const bundle_model *m = s->model;
   if (!m) return d->model_run = MODEL_MISSING;
-  uint64_t t0 = gbdt_now_ns(); /* the deadline covers extraction and scoring */
+  uint64_t t0 = clock_mono_ns(); /* the deadline covers extraction and scoring */
   arena *a = &d->mem;
   uint32_t nf = features_count(m->features), k = gbdt_num_outputs(m->gbdt);
   float *row = arena_alloc(a, (nf ? nf : 1) * sizeof *row);
@@ -129,7 +130,7 @@ static int run_model(dctx *x) {
     gbdt_deadline dl = {.at_ns = t0 + (uint64_t)s->fallback_timeout_ms * 1000000u, .every = 0};
     rc = gbdt_predict(m->gbdt, row, margins, probs, &dl);
   }
-  d->ns_model = gbdt_now_ns() - t0;
+  d->ns_model = clock_mono_ns() - t0;
   if (rc != GBDT_OK) return d->model_run = MODEL_DEADLINE;
   /* Scores are float32; as doubles they are the decimals people read
    * (0.9f is 0.9, so `model.score >= 0.9` holds for it), and they print

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "engine/engine.h"
 
 /* Sized so that a typical request, its decision and its JSON fit in the
@@ -90,7 +91,7 @@ const char *vd_decision_snapshot_id(const vd_decision *d) {
 
 value decision_time(vd_decision *d) {
   if (!d->clock_set) {
-    d->clock_ns = engine_wall_ns();
+    d->clock_ns = clock_wall_ns();
     d->clock_set = true;
   }
   /* Floor division: a (test's) time before 1970 keeps nanos in [0, 1e9). */

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <urcu-bp.h>
 
+#include "core/clock.h"
 #include "engine/engine.h"
 
 /* What a reload swaps: the bundle and what the engine derives from it. */
@@ -61,18 +62,6 @@ struct vd_engine {
   state_store *state; /* rate-limit counters, shared by every decision */
   _Atomic unsigned long long model_calls, model_deadline_misses;
 };
-
-uint64_t engine_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-int64_t engine_wall_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + (int64_t)ts.tv_nsec;
-}
 
 void decide_limits_init(decide_limits *lim, const vd_engine_opts *o) {
   lim->cost_limit = o && o->cost_limit ? o->cost_limit : DECIDE_DEFAULT_COST_LIMIT;
@@ -338,10 +327,10 @@ int vd_engine_stats(vd_engine *e, vd_engine_counters *out) {
  * end of parsing) is read only for the trace: a clock read is not free. */
 static int decide_stages(const policy_bundle *b, const name_table *names, const decide_limits *lim,
                          const decide_request *req, vd_decision *d, uint64_t t0, vd_error *err) {
-  uint64_t t1 = d->trace_on ? engine_now_ns() : t0;
+  uint64_t t1 = d->trace_on ? clock_mono_ns() : t0;
   int rc = decide_run(b, names, req, lim, d, err);
   if (rc == 0) memcpy(d->bundle_version, b->version, sizeof d->bundle_version);
-  uint64_t t2 = engine_now_ns();
+  uint64_t t2 = clock_mono_ns();
   if (d->trace_on) {
     d->ns_parse = t1 - t0;
     d->ns_decide = t2 - t1;
@@ -401,7 +390,7 @@ static int check_args(vd_engine *e, const void *req, vd_decision *d, vd_error *e
   d->model_replay = -1;
   d->state = e->state;
   /* The one clock reading of this decision: request.time, the snapshot's time. */
-  d->clock_ns = engine_wall_ns();
+  d->clock_ns = clock_wall_ns();
   d->clock_set = true;
   return 0;
 }
@@ -411,7 +400,7 @@ int vd_decide_json(vd_engine *e, const char *json, long len, vd_decision *d, vd_
   if (rc) return rc;
   int trace = d->trace_on;
   if (e->rec && !trace) d->trace_on = d->trace_borrow = 1; /* the snapshot carries the trace */
-  uint64_t t0 = engine_now_ns();
+  uint64_t t0 = clock_mono_ns();
   decide_request req;
   size_t n = len < 0 ? strlen(json) : (size_t)len;
   record_input in = {.req = &req, .json = json, .json_len = n, .lim = &e->lim};
@@ -427,7 +416,7 @@ int vd_decide(vd_engine *e, const vd_request *r, vd_decision *d, vd_error *err) 
   if (rc) return rc;
   int trace = d->trace_on;
   if (e->rec && !trace) d->trace_on = d->trace_borrow = 1;
-  uint64_t t0 = engine_now_ns();
+  uint64_t t0 = clock_mono_ns();
   decide_request req;
   record_input in = {.req = &req, .creq = r, .lim = &e->lim};
   rc = request_from_c(&d->mem, r, &e->lim, &req, err);
@@ -463,7 +452,7 @@ int engine_decide_json_inputs(const policy_bundle *b, const name_table *names,
   d->clock_set = true;
   d->model_replay = (int8_t)(model_deadline < 0 ? -1 : model_deadline != 0);
   d->counters_in = counters; /* NULL: no store either, every counter reads empty */
-  uint64_t t0 = engine_now_ns();
+  uint64_t t0 = clock_mono_ns();
   decide_request req;
   int rc = request_parse_json(&d->mem, json, len, lim, &req, err);
   if (rc) return rc;

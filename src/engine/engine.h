@@ -246,11 +246,6 @@ void engine_error_clear(vd_error *err);
 int engine_store_path(const char *bundle, const char *store_dir, const char *snapshots_dir,
                       char **out);
 
-/* engine.c: monotonic clock in ns. */
-uint64_t engine_now_ns(void);
-/* engine.c: the wall clock (CLOCK_REALTIME) in unix ns. */
-int64_t engine_wall_ns(void);
-
 /* decision.c: request.time for this decision as a timestamp value: the
  * clock reading set by the engine (or by replay), read now if unset. */
 value decision_time(vd_decision *d);

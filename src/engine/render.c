@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/dtoa.h"
 #include "core/json.h"
 #include "engine/engine.h"
@@ -124,7 +125,7 @@ static void put_trace(json_buf *b, const vd_decision *d) {
 }
 
 int decision_render(vd_decision *d, int flags, const char **out, size_t *len) {
-  uint64_t t0 = flags & VD_JSON_TRACE ? engine_now_ns() : 0;
+  uint64_t t0 = flags & VD_JSON_TRACE ? clock_mono_ns() : 0;
   enum { ACTION, SOURCE, RULE, REASON, STRATEGY, SNAPSHOT, FLOOR_FROM, NSTR };
   const char *str[NSTR] = {d->action,   d->source,      d->rule,      d->reason,
                            d->strategy, d->snapshot_id, d->floor_from};
@@ -198,7 +199,7 @@ int decision_render(vd_decision *d, int flags, const char **out, size_t *len) {
   }
   if (flags & VD_JSON_TRACE) {
     /* The render stage is timed up to here: the trace reports it. */
-    d->ns_render = engine_now_ns() - t0;
+    d->ns_render = clock_mono_ns() - t0;
     put_trace(&b, d);
   }
   json_put_char(&b, '}');
@@ -209,14 +210,14 @@ int decision_render(vd_decision *d, int flags, const char **out, size_t *len) {
 }
 
 void decision_answer(vd_decision *d) {
-  uint64_t t0 = d->trace_on ? engine_now_ns() : 0;
+  uint64_t t0 = d->trace_on ? clock_mono_ns() : 0;
   const char *ans;
   size_t n;
   if (decision_render(d, 0, &ans, &n) == 0) { /* else rendered on demand, failing there */
     d->answer = ans;
     d->answer_len = n;
   }
-  if (d->trace_on) d->ns_render = engine_now_ns() - t0;
+  if (d->trace_on) d->ns_render = clock_mono_ns() - t0;
 }
 
 int vd_decision_render(vd_decision *d, int flags, const char **out, size_t *len) {

@@ -58,6 +58,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/json.h"
 #include "core/sha256.h"
 #include "model/model.h"
@@ -885,12 +886,6 @@ size_t gbdt_memory(const gbdt_model *m) { return m->memory; }
 
 /* ---- prediction ---- */
 
-uint64_t gbdt_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* XGBoost's common::Decision, as "go right": the truncated code is in the set. */
 static inline uint32_t cat_right(const uint32_t *cats, uint32_t off, float v) {
   if (!(v >= 0.0f) || v >= (float)MAX_CAT) return 0; /* invalid codes (NaN is handled before) */
@@ -987,7 +982,7 @@ static inline __attribute__((always_inline)) int predict_margins(const gbdt_mode
     else
       for (uint32_t k = 0; k < bl->count; k++) margins[m->group[bl->first + k]] += v[k];
     if (dl && --countdown == 0) {
-      if (gbdt_now_ns() >= dl->at_ns && b + 1 < m->nblocks) return GBDT_ETIMEOUT;
+      if (clock_mono_ns() >= dl->at_ns && b + 1 < m->nblocks) return GBDT_ETIMEOUT;
       countdown = every;
     }
   }
@@ -1035,7 +1030,7 @@ static float sigmoid(float x) {
 
 int gbdt_predict(const gbdt_model *m, const float *row, float *margins, float *probs,
                  const gbdt_deadline *dl) {
-  if (dl && gbdt_now_ns() >= dl->at_ns) return GBDT_ETIMEOUT;
+  if (dl && clock_mono_ns() >= dl->at_ns) return GBDT_ETIMEOUT;
   int rc = m->fast      ? predict_fast(m, row, margins, dl)
            : m->has_cat ? predict_categorical(m, row, margins, dl)
                         : predict_numeric(m, row, margins, dl);

@@ -79,7 +79,7 @@ size_t gbdt_memory(const gbdt_model *m);
 
 /* ---- prediction ---- */
 
-/* A deadline on CLOCK_MONOTONIC (gbdt_now_ns). The clock is read once every
+/* A deadline on the monotonic clock (core/clock.h, clock_mono_ns). The clock is read once every
  * `every` blocks of 8 trees (0: every 4 blocks, i.e. 32 trees), so checking
  * costs a few ns per row; a prediction may run past the deadline by the time
  * of that many trees. */
@@ -87,8 +87,6 @@ typedef struct gbdt_deadline {
   uint64_t at_ns;
   uint32_t every;
 } gbdt_deadline;
-
-uint64_t gbdt_now_ns(void);
 
 #define GBDT_OK 0
 #define GBDT_ETIMEOUT 1 /* the deadline passed: margins and probs are not set */

@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/dtoa.h"
 #include "core/json.h"
 #include "core/sha256.h"
@@ -73,9 +74,8 @@ void parse_cache_key(const char *path, const struct stat *st, char key[65]) {
 #define TIDY_TOUCH_AFTER 3600
 
 static void touch_if_stale(int fd, const struct stat *st) {
-  struct timespec now; /* clock_gettime, which the engine calls anyway, not time() */
-  clock_gettime(CLOCK_REALTIME, &now);
-  if (now.tv_sec - st->st_mtim.tv_sec > TIDY_TOUCH_AFTER)
+  int64_t now = clock_wall_ns() / 1000000000;
+  if (now - st->st_mtim.tv_sec > TIDY_TOUCH_AFTER)
     (void)futimens(fd, NULL); /* best effort: another user's store stays as it is */
 }
 

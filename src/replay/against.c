@@ -8,6 +8,7 @@
  * `Connection: close`, HTTP/1.0 answers, a kept-alive connection the server
  * has since closed (retried once on a fresh one). */
 #include "replay/against.h"
+#include "core/clock.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -43,12 +44,6 @@ struct against_client {
   arena a; /* the parsed answer */
   char abuf[4096];
 };
-
-static int64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static int parse_url(against_client *c, const char *url, char *err, size_t errlen) {
   if (strncasecmp(url, "https://", 8) == 0) {
@@ -163,7 +158,7 @@ void against_close(against_client *c) {
  * -1 error. */
 static int wait_fd(int fd, short ev, int64_t deadline) {
   for (;;) {
-    int64_t left = (deadline - mono_ns()) / 1000000;
+    int64_t left = (deadline - (int64_t)clock_mono_ns()) / 1000000;
     if (left <= 0) return 0;
     struct pollfd p = {.fd = fd, .events = ev};
     int r = poll(&p, 1, (int)left);
@@ -505,7 +500,7 @@ static int read_decision(against_client *c, const http_answer *ans, replay_side 
 int against_decide(against_client *c, const char *body, size_t len, replay_side *side,
                    double *rtt_us, char *err, size_t errlen) {
   arena_reset(&c->a);
-  int64_t t0 = mono_ns(), deadline = t0 + (int64_t)c->timeout_ms * 1000000;
+  int64_t t0 = (int64_t)clock_mono_ns(), deadline = t0 + (int64_t)c->timeout_ms * 1000000;
   for (int attempt = 0; attempt < 2; attempt++) {
     int reused = c->fd >= 0;
     if (!reused && do_connect(c, deadline, err, errlen) < 0) return AGAINST_ETRANSPORT;
@@ -516,7 +511,7 @@ int against_decide(against_client *c, const char *body, size_t len, replay_side 
       if (reused && nothing_back) continue; /* a stale keep-alive connection: once more */
       return AGAINST_ETRANSPORT;
     }
-    *rtt_us = (double)(mono_ns() - t0) / 1000.0;
+    *rtt_us = (double)((int64_t)clock_mono_ns() - t0) / 1000.0;
     if (!ans.keep_alive) disconnect(c);
     return read_decision(c, &ans, side, err, errlen);
   }

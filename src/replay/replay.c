@@ -31,6 +31,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "core/clock.h"
 #include "core/json.h"
 #include "engine/service.h"
 #include "policy/policy.h"
@@ -724,12 +725,6 @@ static int sides_same(const replay_side *a, const replay_side *b) {
          str_eq(a->rule, b->rule) && a->confidence == b->confidence;
 }
 
-static uint64_t cpu_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Everything for one snapshot but the callback. Returns 0, or a negative
  * VD_E* code with rp->msg set (the item is then an error item). */
 static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
@@ -860,13 +855,13 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
     if (counters.kind != V_MAP) counters = no_counters;
   }
   vd_error err;
-  uint64_t c0 = cpu_now();
+  uint64_t c0 = clock_cpu_ns();
   /* The model's deadline, as recorded (the clock decided it): replaying
    * the recorded policy takes that outcome; a candidate runs on the clock. */
   int deadline = rp->opts->policy_dir ? -1 : span_true(inputs[1]);
   int rc = service_decide_json(ve->bundle, ve->names, &lim, it->request_json, it->request_len,
                                clock_ns, deadline, &counters, rp->d, &err);
-  it->cpu_ns = cpu_now() - c0;
+  it->cpu_ns = clock_cpu_ns() - c0;
   if (rc) {
     snprintf(rp->msg, sizeof rp->msg, "%s", err.message);
     return rc;

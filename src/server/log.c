@@ -7,15 +7,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "server/internal.h"
 
 size_t server_log_time(char *t, size_t len) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t now = clock_wall_ns();
+  time_t sec = (time_t)(now / 1000000000);
   struct tm tm;
-  gmtime_r(&ts.tv_sec, &tm);
+  gmtime_r(&sec, &tm);
   size_t tn = strftime(t, len, "%Y-%m-%dT%H:%M:%S", &tm);
-  tn += (size_t)snprintf(t + tn, len - tn, ".%03ldZ", ts.tv_nsec / 1000000);
+  tn += (size_t)snprintf(t + tn, len - tn, ".%03dZ", (int)(now % 1000000000 / 1000000));
   return tn;
 }
 

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "snapshot/internal.h"
 
 #define NS_PER_DAY 86400000000000.0
@@ -54,12 +55,6 @@ int snapshot_gc_keeps(const snapshot_gc_opts *o, const snapshot_rec *rec) {
   if (rec->source == SNAPSHOT_SRC_MODEL || rec->source == SNAPSHOT_SRC_ERROR) return 1;
   if (!(rec->confidence >= o->min_confidence)) return 1; /* NaN counts as low */
   return snapshot_sample_point(rec->id) < o->sample;
-}
-
-static int64_t clock_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static void remove_gc_temps(const char *dir) {
@@ -271,7 +266,7 @@ int snapshot_gc(const char *dir, const snapshot_gc_opts *opts, snapshot_gc_stats
     snprintf(err, errlen, "gc: keep_days must be >= 0 and sample within [0, 1]");
     return SNAPSHOT_EINVAL;
   }
-  int64_t now = o.now_ns ? o.now_ns : clock_ns();
+  int64_t now = o.now_ns ? o.now_ns : clock_wall_ns();
   gc_run g = {dir, &o, now - (int64_t)(o.keep_days * NS_PER_DAY), stats, err, errlen};
 
   char lpath[4096];

@@ -37,6 +37,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "core/clock.h"
 #include "snapshot/snapshot.h"
 
 #define POOL_WORDS 512
@@ -133,10 +134,7 @@ void snapshot_id_new_at(snapshot_idgen *g, uint64_t unix_ms, uint8_t out[16]) {
 }
 
 void snapshot_id_new(snapshot_idgen *g, uint8_t out[16]) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  uint64_t ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-  snapshot_id_new_at(g, ms, out);
+  snapshot_id_new_at(g, (uint64_t)clock_wall_ns() / 1000000u, out);
 }
 
 uint64_t snapshot_id_time_ms(const uint8_t id[16]) {

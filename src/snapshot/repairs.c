@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/json.h"
 #include "snapshot/snapshot.h"
 
@@ -31,10 +32,9 @@ const char *snapshot_repair_kind(int kind) {
 void snapshot_repair_journal(const char *dir, const snapshot_repair *r) {
   char path[4200];
   if (snprintf(path, sizeof path, "%s/repairs.jsonl", dir) >= (int)sizeof path) return;
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
+  time_t now = (time_t)(clock_wall_ns() / 1000000000);
   struct tm tm;
-  gmtime_r(&ts.tv_sec, &tm);
+  gmtime_r(&now, &tm);
   char when[40];
   strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
   json_buf b;

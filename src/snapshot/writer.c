@@ -80,6 +80,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "snapshot/internal.h"
 
 #define PEND_CAP ((size_t)8 << 20)   /* INTERVAL syncs early past this much unsynced data */
@@ -170,17 +171,8 @@ struct snapshot_log {
   idx_mark mark; /* the index at seg_base */
 };
 
-static uint64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static int64_t real_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+/* The writer's timers count milliseconds. */
+static uint64_t mono_ms(void) { return clock_mono_ns() / 1000000u; }
 
 void snapshot_log_opts_init(snapshot_log_opts *o) {
   memset(o, 0, sizeof *o);
@@ -201,7 +193,7 @@ static void set_error(snapshot_log *L, int err, const char *what, const char *na
   L->last_errno = err;
   snprintf(L->last_error, sizeof L->last_error, "%s %s/%s: %s", what, L->dir, name, strerror(err));
   if (!atomic_load_explicit(&L->failing, memory_order_relaxed)) {
-    L->failing_since_ns = real_ns();
+    L->failing_since_ns = clock_wall_ns();
     atomic_store_explicit(&L->failing, 1, memory_order_seq_cst);
   }
   pthread_mutex_unlock(&L->mu);
@@ -517,7 +509,7 @@ static int segment_create(snapshot_log *L, const uint8_t rec_id[16], uint32_t da
   flock(fd, LOCK_EX | LOCK_NB); /* nobody else knows the name yet: cannot fail */
   seg_header h;
   memset(&h, 0, sizeof h);
-  h.created_ns = real_ns();
+  h.created_ns = clock_wall_ns();
   h.day = day;
   memcpy(h.first_id, id, 16);
   h.node_len = (uint16_t)strlen(L->node);
@@ -745,14 +737,7 @@ static int ring_has_work(snapshot_log *L) {
 }
 
 static void wait_ms(snapshot_log *L, uint64_t ms, int deep) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += (time_t)(ms / 1000);
-  ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
+  struct timespec ts = clock_wall_after_ms(ms);
   pthread_mutex_lock(&L->mu);
   atomic_store_explicit(&L->idle, 1, memory_order_seq_cst);
   if (deep) atomic_store_explicit(&L->sleeping, 1, memory_order_seq_cst);

@@ -70,6 +70,7 @@
 
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "state/local_fast.h"
 
 #define NSHARDS LOCAL_NSHARDS
@@ -106,9 +107,7 @@ local_store *local_open(size_t max_bytes) {
   if (l->shard_limit < MIN_SLOTS * sizeof(slot) + KEY_RESERVE)
     l->shard_limit = MIN_SLOTS * sizeof(slot) + KEY_RESERVE;
   uint64_t seed = (uint64_t)(uintptr_t)l;
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  l->seed = mix(seed ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30));
+  l->seed = mix(seed ^ (uint64_t)clock_wall_ns());
   l->seed2 = mix(l->seed ^ 0x9e3779b97f4a7c15ull) | 1;
   return l;
 }

@@ -31,6 +31,7 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "state/internal.h"
 
 #define POOL_MAX 64
@@ -75,11 +76,7 @@ struct redis_store {
   _Atomic int64_t retry_after_ms;
 };
 
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+static int64_t mono_ms(void) { return (int64_t)(clock_mono_ns() / 1000000u); }
 
 redis_store *redis_open(const char *url, uint32_t timeout_ms, char *err, size_t errlen) {
   const char *p = url + strlen("redis://");

@@ -14,13 +14,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "state/internal.h"
-
-static int64_t wall_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 int state_open_local(const state_opts *o, state_store **out, char *err, size_t errlen) {
   return state_open("local", o, out, err, errlen);
@@ -45,7 +40,7 @@ int state_open(const char *url, const state_opts *o, state_store **out, char *er
       }
       /* a file that does not read back leaves the counters empty: said in
        * last_error, not fatal (a decision service should start) */
-      local_load(s->local, s->persist_path, wall_ns(), s->last_error, sizeof s->last_error);
+      local_load(s->local, s->persist_path, clock_wall_ns(), s->last_error, sizeof s->last_error);
     }
   } else if (strncmp(url, "redis://", 8) == 0) {
     s->redis = redis_open(url, o && o->timeout_ms ? o->timeout_ms : 50, err, errlen);
@@ -66,7 +61,7 @@ int state_open(const char *url, const state_opts *o, state_store **out, char *er
 
 int state_save(state_store *s, char *err, size_t errlen) {
   if (!s || !s->persist_path) return 0;
-  return local_save(s->local, s->persist_path, wall_ns(), err, errlen);
+  return local_save(s->local, s->persist_path, clock_wall_ns(), err, errlen);
 }
 
 void state_close(state_store *s) {

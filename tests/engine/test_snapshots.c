@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/json.h"
 #include "core/timefmt.h"
 #include "engine/engine.h"
@@ -195,7 +196,7 @@ static const value *trace_at(const value *root, uint32_t i) {
   return rules && rules->kind == V_LIST && i < rules->n ? &rules->items[i] : NULL;
 }
 
-static int64_t wall(void) { return engine_wall_ns(); }
+static int64_t wall(void) { return clock_wall_ns(); }
 
 static void test_payload_contents(void) {
   char *dir = scratch("payload");
