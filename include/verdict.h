@@ -57,7 +57,12 @@ typedef struct vd_error {
 
 /* "0.1.0" */
 const char *vd_version(void);
+/* A sentence for a code ("invalid argument"). */
 const char *vd_strerror(int code);
+/* A short name for a code ("invalid", "json", "not_found"...), the same for
+ * as long as the code exists: the "code" of the error objects the CLI and the
+ * HTTP server print. "unknown" for a number that is no VD_E* code. */
+const char *vd_err_name(int code);
 /* Frees memory handed out by verdict (result strings). */
 void vd_free(void *p);
 

@@ -120,32 +120,11 @@ static void print_pretty(FILE *out, const char *s, size_t n) {
   fputc('\n', out);
 }
 
-static const char *code_name(int code) {
-  switch (code) {
-    case VD_EJSON:
-      return "json";
-    case VD_EREQUEST:
-      return "request";
-    case VD_ELIMIT:
-      return "limit";
-    case VD_ENOMEM:
-      return "memory";
-    case VD_ENOTFOUND:
-      return "not_found";
-    case VD_ENOCANDIDATE:
-      return "no_candidate";
-    case VD_EINVAL:
-      return "invalid";
-    default:
-      return "error";
-  }
-}
-
 static void print_error_object(const vd_error *err, long line) {
   json_buf b;
   json_buf_init(&b, NULL);
   json_buf_put(&b, "{\"error\":{\"code\":", 17);
-  const char *code = code_name(err->code);
+  const char *code = vd_err_name(err->code);
   json_write_string(&b, code, strlen(code));
   json_buf_put(&b, ",\"message\":", 11);
   json_write_string(&b, err->message, strlen(err->message));

@@ -1,12 +1,11 @@
 /* decision.c — the vd_decision object: its lifecycle, its accessors, its
- * clock reading (request.time), and the engine's vd_error helpers.
+ * clock reading (request.time). Errors are filled by core/error.h.
  *
  * A vd_decision is meant to be reused: each decision resets its arena, which
  * keeps its largest chunk, so that once a decision object has seen the
  * biggest request of a workload it decides without touching malloc. A new
  * decision object starts with one chunk large enough for typical requests. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,27 +100,4 @@ value decision_time(vd_decision *d) {
     sec--;
   }
   return value_timestamp(sec, (int32_t)ns);
-}
-
-/* Every decision starts here, so only what a reader looks at is cleared:
- * the numbers and the two strings' first bytes (not 1.3 KB of text). */
-void engine_error_clear(vd_error *err) {
-  if (!err) return;
-  err->code = err->line = err->column = 0;
-  err->path[0] = '\0';
-  err->message[0] = '\0';
-}
-
-int engine_error(vd_error *err, int code, int line, int column, const char *path, const char *fmt,
-                 ...) {
-  if (!err) return code;
-  err->code = code;
-  err->line = line;
-  err->column = column;
-  snprintf(err->path, sizeof err->path, "%s", path ? path : "");
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err->message, sizeof err->message, fmt, ap);
-  va_end(ap);
-  return code;
 }

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "core/arena.h"
+#include "core/error.h"
 #include "core/value.h"
 #include "policy/policy.h"
 #include "state/state.h"
@@ -232,10 +233,9 @@ int decision_render(vd_decision *d, int flags, const char **out, size_t *len);
  * is traced. */
 void decision_answer(vd_decision *d);
 
-/* decision.c: fills err (when not NULL) and returns code. */
-int engine_error(vd_error *err, int code, int line, int column, const char *path, const char *fmt,
-                 ...) __attribute__((format(printf, 6, 7)));
-void engine_error_clear(vd_error *err);
+/* The engine's names for core's error filling (core/error.h). */
+#define engine_error error_fill
+#define engine_error_clear error_clear
 
 /* engine.c: the version store an engine opened on bundle with opts keeps
  * (vd_engine_opts.store_dir): that folder when given ("" none), else

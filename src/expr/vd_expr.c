@@ -1,5 +1,5 @@
 /* vd_expr.c — the public expression API of include/verdict.h, plus the
- * library-wide vd_version / vd_strerror / vd_free.
+ * library-wide vd_version (vd_strerror and vd_err_name are core/error.c's).
  *
  * A thin shell over expr_compile / expr_eval: it turns bindings given as a
  * JSON object into variables (each top-level key names one; a key holding
@@ -10,11 +10,11 @@
  * JSON path for bindings).
  *
  * Not here: anything about policies or decisions (src/engine). */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "core/json.h"
 #include "expr/expr.h"
 #include "verdict.h"
@@ -35,70 +35,16 @@ struct vd_expr {
 
 const char *vd_version(void) { return VD_VERSION_STRING; }
 
-const char *vd_strerror(int code) {
-  switch (code) {
-    case VD_OK:
-      return "success";
-    case VD_EINVAL:
-      return "invalid argument";
-    case VD_ENOMEM:
-      return "out of memory or over a memory limit";
-    case VD_ESYNTAX:
-      return "syntax error";
-    case VD_EJSON:
-      return "malformed JSON input";
-    case VD_EEVAL:
-      return "evaluation failed";
-    case VD_ELIMIT:
-      return "an input exceeded a size or depth limit";
-    case VD_ENOTFOUND:
-      return "no strategy serves the request's decision point";
-    case VD_ENOCANDIDATE:
-      return "no candidate answer is possible";
-    case VD_EREQUEST:
-      return "invalid request";
-    case VD_EPOLICY:
-      return "the policy bundle failed to load";
-    case VD_ESNAPSHOT:
-      return "the snapshot log could not be opened or written";
-    case VD_EBUSY:
-      return "another process is writing this snapshot folder";
-    default:
-      return "unknown error code";
-  }
-}
-
 void vd_free(void *p) { free(p); }
 
-static int set_error(vd_error *err, int code, int line, int column, const char *path,
-                     const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-
-static int set_error(vd_error *err, int code, int line, int column, const char *path,
-                     const char *fmt, ...) {
-  if (!err) return code;
-  err->code = code;
-  err->line = line;
-  err->column = column;
-  snprintf(err->path, sizeof err->path, "%s", path ? path : "");
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err->message, sizeof err->message, fmt, ap);
-  va_end(ap);
-  return code;
-}
-
-static void clear_error(vd_error *err) {
-  if (err) memset(err, 0, sizeof *err);
-}
-
 int vd_expr_compile(const char *src, long len, vd_expr **out, vd_error *err) {
-  clear_error(err);
-  if (!out) return set_error(err, VD_EINVAL, 0, 0, NULL, "vd_expr_compile: out is NULL");
+  error_clear(err);
+  if (!out) return error_fill(err, VD_EINVAL, 0, 0, NULL, "vd_expr_compile: out is NULL");
   *out = NULL;
-  if (!src) return set_error(err, VD_EINVAL, 0, 0, NULL, "vd_expr_compile: source is NULL");
+  if (!src) return error_fill(err, VD_EINVAL, 0, 0, NULL, "vd_expr_compile: source is NULL");
   size_t n = len < 0 ? strlen(src) : (size_t)len;
   vd_expr *e = malloc(sizeof *e);
-  if (!e) return set_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory");
+  if (!e) return error_fill(err, VD_ENOMEM, 0, 0, NULL, "out of memory");
   expr_error xe;
   memset(&xe, 0, sizeof xe);
   if (expr_compile(src, n, NULL, &e->prog, &xe) != 0) {
@@ -106,7 +52,7 @@ int vd_expr_compile(const char *src, long len, vd_expr **out, vd_error *err) {
     int code = VD_ESYNTAX;
     if (strstr(xe.message, "too long") || strstr(xe.message, "too deeply")) code = VD_ELIMIT;
     if (strstr(xe.message, "out of memory")) code = VD_ENOMEM;
-    return set_error(err, code, xe.line, xe.column, NULL, "%s", xe.message);
+    return error_fill(err, code, xe.line, xe.column, NULL, "%s", xe.message);
   }
   *out = e;
   return VD_OK;
@@ -128,10 +74,10 @@ static int bindings_lookup(void *user, const char *name, size_t len, value *out)
 
 int vd_expr_eval_json(const vd_expr *e, const char *bindings_json, long len, char **out_json,
                       vd_error *err) {
-  clear_error(err);
-  if (!out_json) return set_error(err, VD_EINVAL, 0, 0, NULL, "vd_expr_eval_json: out is NULL");
+  error_clear(err);
+  if (!out_json) return error_fill(err, VD_EINVAL, 0, 0, NULL, "vd_expr_eval_json: out is NULL");
   *out_json = NULL;
-  if (!e) return set_error(err, VD_EINVAL, 0, 0, NULL, "vd_expr_eval_json: expression is NULL");
+  if (!e) return error_fill(err, VD_EINVAL, 0, 0, NULL, "vd_expr_eval_json: expression is NULL");
 
   char first[4096];
   arena a;
@@ -144,15 +90,15 @@ int vd_expr_eval_json(const vd_expr *e, const char *bindings_json, long len, cha
     json_error je;
     memset(&je, 0, sizeof je);
     if (json_parse(&a, bindings_json, n, NULL, &vars, &je) != 0) {
-      rc = set_error(err, VD_EJSON, je.line, je.column, je.path,
-                     "bindings are not valid JSON: %d:%d: %s (at %s)", je.line, je.column,
-                     je.message, je.path[0] ? je.path : "$");
+      rc = error_fill(err, VD_EJSON, je.line, je.column, je.path,
+                      "bindings are not valid JSON: %d:%d: %s (at %s)", je.line, je.column,
+                      je.message, je.path[0] ? je.path : "$");
       goto out;
     }
     if (vars.kind != V_MAP) {
-      rc = set_error(err, VD_EINVAL, 0, 0, "$",
-                     "bindings must be a JSON object (each key names a variable), not %s",
-                     value_kind_name((value_kind)vars.kind));
+      rc = error_fill(err, VD_EINVAL, 0, 0, "$",
+                      "bindings must be a JSON object (each key names a variable), not %s",
+                      value_kind_name((value_kind)vars.kind));
       goto out;
     }
   }
@@ -166,7 +112,7 @@ int vd_expr_eval_json(const vd_expr *e, const char *bindings_json, long len, cha
   if (r.kind == V_ERROR) {
     int code = VD_EEVAL;
     if (strstr(r.s, "memory limit")) code = VD_ENOMEM;
-    rc = set_error(err, code, 0, 0, NULL, "%.*s", (int)r.n, r.s);
+    rc = error_fill(err, code, 0, 0, NULL, "%.*s", (int)r.n, r.s);
     goto out;
   }
 
@@ -177,15 +123,15 @@ int vd_expr_eval_json(const vd_expr *e, const char *bindings_json, long len, cha
   if (json_write(&b, &r, 1) != 0 || b.oom) {
     int oom = b.oom;
     json_buf_free(&b);
-    rc = set_error(err, oom ? VD_ENOMEM : VD_EEVAL, 0, 0, NULL,
-                   "the result (a %s) cannot be written as JSON",
-                   value_kind_name((value_kind)r.kind));
+    rc = error_fill(err, oom ? VD_ENOMEM : VD_EEVAL, 0, 0, NULL,
+                    "the result (a %s) cannot be written as JSON",
+                    value_kind_name((value_kind)r.kind));
     goto out;
   }
   char *s = malloc(b.len + 1);
   if (!s) {
     json_buf_free(&b);
-    rc = set_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory");
+    rc = error_fill(err, VD_ENOMEM, 0, 0, NULL, "out of memory");
     goto out;
   }
   memcpy(s, b.data, b.len);

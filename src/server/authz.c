@@ -381,7 +381,7 @@ void route_authz(conn *c, const http_request *r) {
   if (vd_decide_json(w->srv->engine, b.data, (long)b.len, d, &err) != 0) {
     json_buf_free(&b);
     metrics_count_refused(&w->m);
-    conn_respond_error(c, route_error_status(err.code), route_error_code(err.code), err.message,
+    conn_respond_error(c, route_error_status(err.code), vd_err_name(err.code), err.message,
                        err.path);
     return;
   }

@@ -145,7 +145,7 @@ static long split_lines(const char *s, size_t n, span *out, size_t max) {
 
 static void element_error(json_buf *b, int jsonl, size_t index, unsigned line,
                           const vd_error *err) {
-  const char *code = route_error_code(err->code);
+  const char *code = vd_err_name(err->code);
   char path[300];
   if (jsonl)
     snprintf(path, sizeof path, "%s", err->path[0] ? err->path : "$");

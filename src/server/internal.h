@@ -204,8 +204,7 @@ void server_log(const char *level, const char *event, const char *message, const
 /* log.c: the current UTC time as 2026-11-30T00:51:13.630Z into t (>= 32). */
 size_t server_log_time(char *t, size_t len);
 
-/* Shared by the routes: the HTTP status and error code of an engine error. */
+/* Shared by the routes: the HTTP status of an engine error (its code is vd_err_name). */
 int route_error_status(int code);
-const char *route_error_code(int code);
 
 #endif

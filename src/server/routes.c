@@ -21,27 +21,6 @@ static void method_not_allowed(conn *c, const http_request *r, const char *allow
   conn_respond_error(c, 405, "method_not_allowed", msg, NULL);
 }
 
-const char *route_error_code(int code) {
-  switch (code) {
-    case VD_EJSON:
-      return "json";
-    case VD_EREQUEST:
-      return "request";
-    case VD_ELIMIT:
-      return "limit";
-    case VD_ENOMEM:
-      return "memory";
-    case VD_ENOTFOUND:
-      return "not_found";
-    case VD_ENOCANDIDATE:
-      return "no_candidate";
-    case VD_ESNAPSHOT:
-      return "not_recorded";
-    default:
-      return "error";
-  }
-}
-
 int route_error_status(int code) {
   switch (code) {
     case VD_EJSON:
@@ -67,7 +46,7 @@ static void decide(conn *c, const http_request *r) {
   vd_error err;
   if (vd_decide_json(w->srv->engine, r->body, (long)r->body_len, d, &err) != 0) {
     metrics_count_refused(&w->m);
-    conn_respond_error(c, route_error_status(err.code), route_error_code(err.code), err.message,
+    conn_respond_error(c, route_error_status(err.code), vd_err_name(err.code), err.message,
                        err.path);
     return;
   }
