@@ -24,15 +24,13 @@
  * variable that can only be a context field (`ip`) straight from the
  * request's context, without the engine's name lookup — and the head of
  * the store's key ("STRATEGY\x1fLIMIT\x1f") is built here once rather than
- * on every decision. Telling those shapes apart needs the
- * compiled program's root node, so this file reads expr/program.h (read
- * only; nothing else of the evaluator's). */
+ * on every decision. Those shapes are told apart by the compiled
+ * program's root (expr/refs.h, expr_root). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/bytes.h"
 #include "engine/names.h"
-#include "expr/program.h"
 #include "expr/refs.h"
 #include "model/model.h"
 
@@ -107,23 +105,22 @@ static int only_a_field(const char *n, size_t len) {
  * `request` (not a let or a constant of the strategy) with `.key` selected. */
 static void limit_key_shape(const expr_program *p, const name_table *t, const name_refs *refs,
                             limit_key *lk) {
-  const pnode *r = &p->nodes[p->root];
-  if (r->op == OP_VAR && r->k.kind == V_STRING) {
+  expr_ref var, field;
+  int root = expr_root(p, &var, &field);
+  if (root == EXPR_ROOT_VAR) {
     lk->how = LIMIT_KEY_VAR;
-    lk->var = r->k.s;
-    lk->var_len = r->k.n;
-    const name_bind *b = name_refs_find(refs, r->k.s);
-    if (b && b->let < 0 && !b->constant && !name_table_find(t, r->k.s, r->k.n) &&
-        only_a_field(r->k.s, r->k.n)) {
+    lk->var = var.name;
+    lk->var_len = var.len;
+    const name_bind *b = name_refs_find(refs, var.name);
+    if (b && b->let < 0 && !b->constant && !name_table_find(t, var.name, var.len) &&
+        only_a_field(var.name, var.len)) {
       lk->how = LIMIT_KEY_FIELD;
       lk->var_bind = b->id;
     }
-  } else if (r->op == OP_SELECT && r->nkids == 1 && r->k.kind == V_STRING && r->k.n == 3 &&
-             memcmp(r->k.s, "key", 3) == 0) {
-    const pnode *v = &p->nodes[p->kids[r->kids]];
-    if (v->op == OP_VAR && v->k.kind == V_STRING && v->k.n == 7 &&
-        memcmp(v->k.s, "request", 7) == 0 && !name_table_find(t, "request", 7))
-      lk->how = LIMIT_KEY_REQUEST;
+  } else if (root == EXPR_ROOT_FIELD && field.len == 3 && memcmp(field.name, "key", 3) == 0 &&
+             var.len == 7 && memcmp(var.name, "request", 7) == 0 &&
+             !name_table_find(t, "request", 7)) {
+    lk->how = LIMIT_KEY_REQUEST;
   }
 }
 

@@ -56,4 +56,10 @@ struct ast {
   uint32_t nargs;    /* for M_MAP with a filter: args[0] = transform, args[1] = filter */
 };
 
+/* parse.c: when e is a path rooted at an identifier (`a`, `a.b.c`: selects,
+ * none of them has()'s), its components root first into comps; returns the
+ * count (0 when e is not such a path, or it has more than max components).
+ * The compiler resolves names by it, the policy's rule index reads paths. */
+uint32_t ast_path(const ast *e, const ast **comps, uint32_t max);
+
 #endif

@@ -39,7 +39,8 @@
  * their names are kept so that a policy compiler can warn about them
  * (expr_unknown_functions).
  *
- * Not here: the grammar (parse.c) and evaluation (eval.c). */
+ * Not here: the grammar (parse.c), evaluation (eval.c), and the parts of a
+ * program the image loader builds too, constants and call sites (program.c). */
 #define _GNU_SOURCE /* memmem */
 #include <stdarg.h>
 #include <stdio.h>
@@ -116,52 +117,6 @@ static void fail_at(compiler *c, size_t pos, const char *fmt, ...) {
 
 static void fail_nomem(compiler *c, size_t pos) {
   fail_at(c, pos, "out of memory while compiling (expression too large)");
-}
-
-/* ---- constants ---- */
-
-int value_copy_deep(arena *a, const value *in, value *out) {
-  *out = *in;
-  switch (in->kind) {
-    case V_STRING:
-      if (net_value_extra(in)) { /* text, NUL, parsed form: all of it */
-        char *s = arena_memdup(a, in->s, (size_t)in->n + 1 + net_value_extra(in));
-        if (!s) return -1;
-        out->s = s;
-        return 0;
-      }
-      /* fall through */
-    case V_BYTES:
-    case V_ERROR:
-      if (in->n || in->kind == V_ERROR) {
-        char *s = arena_strndup(a, in->s ? in->s : "", in->n);
-        if (!s) return -1;
-        out->s = s;
-      }
-      return 0;
-    case V_LIST: {
-      if (!in->n) return 0;
-      value *items = arena_alloc(a, (size_t)in->n * sizeof(value));
-      if (!items) return -1;
-      for (uint32_t i = 0; i < in->n; i++)
-        if (value_copy_deep(a, &in->items[i], &items[i])) return -1;
-      out->items = items;
-      return 0;
-    }
-    case V_MAP: {
-      if (!in->n) return 0;
-      map_entry *e = arena_alloc(a, (size_t)in->n * sizeof *e);
-      if (!e) return -1;
-      for (uint32_t i = 0; i < in->n; i++)
-        if (value_copy_deep(a, &in->entries[i].key, &e[i].key) ||
-            value_copy_deep(a, &in->entries[i].val, &e[i].val))
-          return -1;
-      out->entries = e;
-      return 0;
-    }
-    default:
-      return 0;
-  }
 }
 
 /* ---- nodes ---- */
@@ -329,26 +284,6 @@ static int declared(compiler *c, const char *name, size_t len) {
     if (d && strlen(d) == len && memcmp(d, name, len) == 0) return 1;
   }
   return 0;
-}
-
-/* The chain a.b.c of a select expression rooted at an identifier, root
- * first; returns how many components (0 when e is not such a chain). */
-static uint32_t chain_of(const ast *e, const ast **comps, uint32_t max) {
-  uint32_t n = 0;
-  const ast *x = e;
-  while (x->kind == A_SELECT && !x->test_only) {
-    n++;
-    x = x->target;
-  }
-  if (x->kind != A_IDENT || n + 1 > max) return 0;
-  uint32_t total = n + 1;
-  x = e;
-  for (uint32_t i = total; i-- > 1;) {
-    comps[i] = x;
-    x = x->target;
-  }
-  comps[0] = x;
-  return total;
 }
 
 #define MAX_CHAIN 64
@@ -547,16 +482,6 @@ static uint32_t compile_args(compiler *c, const ast *target, ast *const *args, u
   return n;
 }
 
-static int fits_call(const builtin *b, int receiver, uint32_t nargs) {
-  if (b->receiver != receiver) return 0;
-  return b->variadic ? nargs >= b->nargs : nargs == b->nargs;
-}
-
-static int kind_ok(const builtin *b, uint32_t i, uint8_t kind) {
-  uint8_t k = (i < b->nargs && i < 4) ? b->kinds[i] : b->kinds[3];
-  return k == K_ANY || k == kind;
-}
-
 static int record_unknown(compiler *c, const char *name, size_t len, uint32_t pos) {
   const char *const *u = c->unknown.v;
   for (uint32_t i = 0; i < c->unknown.n; i++)
@@ -564,62 +489,6 @@ static int record_unknown(compiler *c, const char *name, size_t len, uint32_t po
   const char *s = own_str(c, name, len, pos);
   if (!s) return -1;
   return vec_push(c, &c->unknown, &s, sizeof s);
-}
-
-static void release_aux(const pcall *calls, uint32_t n) {
-  for (uint32_t i = 0; i < n; i++)
-    for (uint32_t j = 0; j < calls[i].ncand; j++)
-      if (calls[i].aux[j] && calls[i].cand[j]->release) calls[i].cand[j]->release(calls[i].aux[j]);
-}
-
-int program_call_site(arena *a, const builtin *first, uint32_t count, const char *name,
-                      uint32_t name_len, int receiver, uint32_t nk, const value *args,
-                      const uint8_t *isc, pcall *out, int *has_prepare, char *msg,
-                      size_t msg_size) {
-  uint32_t ncand = 0;
-  for (uint32_t j = 0; j < count; j++) ncand += fits_call(&first[j], receiver, nk);
-  const builtin **cand = arena_zalloc(a, (ncand ? ncand : 1) * sizeof *cand);
-  void **aux = arena_zalloc(a, (ncand ? ncand : 1) * sizeof *aux);
-  pcall_sig *sig = arena_zalloc(a, (ncand ? ncand : 1) * sizeof *sig);
-  const char *s = arena_strndup(a, name, name_len);
-  if (!cand || !aux || !sig || !s) return -1;
-  uint32_t k = 0;
-  *has_prepare = 0;
-  for (uint32_t j = 0; j < count; j++) {
-    const builtin *b = &first[j];
-    if (!fits_call(b, receiver, nk)) continue;
-    if (!b->variadic && nk <= 4) {
-      sig[k].exact = 1;
-      for (uint32_t i = 0; i < nk; i++)
-        if (b->kinds[i] != K_ANY) {
-          sig[k].kinds |= (uint32_t)b->kinds[i] << (8 * i);
-          sig[k].mask |= 0xffu << (8 * i);
-        }
-    }
-    cand[k++] = b;
-    *has_prepare |= b->prepare != NULL;
-  }
-  *out = (pcall){s, name_len, ncand, cand, aux, sig};
-  /* `prepare` of every candidate that has one, when some argument is a
-   * constant of a kind the candidate accepts */
-  int any = 0;
-  for (uint32_t i = 0; args && isc && i < nk; i++) any |= isc[i];
-  if (!any || nk > 16) return 0;
-  for (uint32_t j = 0; j < ncand; j++) {
-    const builtin *b = cand[j];
-    if (!b->prepare) continue;
-    int ok = 1;
-    for (uint32_t i = 0; i < nk && ok; i++)
-      if (isc[i] && !kind_ok(b, i, args[i].kind)) ok = 0;
-    if (!ok) continue;
-    msg[0] = '\0';
-    aux[j] = b->prepare(args, isc, nk, msg, msg_size);
-    if (!aux[j] && msg[0]) {
-      release_aux(out, 1);
-      return -2;
-    }
-  }
-  return 0;
 }
 
 /* The inline forms of some calls (OP_STR_PRED, OP_CONTAINS_IP): a
@@ -685,8 +554,8 @@ static uint32_t emit_call(compiler *c, const char *name, size_t name_len, int re
   int has_prepare = 0;
   char msg[256];
   int rc = program_call_site(c->mem, first, count, name, (uint32_t)name_len, receiver, nk,
-                             nk <= 16 ? args : NULL, nk <= 16 ? isc : NULL, &pc, &has_prepare, msg,
-                             sizeof msg);
+                             nk <= 16 ? args : NULL, nk <= 16 ? isc : NULL,
+                             c->opts && c->opts->defer_jit, &pc, &has_prepare, msg, sizeof msg);
   if (rc == -1) {
     fail_nomem(c, pos);
     return NONE;
@@ -702,7 +571,7 @@ static uint32_t emit_call(compiler *c, const char *name, size_t name_len, int re
     return NONE;
   }
   if (vec_push(c, &c->calls, &pc, sizeof pc)) {
-    release_aux(&pc, 1);
+    program_release_calls(&pc, 1);
     return NONE;
   }
   uint32_t i = emit(c, OP_CALL, pos, kids, nk, c->calls.n - 1, value_null());
@@ -1066,7 +935,7 @@ static uint32_t compile_call(compiler *c, const ast *e, mark m) {
     /* A namespaced function (`math.greatest(...)`, `cel.bind(...)`) when the
      * target is a plain name chain that is not a comprehension variable. */
     const ast *comps[MAX_CHAIN];
-    uint32_t k = chain_of(e->target, comps, MAX_CHAIN);
+    uint32_t k = ast_path(e->target, comps, MAX_CHAIN);
     if (k && !scope_find(c, comps[0]->name, comps[0]->name_len)) {
       char buf[1024];
       size_t l = join_name(buf, sizeof buf - 1, NULL, 0, comps, k);
@@ -1109,7 +978,7 @@ static uint32_t compile_call(compiler *c, const ast *e, mark m) {
 static uint32_t compile_select(compiler *c, const ast *e, mark m) {
   if (!e->test_only) {
     const ast *comps[MAX_CHAIN];
-    uint32_t k = chain_of(e, comps, MAX_CHAIN);
+    uint32_t k = ast_path(e, comps, MAX_CHAIN);
     if (k) {
       const scope_var *v = scope_find(c, comps[0]->name, comps[0]->name_len);
       if (!v) return compile_name(c, comps, k);
@@ -1219,10 +1088,7 @@ int expr_compile_ast(const ast *root, const char *src, size_t len, const expr_op
   c.opts = opts;
   c.err = err;
   c.mem = &p->mem;
-  int defer = lib_defer_jit;
-  lib_defer_jit = opts && opts->defer_jit;
   uint32_t r = compile(&c, root);
-  lib_defer_jit = defer;
 
   if (r != NONE && !c.failed) {
     p->nodes = settle(&c, &c.nodes, sizeof(pnode));
@@ -1243,7 +1109,7 @@ int expr_compile_ast(const ast *root, const char *src, size_t len, const expr_op
     p->src_len = len;
   }
   if (c.failed || r == NONE) {
-    release_aux(c.calls.v, c.calls.n);
+    program_release_calls(c.calls.v, c.calls.n);
     compiler_free(&c);
     arena_free(&p->mem);
     free(p);
@@ -1269,32 +1135,4 @@ int expr_compile(const char *src, size_t len, const expr_opts *opts, expr_progra
   int rc = expr_compile_ast(root, src, len, opts, out, err);
   arena_free(&tree);
   return rc;
-}
-
-void expr_free(expr_program *p) {
-  if (!p) return;
-  release_aux(p->calls, p->ncalls);
-  arena_free(&p->mem);
-  free(p);
-}
-
-uint32_t expr_refs(const expr_program *p, expr_ref *out, uint32_t max) {
-  uint32_t n = 0;
-  for (uint32_t i = 0; i < p->nnodes; i++) {
-    const pnode *nd = &p->nodes[i];
-    if (nd->op == OP_VAR) {
-      if (n < max) out[n] = (expr_ref){nd->k.s, nd->k.n};
-      n++;
-    } else if (nd->op == OP_QVAR) {
-      const pqual *q = &p->quals[nd->aux];
-      for (uint32_t c = 0; c < q->ncand; c++, n++)
-        if (n < max) out[n] = (expr_ref){q->cands[c].name, q->cands[c].len};
-    }
-  }
-  return n;
-}
-
-uint32_t expr_unknown_functions(const expr_program *p, const char *const **names) {
-  *names = p->unknown_fns;
-  return p->nunknown;
 }

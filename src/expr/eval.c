@@ -303,7 +303,7 @@ NOINLINE static value concat(est *s, const value *a, const value *b) {
   return r;
 }
 
-static value op_add(est *s, const value *a, const value *b) {
+static value arith_add(est *s, const value *a, const value *b) {
   if (a->kind == b->kind) {
     switch (a->kind) {
       case V_INT: {
@@ -336,7 +336,7 @@ static value op_add(est *s, const value *a, const value *b) {
   return err_overload2(s, "_+_", a, b);
 }
 
-static value op_sub(est *s, const value *a, const value *b) {
+static value arith_sub(est *s, const value *a, const value *b) {
   if (a->kind == b->kind) {
     switch (a->kind) {
       case V_INT: {
@@ -364,7 +364,7 @@ static value op_sub(est *s, const value *a, const value *b) {
   return err_overload2(s, "_-_", a, b);
 }
 
-static value op_mul(est *s, const value *a, const value *b) {
+static value arith_mul(est *s, const value *a, const value *b) {
   if (a->kind == b->kind) {
     switch (a->kind) {
       case V_INT: {
@@ -387,7 +387,7 @@ static value op_mul(est *s, const value *a, const value *b) {
   return err_overload2(s, "_*_", a, b);
 }
 
-static value op_div(est *s, const value *a, const value *b) {
+static value arith_div(est *s, const value *a, const value *b) {
   if (a->kind == b->kind) {
     switch (a->kind) {
       case V_INT:
@@ -406,7 +406,7 @@ static value op_div(est *s, const value *a, const value *b) {
   return err_overload2(s, "_/_", a, b);
 }
 
-static value op_mod(est *s, const value *a, const value *b) {
+static value arith_mod(est *s, const value *a, const value *b) {
   if (a->kind == b->kind) {
     switch (a->kind) {
       case V_INT:
@@ -423,7 +423,7 @@ static value op_mod(est *s, const value *a, const value *b) {
   return err_overload2(s, "_%_", a, b);
 }
 
-static value op_neg(est *s, const value *a) {
+static value arith_neg(est *s, const value *a) {
   switch (a->kind) {
     case V_INT:
       if (a->i == INT64_MIN) return VALUE_ERR("integer overflow in unary '-'");
@@ -437,7 +437,7 @@ static value op_neg(est *s, const value *a) {
   }
 }
 
-static value op_order(est *s, int op, const value *a, const value *b) {
+static value arith_order(est *s, int op, const value *a, const value *b) {
   static const char *const names[] = {"_<_", "_<=_", "_>_", "_>=_"};
   int c;
   if (value_compare(a, b, &c) != 0) return err_overload2(s, names[op - OP_LT], a, b);
@@ -490,7 +490,7 @@ dup:
   return VALUE_ERR("repeated key in map literal");
 }
 
-NOINLINE static value eval_list(est *s, const pnode *n) {
+NOINLINE static value op_list(est *s, const pnode *n) {
   if (n->nkids == 0) return value_list(NULL, 0);
   value *items = arena_alloc(s->ctx->arena, (size_t)n->nkids * sizeof(value));
   if (!items) return err_nomem();
@@ -501,7 +501,7 @@ NOINLINE static value eval_list(est *s, const pnode *n) {
   return value_list(items, n->nkids);
 }
 
-NOINLINE static value eval_map(est *s, const pnode *n) {
+NOINLINE static value op_map(est *s, const pnode *n) {
   uint32_t count = n->nkids / 2;
   if (count == 0) return value_map(NULL, 0);
   map_entry *e = arena_alloc(s->ctx->arena, (size_t)count * sizeof *e);
@@ -564,7 +564,7 @@ NOINLINE static value memo_call(est *s, const pcall *c, const value *args, uint3
   return r;
 }
 
-NOINLINE static value eval_call(est *s, const pnode *n) {
+NOINLINE static value op_call(est *s, const pnode *n) {
   const pcall *c = &s->p->calls[n->aux];
   value local[8];
   value *args = local;
@@ -611,7 +611,7 @@ static const char *macro_name(int op) {
  * two-variable comprehensions): index and element for a list, key and value
  * for a map, in slots aux and aux + 1; otherwise one variable, the element
  * of a list or the key of a map. */
-NOINLINE static value eval_macro(est *s, const pnode *n) {
+NOINLINE static value op_macro(est *s, const pnode *n) {
   const int op = n->op == OP_EXISTS_LIT ? OP_EXISTS : n->op;
   value range = evk(s, KID(s, n, 0));
   if (range.kind == V_ERROR) return range;
@@ -712,18 +712,18 @@ static int lit_pred(uint8_t kind, const value *r, const value *x) {
 /* OP_EXISTS_LIT (program.h). The answer and the cost charged are those of
  * the general loop, which stops at the first element that matches: one
  * unit an element tried, plus what `contains` charges per call. */
-NOINLINE static value eval_exists_lit(est *s, const pnode *n) {
+NOINLINE static value op_exists_lit(est *s, const pnode *n) {
   const plits *pl = &s->p->lits[n->reserved2];
   const value *list = &s->p->nodes[KID(s, n, 0)].k;
   if (list->n == 0) return value_bool(0);
   const pnode *call = &s->p->nodes[KID(s, n, 1)];
   value r = evk(s, KID(s, call, 0));
-  if (r.kind != V_STRING) return eval_macro(s, n); /* errors as the loop makes them */
+  if (r.kind != V_STRING) return op_macro(s, n); /* errors as the loop makes them */
   const uint64_t per = 1 + (pl->kind == PLIT_CONTAINS ? r.n / 16 + 1 : 0);
   eval_ctx *ctx = s->ctx;
   if (ctx->cost_limit &&
       (ctx->cost > ctx->cost_limit || (ctx->cost_limit - ctx->cost) / per < list->n))
-    return eval_macro(s, n); /* the limit may strike part-way: let the loop find where */
+    return op_macro(s, n); /* the limit may strike part-way: let the loop find where */
   if (!litset_match(pl->set, r.s, r.n)) {
     ctx->cost += per * list->n;
     return value_bool(0);
@@ -733,20 +733,20 @@ NOINLINE static value eval_exists_lit(est *s, const pnode *n) {
       ctx->cost += per * (i + 1);
       return value_bool(1);
     }
-  return eval_macro(s, n); /* not reached: the set matched, so some element does */
+  return op_macro(s, n); /* not reached: the set matched, so some element does */
 }
 
 /* OP_STR_PRED: startsWith/endsWith/contains of a constant, inline (with
  * what `contains` charges). */
 NOINLINE static value op_str_pred(est *s, const pnode *n) {
   value r = evk(s, KID(s, n, 0));
-  if (r.kind != V_STRING) return r.kind == V_ERROR ? r : eval_call(s, n);
+  if (r.kind != V_STRING) return r.kind == V_ERROR ? r : op_call(s, n);
   if (n->flags == PLIT_CONTAINS) {
     const uint64_t units = r.n / 16 + 1;
     eval_ctx *ctx = s->ctx;
     /* over the limit: the call itself says so */
     if (ctx->cost_limit && (ctx->cost > ctx->cost_limit || ctx->cost_limit - ctx->cost < units))
-      return eval_call(s, n);
+      return op_call(s, n);
     ctx->cost += units;
   }
   return value_bool(lit_pred(n->flags, &r, &n->k));
@@ -756,7 +756,7 @@ NOINLINE static value op_str_pred(est *s, const pnode *n) {
 NOINLINE static value op_contains_ip(est *s, const pnode *n) {
   value a = evk(s, KID(s, n, 1));
   int r = net_contains_ip_fast(&n->k, &a);
-  return r >= 0 ? value_bool(r) : eval_call(s, n);
+  return r >= 0 ? value_bool(r) : op_call(s, n);
 }
 
 /* ---- the walk ----
@@ -765,7 +765,9 @@ NOINLINE static value op_contains_ip(est *s, const pnode *n) {
  * per-node overhead is what separates a compiled condition from the same
  * test written by hand, so a visit costs one indirect call and no big
  * prologue. Children go through `evk`, which answers constants and variable
- * references without a call. */
+ * references without a call. Every handler is named op_<what> (eval_op_fn
+ * below maps each opcode to one); the helpers they share are not (arith_*,
+ * eval_in, select_field...). */
 
 #define OPFN NOINLINE static value
 
@@ -840,7 +842,7 @@ OPFN op_cond(est *s, const pnode *n) {
 OPFN op_negate(est *s, const pnode *n) {
   value v = evk(s, KID(s, n, 0));
   if (v.kind == V_ERROR) return v;
-  return op_neg(s, &v);
+  return arith_neg(s, &v);
 }
 
 /* The strict binary operators: the first error among the operands wins. */
@@ -851,15 +853,15 @@ OPFN op_binary(est *s, const pnode *n) {
   if (b.kind == V_ERROR) return b;
   switch (n->op) {
     case OP_ADD:
-      return op_add(s, &a, &b);
+      return arith_add(s, &a, &b);
     case OP_SUB:
-      return op_sub(s, &a, &b);
+      return arith_sub(s, &a, &b);
     case OP_MUL:
-      return op_mul(s, &a, &b);
+      return arith_mul(s, &a, &b);
     case OP_DIV:
-      return op_div(s, &a, &b);
+      return arith_div(s, &a, &b);
     case OP_MOD:
-      return op_mod(s, &a, &b);
+      return arith_mod(s, &a, &b);
     case OP_EQ:
       return value_bool(value_equal(&a, &b));
     case OP_NE:
@@ -867,7 +869,7 @@ OPFN op_binary(est *s, const pnode *n) {
     case OP_IN:
       return eval_in(s, &a, &b);
     default:
-      return op_order(s, n->op, &a, &b);
+      return arith_order(s, n->op, &a, &b);
   }
 }
 
@@ -945,11 +947,11 @@ pnode_fn eval_op_fn(opcode op) {
     case OP_IN_CONST:
       return op_in_const;
     case OP_LIST:
-      return eval_list;
+      return op_list;
     case OP_MAP:
-      return eval_map;
+      return op_map;
     case OP_CALL:
-      return eval_call;
+      return op_call;
     case OP_CALL_UNKNOWN:
       return op_call_unknown;
     case OP_ALL:
@@ -958,13 +960,13 @@ pnode_fn eval_op_fn(opcode op) {
     case OP_MAP_MACRO:
     case OP_FILTER:
     case OP_TRANSFORM_MAP:
-      return eval_macro;
+      return op_macro;
     case OP_BIND:
       return op_bind;
     case OP_BLOCK:
       return op_block;
     case OP_EXISTS_LIT:
-      return eval_exists_lit;
+      return op_exists_lit;
     case OP_STR_PRED:
       return op_str_pred;
     case OP_CONTAINS_IP:

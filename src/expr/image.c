@@ -618,8 +618,6 @@ int expr_image_read(const void *data, size_t len, const expr_opts *opts, size_t 
   calls = alloc_n(&r, ncalls, sizeof *calls);
   if (!calls) goto bad;
   p->calls = calls;
-  const int defer = lib_defer_jit;
-  lib_defer_jit = opts && opts->defer_jit;
   int calls_bad = 0;
   for (uint32_t i = 0; i < ncalls && !calls_bad; i++) {
     uint32_t name_len;
@@ -652,15 +650,15 @@ int expr_image_read(const void *data, size_t len, const expr_opts *opts, size_t 
     }
     int has_prepare = 0;
     char msg[256];
-    calls_bad = program_call_site(&p->mem, first, count, name, name_len, receiver, nk,
-                                  n && nk <= 16 ? args : NULL, n && nk <= 16 ? isc : NULL,
-                                  &calls[i], &has_prepare, msg, sizeof msg) != 0;
+    calls_bad =
+        program_call_site(&p->mem, first, count, name, name_len, receiver, nk,
+                          n && nk <= 16 ? args : NULL, n && nk <= 16 ? isc : NULL,
+                          opts && opts->defer_jit, &calls[i], &has_prepare, msg, sizeof msg) != 0;
     if (calls_bad) break;
     ncalls_read = i + 1;
     calls_bad =
         calls[i].ncand != ncand || (n && (n->flags & PCALL_MEMO) && n->op == OP_CALL && ncand != 1);
   }
-  lib_defer_jit = defer;
   if (calls_bad) goto bad;
 
   /* qualified names */

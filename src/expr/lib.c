@@ -39,8 +39,6 @@ static int name_cmp(const char *a, size_t alen, const char *b) {
   return (alen > blen) - (alen < blen);
 }
 
-_Thread_local int lib_defer_jit;
-
 /* Sorted by name, then by place in the tables (so each name's overloads
  * keep their order): runs once per process, and a process that decides
  * once (an agent's hook) should not pay for qsort's calls of strcmp. So

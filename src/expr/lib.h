@@ -50,15 +50,14 @@ typedef struct eval_ctx {
 
 typedef value (*builtin_fn)(eval_ctx *ctx, const value *args, uint32_t nargs, void *aux);
 /* Called with the constant arguments (args[0] is the receiver, if any, which
- * is usually not constant: its slot holds a V_NULL then). Returns aux; or
- * NULL with a message in err (size err_size) on failure; or NULL with err
- * left empty when this call site has nothing to prepare. */
+ * is usually not constant: its slot holds a V_NULL then). defer_jit is the
+ * compile's expr_opts.defer_jit (see there): a prepare that compiles
+ * something costly may then keep what it needs and compile at first use.
+ * Returns aux; or NULL with a message in err (size err_size) on failure; or
+ * NULL with err left empty when this call site has nothing to prepare. */
 typedef void *(*builtin_prepare_fn)(const value *args, const uint8_t *is_const, uint32_t nargs,
-                                    char *err, size_t err_size);
+                                    int defer_jit, char *err, size_t err_size);
 typedef void (*builtin_release_fn)(void *aux);
-/* Set by the compiler while a prepare runs for a compile with
- * expr_opts.defer_jit (see there). */
-extern _Thread_local int lib_defer_jit;
 
 typedef struct builtin {
   const char *name;

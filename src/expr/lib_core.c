@@ -217,12 +217,12 @@ static void regex_find_lits(regex_aux *ra, const char *pat, size_t len) {
     ra->lits = litset_build(&ra->mem, lits, nlits, caseless);
 }
 
-static void *prepare_regex(const value *args, const uint8_t *is_const, uint32_t nargs, char *err,
-                           size_t err_size) {
+static void *prepare_regex(const value *args, const uint8_t *is_const, uint32_t nargs,
+                           int defer_jit, char *err, size_t err_size) {
   if (err_size) err[0] = '\0';
   if (nargs < 2 || !is_const[1] || args[1].kind != V_STRING) return NULL;
   pcre2_code *re = NULL;
-  if (!lib_defer_jit) {
+  if (!defer_jit) {
     int code;
     PCRE2_SIZE offset;
     re = pcre2_compile((PCRE2_SPTR)args[1].s, args[1].n, REGEX_COMPILE_OPTIONS, &code, &offset,
@@ -242,7 +242,7 @@ static void *prepare_regex(const value *args, const uint8_t *is_const, uint32_t 
   }
   ra->re = re;
   arena_init(&ra->mem, NULL, 0, 0);
-  if (lib_defer_jit) {
+  if (defer_jit) {
     ra->pat = arena_strndup(&ra->mem, args[1].s, args[1].n);
     ra->pat_len = args[1].n;
     ra->pending = ra->pat != NULL;

@@ -385,8 +385,8 @@ static void release_tz(void *aux) {
   free(z);
 }
 
-static void *prepare_tz(const value *args, const uint8_t *is_const, uint32_t nargs, char *err,
-                        size_t err_size) {
+static void *prepare_tz(const value *args, const uint8_t *is_const, uint32_t nargs, int defer_jit,
+                        char *err, size_t err_size) {
   if (err_size) err[0] = '\0';
   if (nargs < 2 || !is_const[1] || args[1].kind != V_STRING) return NULL;
   tz_zone *z = calloc(1, sizeof *z);

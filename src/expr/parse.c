@@ -791,3 +791,23 @@ int expr_parse(arena *a, const char *src, size_t len, const expr_opts *opts, ast
   *out = e;
   return 0;
 }
+
+/* ---- reading an AST ---- */
+
+uint32_t ast_path(const ast *e, const ast **comps, uint32_t max) {
+  uint32_t n = 0;
+  const ast *x = e;
+  while (x->kind == A_SELECT && !x->test_only) {
+    n++;
+    x = x->target;
+  }
+  if (x->kind != A_IDENT || n + 1 > max) return 0;
+  uint32_t total = n + 1;
+  x = e;
+  for (uint32_t i = total; i-- > 1;) {
+    comps[i] = x;
+    x = x->target;
+  }
+  comps[0] = x;
+  return total;
+}

@@ -184,13 +184,18 @@ struct expr_program {
  * are first[0..count), as builtin_lookup gives them) over nk arguments in
  * the given style (receiver or global): the overloads that fit, in registry
  * order, their signatures, and what each one's `prepare` makes of the
- * constant arguments (args[i] where isc[i]; args NULL: none constant). What
+ * constant arguments (args[i] where isc[i]; args NULL: none constant),
+ * told the compile's expr_opts.defer_jit. What
  * the compiler does for every call, and what a program image is rebuilt
  * with (image.c). Allocates in a. Returns 0; -1 when a is exhausted; -2
  * when a prepare refused its arguments (its message in msg). */
 int program_call_site(arena *a, const builtin *first, uint32_t count, const char *name,
                       uint32_t name_len, int receiver, uint32_t nk, const value *args,
-                      const uint8_t *isc, pcall *out, int *has_prepare, char *msg, size_t msg_size);
+                      const uint8_t *isc, int defer_jit, pcall *out, int *has_prepare, char *msg,
+                      size_t msg_size);
+
+/* Releases what the prepares of n call sites made (their aux). */
+void program_release_calls(const pcall *calls, uint32_t n);
 
 /* The evaluator's function for an opcode (set in every node at compile time). */
 pnode_fn eval_op_fn(opcode op);

@@ -25,4 +25,13 @@ typedef struct expr_ref {
  * than once) and returns how many there are in all. */
 uint32_t expr_refs(const expr_program *p, expr_ref *out, uint32_t max);
 
+/* What p's root is, for a caller that reads a simple program without
+ * evaluating it (engine/names.c: how a limit's key is read).
+ * EXPR_ROOT_VAR: one variable, *var; EXPR_ROOT_FIELD: a variable with one
+ * field selected, `var.field` (*var and *field); EXPR_ROOT_OTHER: anything
+ * else (a qualified name, a call...). var->name is the program's own lookup
+ * name, the pointer expr_refs lists. */
+enum { EXPR_ROOT_OTHER = 0, EXPR_ROOT_VAR, EXPR_ROOT_FIELD };
+int expr_root(const expr_program *p, expr_ref *var, expr_ref *field);
+
 #endif

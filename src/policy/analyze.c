@@ -110,24 +110,6 @@ uint32_t ast_conjuncts(const ast *e, const ast **out, uint32_t max) {
   return conjuncts(e, out, max, 0);
 }
 
-uint32_t ast_path(const ast *e, const ast **comps, uint32_t max) {
-  uint32_t n = 0;
-  const ast *x = e;
-  while (x->kind == A_SELECT && !x->test_only) {
-    n++;
-    x = x->target;
-  }
-  if (x->kind != A_IDENT || n + 1 > max) return 0;
-  uint32_t total = n + 1;
-  x = e;
-  for (uint32_t i = total; i-- > 1;) {
-    comps[i] = x;
-    x = x->target;
-  }
-  comps[0] = x;
-  return total;
-}
-
 bool ast_is_true(const ast *e) { return e->kind == A_LIT && e->lit.kind == V_BOOL && e->lit.b; }
 
 bool ast_is_scalar_lit(const ast *e) {

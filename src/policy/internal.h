@@ -93,9 +93,6 @@ uint32_t ast_conjuncts(const ast *e, const ast **out, uint32_t max);
  * parentheses and literal spelling), allocated from a. NULL when too deep
  * or a is exhausted. */
 char *ast_render(arena *a, const ast *e);
-/* When e is a path rooted at an identifier (`a`, `a.b.c`), its components
- * root first; returns the count (0 when e is not such a path). */
-uint32_t ast_path(const ast *e, const ast **comps, uint32_t max);
 /* Upper bounds of how many lists and maps e's value nests (*nest) and how
  * deep evaluating it recurses (*eval), given what fn says of a name: fn
  * returns 1 for a let, with that let's own bounds in *nest and *eval, and 0

@@ -48,7 +48,7 @@ static value vcall(const char *name, int receiver, int use_prepare, uint32_t n, 
   prep_err[0] = '\0';
   if (use_prepare && b->prepare) {
     uint8_t is_const[8] = {0, 1, 1, 1, 1, 1, 1, 1};
-    aux = b->prepare(args, is_const, n, prep_err, sizeof prep_err);
+    aux = b->prepare(args, is_const, n, 0, prep_err, sizeof prep_err);
     if (!aux && prep_err[0]) return VALUE_ERR("prepare failed");
   }
   value r = b->fn(&C, args, n, aux);
