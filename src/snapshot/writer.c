@@ -1,4 +1,4 @@
-/* writer.c — the snapshot log writer: open with recovery, the lock-free
+/* writer.c — the snapshot log writer: open (with recover.c), the lock-free
  * append, and the writer thread that turns the queue into segment files.
  *
  * The hot path (snapshot_log_append, or snapshot_log_reserve + _commit for a
@@ -52,7 +52,7 @@
  * a temporary name (*.new), locked, then linked to its final name, so no one
  * ever sees an unlocked segment without a header.
  *
- * Recovery (at open, before the thread starts): every segment without a
+ * Recovery (at open, before the thread starts; recover.c): every segment without a
  * valid index is scanned; a torn or corrupt tail is cut back to the last valid
  * frame, damaged spans in the middle are counted and left for readers to
  * skip. The newest segment, if sound and not full, is reopened for appending
@@ -82,94 +82,7 @@
 
 #include "core/clock.h"
 #include "snapshot/internal.h"
-
-#define PEND_CAP ((size_t)8 << 20)   /* INTERVAL syncs early past this much unsynced data */
-#define GATHER_MAX ((size_t)4 << 20) /* bytes one round takes from the ring */
-#define BACKOFF_MIN_MS 10
-#define BACKOFF_MAX_MS 1000
-#define REFUSALS_MAX 64  /* ranges of refused tickets remembered (ALWAYS) */
-#define PROBE_BYTES 4096 /* what a probe of a failing disk writes (and takes back) */
-
-/* The sparse index as it was at the last sync, so that records given up
- * after a failed write (ALWAYS) leave it too: gather only ever adds to the
- * last block or adds blocks. */
-typedef struct idx_mark {
-  size_t n;
-  uint64_t records;
-  uint8_t min_id[16], max_id[16];
-  int64_t min_time, max_time;
-  idx_block last;
-} idx_mark;
-
-struct snapshot_log {
-  char *dir;
-  snapshot_log_opts opts;
-  char node[SEG_NODE_MAX + 1];
-  ring q;
-  size_t max_record;
-  int lock_fd; /* writer.lock */
-  pthread_t thread;
-  int inline_writer;      /* no thread: rounds run in append (run_mu) and close */
-  pthread_mutex_t run_mu; /* inline: one round at a time */
-
-  /* Shared with producers and waiters, on three cache lines by who writes
-   * them (the struct is allocated 64-aligned): producers write the first on
-   * every append, read the second on every append (the writer writes it
-   * only when it goes to wait or stops), and the writer writes the third
-   * every round. */
-  _Alignas(64) _Atomic uint64_t appended, dropped;
-  _Alignas(64) _Atomic int closing;
-  _Atomic int sleeping; /* the writer is in a long sleep: an append must wake it */
-  _Atomic int idle;     /* the writer is in any wait: a producer facing a full ring wakes it */
-  _Atomic int dead;     /* the writer thread has finished */
-  _Atomic int waiters;  /* threads in wait_durable */
-  _Atomic int failing;  /* the disk refuses writes: written by the writer when it changes */
-  _Atomic uint64_t refused_max; /* ALWAYS: the end of the last range of refused tickets */
-  _Alignas(64) _Atomic uint64_t rejected;
-  _Atomic uint64_t unformatted;  /* appended, then refused by opts.format (also in rejected) */
-  _Atomic uint64_t refused;      /* SNAPSHOT_EREFUSED: producers' refusals and the writer's */
-  _Atomic uint64_t given_up;     /* of those, records appended that the writer gave up */
-  _Atomic uint64_t stalled_tail; /* BLOCK: the ring's tail when an append last gave up */
-  _Atomic uint64_t lost;         /* records given up on at close */
-  _Atomic uint64_t written, bytes, fsyncs, write_errors, segments;
-  _Atomic uint64_t durable_pos, written_pos;
-  pthread_mutex_t mu;
-  pthread_cond_t wake_cv;    /* the writer sleeps here */
-  pthread_cond_t durable_cv; /* waiters sleep here */
-  int last_errno;            /* under mu */
-  char last_error[SNAPSHOT_ERRLEN];
-  int64_t failing_since_ns; /* under mu */
-  /* under mu: ALWAYS, the tickets given up, as ranges (from, to], oldest
-   * first; a ticket at or below refusals_floor may have been in a range no
-   * longer kept, and counts as refused */
-  struct {
-    uint64_t from, to;
-  } refusals[REFUSALS_MAX];
-  unsigned nrefusals;
-  uint64_t refusals_floor;
-
-  /* recovery results: written before the thread starts, read-only after */
-  uint64_t rec_segments, cut_bytes, cut_records, damaged_regions;
-  snapshot_repair repairs[SNAPSHOT_REPAIRS_MAX];
-  size_t nrepairs;
-
-  /* the writer thread's own */
-  int fd; /* current segment, -1 when none */
-  char seg_name[SEG_NAME_MAX];
-  uint32_t seg_day;
-  seg_header hdr;
-  seg_index idx;
-  uint64_t seg_base; /* file offset where pend starts (all before is synced/written) */
-  uint8_t *pend;
-  size_t pend_len, pend_cap, pend_written;
-  uint64_t pend_pos; /* ring position after the last record in pend */
-  uint64_t pend_recs, pend_unwritten_recs;
-  uint64_t rpos; /* the consumer's ring position */
-  uint64_t last_sync_ms;
-  uint32_t backoff_ms;
-  uint64_t retry_at_ms;
-  idx_mark mark; /* the index at seg_base */
-};
+#include "snapshot/writer.h"
 
 /* The writer's timers count milliseconds. */
 static uint64_t mono_ms(void) { return clock_mono_ns() / 1000000u; }
@@ -226,235 +139,6 @@ static void idx_mark_restore(seg_index *x, const idx_mark *m) {
   x->min_time = m->min_time;
   x->max_time = m->max_time;
   if (m->n) x->blocks[m->n - 1] = m->last;
-}
-
-/* ---- open and recovery ---- */
-
-static int mkdir_p(const char *dir) {
-  char path[4096];
-  size_t n = strlen(dir);
-  if (n == 0 || n >= sizeof path) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
-  memcpy(path, dir, n + 1);
-  for (size_t i = 1; i <= n; i++) {
-    if (path[i] != '/' && path[i] != '\0') continue;
-    char c = path[i];
-    path[i] = '\0';
-    if (mkdir(path, 0750) < 0 && errno != EEXIST) return -1;
-    path[i] = c;
-  }
-  struct stat st;
-  if (stat(dir, &st) < 0) return -1;
-  if (!S_ISDIR(st.st_mode)) {
-    errno = ENOTDIR;
-    return -1;
-  }
-  return 0;
-}
-
-/* Opens dir/name for writing and takes its lock; -1 when someone else holds
- * it (gc mid-rewrite) or the path no longer names the file we locked. */
-static int open_locked(const char *path) {
-  int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0) return -1;
-  struct stat a, b;
-  if (flock(fd, LOCK_EX | LOCK_NB) < 0 || fstat(fd, &a) < 0 || stat(path, &b) < 0 ||
-      a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-/* A repair made at open: kept for snapshot_log_repairs and written to the
- * folder's journal. */
-static void note_repair(snapshot_log *L, int kind, const char *name, uint64_t bytes,
-                        uint64_t records) {
-  snapshot_repair r = {.kind = kind, .bytes = bytes, .records = records};
-  snprintf(r.segment, sizeof r.segment, "%s", name);
-  if (L->nrepairs < SNAPSHOT_REPAIRS_MAX) L->repairs[L->nrepairs++] = r;
-  snapshot_repair_journal(L->dir, &r);
-}
-
-size_t snapshot_log_repairs(snapshot_log *log, const snapshot_repair **out) {
-  *out = log->repairs;
-  return log->nrepairs;
-}
-
-/* Valid frames anywhere in a file whose header cannot be read. */
-static uint64_t count_frames(int fd, uint64_t size) {
-  frame_scan s;
-  if (frame_scan_init(&s, fd, 0, size) < 0) return 0;
-  const uint8_t *body;
-  uint32_t len;
-  uint64_t n = 0;
-  while (frame_scan_next(&s, &body, &len) == 1) n++;
-  frame_scan_free(&s);
-  return n;
-}
-
-/* Scans one segment, cuts a torn tail, counts damage. Keeps it open as the
- * current segment when keep is set and it may be appended to; else seals it
- * (writes its index) and closes it. */
-static int recover_segment(snapshot_log *L, const seg_entry *e, int keep, char *err,
-                           size_t errlen) {
-  char path[4096], ipath[4096];
-  if (seg_path(path, sizeof path, L->dir, e->name, 0) < 0 ||
-      seg_path(ipath, sizeof ipath, L->dir, e->name, 1) < 0) {
-    snprintf(err, errlen, "%s/%s: path too long", L->dir, e->name);
-    return SNAPSHOT_EINVAL;
-  }
-  int fd = open_locked(path);
-  if (fd < 0) return 0; /* gc holds it: it is sealed, not ours to recover */
-  struct stat st;
-  if (fstat(fd, &st) < 0) {
-    snprintf(err, errlen, "stat %s: %s", path, strerror(errno));
-    close(fd);
-    return SNAPSHOT_EIO;
-  }
-  uint64_t size = (uint64_t)st.st_size;
-  uint8_t hb[SEG_HEADER_MAX];
-  size_t hn = size < SEG_HEADER_MAX ? (size_t)size : SEG_HEADER_MAX;
-  seg_header h;
-  int hr = hn ? (read_full(fd, hb, hn, 0) == 0 ? seg_header_decode(hb, hn, &h) : -1) : 1;
-  if (hr > 0) {
-    /* Created but its header never completed: it holds no record. Segments
-     * are linked under their name only after the header is written, so this
-     * is damage from outside; count it and remove the husk. */
-    L->rec_segments++;
-    L->cut_bytes += size;
-    unlink(path);
-    unlink(ipath);
-    close(fd);
-    note_repair(L, SNAPSHOT_REPAIR_EMPTY, e->name, size, 0);
-    return 0;
-  }
-  if (hr == -2) {
-    snprintf(err, errlen,
-             "%s has snapshot format version %u; this verdict writes version %d "
-             "(use a newer verdict, or another directory)",
-             path, (unsigned)h.version, SEG_VERSION);
-    close(fd);
-    return SNAPSHOT_ECORRUPT;
-  }
-  if (hr < 0) {
-    /* Not a segment we can read: keep it for a person to look at, out of the
-     * way of readers and of the name space. */
-    char bad[4200], badname[200];
-    snprintf(bad, sizeof bad, "%s.corrupt", path);
-    snprintf(badname, sizeof badname, "%s.corrupt", e->name);
-    uint64_t records = count_frames(fd, size);
-    rename(path, bad);
-    L->damaged_regions++;
-    close(fd);
-    note_repair(L, SNAPSHOT_REPAIR_CORRUPT, badname, size, records);
-    return 0;
-  }
-  seg_index x;
-  seg_index_init(&x);
-  int indexed = seg_index_read(ipath, size, h.crc, &x) == 0;
-  int damaged = 0;
-  if (!indexed) {
-    L->rec_segments++;
-    frame_scan s;
-    if (frame_scan_init(&s, fd, h.header_len, size) < 0) {
-      snprintf(err, errlen, "%s: out of memory", path);
-      close(fd);
-      return SNAPSHOT_ENOMEM;
-    }
-    const uint8_t *body;
-    uint32_t len;
-    int r;
-    while ((r = frame_scan_next(&s, &body, &len)) == 1)
-      if (seg_index_add(&x, s.frame_off, body, rec_body_time(body)) < 0) {
-        s.err = ENOMEM;
-        r = -1;
-        break;
-      }
-    if (r < 0) {
-      snprintf(err, errlen, "read %s: %s", path, strerror(s.err));
-      frame_scan_free(&s);
-      seg_index_free(&x);
-      close(fd);
-      return SNAPSHOT_EIO;
-    }
-    L->damaged_regions += s.damaged_regions;
-    damaged = s.damaged_regions > 0;
-    if (damaged) note_repair(L, SNAPSHOT_REPAIR_DAMAGED, e->name, s.damaged_bytes, 0);
-    if (s.torn) {
-      uint64_t cut = frame_count_tail(fd, s.tail_off, size);
-      L->cut_records += cut;
-      L->cut_bytes += size - s.tail_off;
-      if (ftruncate(fd, (off_t)s.tail_off) < 0 || fsync(fd) < 0) {
-        snprintf(err, errlen, "cut torn tail of %s: %s", path, strerror(errno));
-        frame_scan_free(&s);
-        seg_index_free(&x);
-        close(fd);
-        return SNAPSHOT_EIO;
-      }
-      note_repair(L, SNAPSHOT_REPAIR_CUT_TAIL, e->name, size - s.tail_off, cut);
-      size = s.tail_off;
-    }
-    frame_scan_free(&s);
-    x.seg_size = size;
-    x.seg_crc = h.crc;
-  }
-  if (keep && !damaged && size < L->opts.segment_bytes) {
-    /* It grows again; the index comes back whole at seal. A consistent one
-     * stays meanwhile: it names the size it describes, so readers (and the
-     * next recovery, after a crash) pass it over once the segment has grown
-     * past that, and removing it would cost a short-lived writer (a hook)
-     * a metadata update for nothing. A stale one goes. */
-    if (!indexed) unlink(ipath);
-    L->fd = fd;
-    snprintf(L->seg_name, sizeof L->seg_name, "%s", e->name);
-    L->seg_day = h.day;
-    L->hdr = h;
-    seg_index_free(&L->idx);
-    L->idx = x;
-    L->seg_base = size;
-    return 0;
-  }
-  if (!indexed) seg_index_write(ipath, &x); /* best effort: rebuilt by readers if missing */
-  seg_index_free(&x);
-  close(fd);
-  return 0;
-}
-
-static int recover(snapshot_log *L, char *err, size_t errlen) {
-  seg_entry *segs;
-  size_t n;
-  if (seg_list(L->dir, &segs, &n) < 0) {
-    snprintf(err, errlen, "list %s: %s", L->dir, strerror(errno));
-    return SNAPSHOT_EIO;
-  }
-  int rc = 0;
-  for (size_t i = 0; i < n && rc == 0; i++)
-    rc = recover_segment(L, &segs[i], i + 1 == n, err, errlen);
-  free(segs);
-  return rc;
-}
-
-static void remove_stale_temps(const char *dir) {
-  /* *.new: a segment whose creation a crash interrupted; only a writer makes
-   * them, and we hold writer.lock. *.idx.tmpXXXXXX: an index a crash left
-   * half-written (one being written right now by a reader loses its rename,
-   * which is harmless: indexes are rebuilt when missing). gc cleans its own
-   * temporaries. */
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    size_t n = strlen(e->d_name);
-    if (n > 8 && memcmp(e->d_name, "seg-", 4) == 0 &&
-        (strcmp(e->d_name + n - 4, ".new") == 0 || strstr(e->d_name, ".idx.tmp") != NULL)) {
-      char path[4096];
-      if (seg_path(path, sizeof path, dir, e->d_name, 0) == 0) unlink(path);
-    }
-  }
-  closedir(d);
 }
 
 /* ---- the writer thread ---- */
@@ -1033,7 +717,7 @@ int snapshot_log_open(const char *dir, const snapshot_log_opts *opts, snapshot_l
   L->max_record = ring_max_body(&L->q);
   if (L->max_record > BODY_MAX) L->max_record = BODY_MAX;
 
-  if (mkdir_p(dir) < 0) {
+  if (writer_mkdir_p(dir) < 0) {
     snprintf(err, errlen, "snapshot directory %s: %s", dir, strerror(errno));
     log_free(L);
     return SNAPSHOT_EIO;
@@ -1067,8 +751,8 @@ int snapshot_log_open(const char *dir, const snapshot_log_opts *opts, snapshot_l
   if (fstat(L->lock_fd, &lst) == 0 && lst.st_size > pn) (void)!ftruncate(L->lock_fd, pn);
   write_full(L->lock_fd, pidtext, (size_t)pn, 0);
 
-  remove_stale_temps(dir);
-  int rc = recover(L, err, errlen);
+  writer_remove_stale_temps(dir);
+  int rc = writer_recover(L, err, errlen);
   if (rc < 0) {
     log_free(L);
     return rc;
