@@ -150,8 +150,8 @@ static void load_text(policy_bundle *b, strategy_marks *marks, const char *file,
   strategy *s = (strategy *)&b->strategies[b->nstrategies];
   if (yaml_load(&scratch, file, src, len, &root, d) == 0) {
     b->nstrategies++; /* counted now so that free_programs sees its programs */
-    strategy_compile(&b->mem, &scratch, file, src, len, root, s, &marks[b->nstrategies - 1],
-                     min_rules, 0, d);
+    strategy_input in = {&b->mem, &scratch, file, src, len, root, min_rules, 0};
+    strategy_compile(&in, s, &marks[b->nstrategies - 1], d);
     size_t clen = 0;
     char *canon = policy_canonical_json(root, &clen);
     if (!canon || policy_sha256_hex(canon, clen, s->version)) {
@@ -191,8 +191,8 @@ static int load_cached(policy_bundle *b, strategy_marks *marks, const char *file
   }
   strategy *s = (strategy *)&b->strategies[b->nstrategies];
   b->nstrategies++;
-  strategy_compile(&b->mem, &scratch, file, canon, clen, root, s, &marks[b->nstrategies - 1],
-                   min_rules, flags, d);
+  strategy_input in = {&b->mem, &scratch, file, canon, clen, root, min_rules, flags};
+  strategy_compile(&in, s, &marks[b->nstrategies - 1], d);
   if (d->errors != errors && !tree_kept) {
     /* The stored form, checksum and all, stored when it loaded cleanly by
      * a build that checked less (the bounds on lets came later): the file
@@ -523,8 +523,8 @@ int policy_bundle_from_stored(const char *file, const char *text, size_t len, po
     strategy_marks marks[1] = {{0}};
     strategy *s = (strategy *)&b->strategies[0];
     b->nstrategies = 1; /* counted now so that free_programs sees its programs */
-    strategy_compile(&b->mem, &scratch, f, text, len, root, s, &marks[0], DEFAULT_INDEX_MIN_RULES,
-                     0, &own);
+    strategy_input in = {&b->mem, &scratch, f, text, len, root, DEFAULT_INDEX_MIN_RULES, 0};
+    strategy_compile(&in, s, &marks[0], &own);
     policy_sha256_hex(text, len, s->version);
     if (own.errors == 0) finish(b, marks, &own);
     for (size_t i = 0; own.errors == 0 && i < own.n; i++) {

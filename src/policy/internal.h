@@ -166,9 +166,16 @@ typedef struct strategy_marks {
  * policy_load_opts.lazy): lets and rules are parsed, not compiled (see
  * strategy_rule_program), and neither tests nor warnings are made. */
 #define STRATEGY_LAZY 1u
-size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char *src, size_t len,
-                        const ynode *root, strategy *s, strategy_marks *m, uint32_t index_min_rules,
-                        unsigned flags, policy_diags *d);
+typedef struct strategy_input {
+  arena *mem, *scratch;
+  const char *file; /* the name diagnostics give */
+  const char *src;  /* the file's text (rules' source excerpts) */
+  size_t len;
+  const ynode *root;        /* the parsed document */
+  uint32_t index_min_rules; /* policy_load_opts.index_min_rules */
+  unsigned flags;           /* STRATEGY_* */
+} strategy_input;
+size_t strategy_compile(const strategy_input *in, strategy *s, strategy_marks *m, policy_diags *d);
 
 /* ---- lint.c ---- */
 void strategy_lint(const strategy_build *b, policy_diags *d);

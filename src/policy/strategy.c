@@ -30,6 +30,7 @@
  *
  * Not here: reading files and cross-strategy checks (bundle.c), the rule
  * index (index.c), warnings (lint.c), versions (version.c). */
+#include <assert.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1873,9 +1874,14 @@ static void parse_tests(cc *c, const ynode *n) {
   s->ntests = n->n;
 }
 
-size_t strategy_compile(arena *mem, arena *scratch, const char *file, const char *src, size_t len,
-                        const ynode *root, strategy *s, strategy_marks *m, uint32_t index_min_rules,
-                        unsigned flags, policy_diags *d) {
+size_t strategy_compile(const strategy_input *in, strategy *s, strategy_marks *m, policy_diags *d) {
+  assert(in->root && in->file); /* bundle.c compiles only documents that parsed */
+  arena *mem = in->mem, *scratch = in->scratch;
+  const char *file = in->file, *src = in->src;
+  size_t len = in->len;
+  const ynode *root = in->root;
+  uint32_t index_min_rules = in->index_min_rules;
+  unsigned flags = in->flags;
   cc c;
   memset(&c, 0, sizeof c);
   c.mem = mem;
