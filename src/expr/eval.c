@@ -35,6 +35,7 @@
  * Not here: parsing and name resolution (compile.c), the built-in functions
  * (lib_*.c), equality/ordering of values (core/value.c). */
 #define _GNU_SOURCE /* memmem */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -733,7 +734,9 @@ NOINLINE static value op_exists_lit(est *s, const pnode *n) {
       ctx->cost += per * (i + 1);
       return value_bool(1);
     }
-  return op_macro(s, n); /* not reached: the set matched, so some element does */
+  /* not reached: the set matched, so some element does */
+  assert(!"OP_EXISTS_LIT: the literal set matched but no element did");
+  return op_macro(s, n);
 }
 
 /* OP_STR_PRED: startsWith/endsWith/contains of a constant, inline (with

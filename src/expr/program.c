@@ -101,6 +101,7 @@ int program_call_site(arena *a, const builtin *first, uint32_t count, const char
     cand[k++] = b;
     *has_prepare |= b->prepare != NULL;
   }
+  assert(k == ncand); /* the second pass keeps exactly the overloads the first counted */
   *out = (pcall){s, name_len, ncand, cand, aux, sig};
   /* `prepare` of every candidate that has one, when some argument is a
    * constant of a kind the candidate accepts */

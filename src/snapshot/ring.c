@@ -28,6 +28,7 @@
  * its copy of tail (and of the records released), reading the consumer's
  * line only when that copy says full; the consumer reads head only once it
  * has caught up with the head it saw last. */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,6 +109,7 @@ int ring_reserve(ring *r, size_t len, uint8_t **body, uint64_t *ticket) {
   if (pad)
     atomic_store_explicit(word_at(r, h), RING_COMMITTED | RING_PAD | pad, memory_order_release);
   uint64_t pos = h + pad;
+  assert((pos & r->mask) + need <= r->cap); /* an entry never wraps around the end */
   *body = r->buf + (pos & r->mask) + 8;
   *ticket = pos + need;
   return 0;
@@ -115,6 +117,7 @@ int ring_reserve(ring *r, size_t len, uint8_t **body, uint64_t *ticket) {
 
 void ring_commit_flags(ring *r, uint8_t *body, size_t len, uint64_t flags) {
   _Atomic uint64_t *w = (_Atomic uint64_t *)(void *)(body - 8);
+  assert(((uint64_t)len & ~(uint64_t)RING_LEN_MASK) == 0); /* the length fits its word */
   /* seq_cst, not just release: the producer reads the writer's "sleeping"
    * flag right after, and the two must not be reordered (writer.c). */
   atomic_store_explicit(w, RING_COMMITTED | flags | (uint64_t)len, memory_order_seq_cst);
@@ -126,6 +129,7 @@ void ring_commit(ring *r, uint8_t *body, size_t len) { ring_commit_flags(r, body
 uint64_t ring_commit_short(ring *r, uint8_t *body, size_t len, size_t reserved, uint64_t flags) {
   uint64_t need = (8 + (uint64_t)len + 7) & ~(uint64_t)7;
   uint64_t had = (8 + (uint64_t)reserved + 7) & ~(uint64_t)7;
+  assert(len <= reserved); /* a record shorter than reserved, never longer */
   /* The pad first: the consumer, once it sees the record, goes straight on
    * to the word after it. */
   if (had > need)
@@ -164,6 +168,8 @@ int ring_peek(ring *r, uint64_t pos, const uint8_t **body, uint32_t *len, uint64
 
 void ring_release(ring *r, uint64_t pos, uint64_t nrec) {
   uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+  /* only [tail, head) was read: the consumer never releases past head */
+  assert(pos <= atomic_load_explicit(&r->head, memory_order_relaxed));
   while (t < pos) { /* zero [t, pos), in at most two pieces (the end wraps) */
     uint64_t off = t & r->mask;
     uint64_t n = pos - t;

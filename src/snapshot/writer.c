@@ -67,6 +67,7 @@
  * its stack, its polling, and the wake-ups and the join that cost a
  * one-shot process more than writing its record. */
 #define _GNU_SOURCE /* O_TMPFILE */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -132,6 +133,7 @@ static void idx_mark_save(const seg_index *x, idx_mark *m) {
 }
 
 static void idx_mark_restore(seg_index *x, const idx_mark *m) {
+  assert(x->n >= m->n); /* gather only adds to the last block or adds blocks */
   x->n = m->n;
   x->records = m->records;
   memcpy(x->min_id, m->min_id, 16);
@@ -190,7 +192,9 @@ static int segment_create(snapshot_log *L, const uint8_t rec_id[16], uint32_t da
     set_error(L, errno, "create", name);
     return -1;
   }
-  flock(fd, LOCK_EX | LOCK_NB); /* nobody else knows the name yet: cannot fail */
+  int locked = flock(fd, LOCK_EX | LOCK_NB); /* nobody else knows the name yet: cannot fail */
+  assert(locked == 0);
+  (void)locked;
   seg_header h;
   memset(&h, 0, sizeof h);
   h.created_ns = clock_wall_ns();
