@@ -28,8 +28,8 @@ static int is_identifier(const char *s) {
 static void test_every_code_has_a_name_and_a_message(void) {
   for (size_t i = 0; i < NTABLE; i++) {
     const char *n = vd_err_name(table[i].code), *m = vd_strerror(table[i].code);
-    CHECK_MSG(n == table[i].name && m == table[i].message, "code %d: not read from the table",
-              table[i].code);
+    CHECK_MSG(!strcmp(n, table[i].name) && !strcmp(m, table[i].message),
+              "code %d: not the table's name and message", table[i].code);
     CHECK_MSG(is_identifier(n), "code %d: name '%s' is not a lower-case identifier", table[i].code,
               n);
     CHECK_MSG(strcmp(n, VD_ERR_UNKNOWN_NAME) != 0, "code %d is named unknown", table[i].code);
