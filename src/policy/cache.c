@@ -672,6 +672,7 @@ int compiled_cache_attach(const compiled_map *m, strategy *s, const char *store)
      * against another user writing a shared store) */
     lz->codes = cl && m->own ? f + rd32(e + 12) : NULL;
     lz->codes_len = lz->codes ? cl : 0;
+    lz->trusted = l && m->own;
   }
   return 1;
 }

@@ -73,6 +73,9 @@ typedef struct policy_lazy {
    * expr_image_adopt_codes); NULL: none */
   const void *codes;
   uint32_t codes_len;
+  /* 1: the image is from a file of this user's that no one else may
+   * write, its CRC checked: read with expr_image_read_trusted */
+  uint32_t trusted;
 } policy_lazy;
 
 typedef struct policy_rule {

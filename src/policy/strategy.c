@@ -151,8 +151,8 @@ static const expr_program *compile_later(const policy_lazy *lz, expr_program **s
                                          const strategy *s, arena *a, const char **why) {
   expr_program *p = NULL;
   /* the program kept in the store (cache.c, compiled/), when it reads back */
-  if (lz->image &&
-      expr_image_read(lz->image, lz->image_len, &EXPR_OPTS_LATER, lz->image_mem, &p) == 0) {
+  if (lz->image && (lz->trusted ? expr_image_read_trusted : expr_image_read)(
+                       lz->image, lz->image_len, &EXPR_OPTS_LATER, lz->image_mem, &p) == 0) {
     /* and its regexes' code (the file's CRC checked, this build's): one
      * that does not fit leaves them to be compiled at their first match */
     if (lz->codes) (void)expr_image_adopt_codes(p, lz->codes, lz->codes_len);

@@ -414,8 +414,8 @@ static void test_claimed_has(void) {
   if (q) CHECK(q->nodes[q->root].op == OP_QVAR && q->nodes[q->root].flags == PQVAR_HAS);
   expr_free(q);
   q = NULL;
-  /* nine counts, the source, then the nodes: op, flags, ... */
-  size_t at = 9 * 4 + 4 + strlen(src); /* the first node */
+  /* nine counts, the source and its NUL, then the nodes: op, flags, ... */
+  size_t at = 9 * 4 + 4 + strlen(src) + 1; /* the first node */
   CHECK(p->nnodes == 1 && b.len > at + 1 && (uint8_t)b.data[at] == OP_QVAR);
   if (b.len > at + 1) {
     b.data[at + 1] = 2;
@@ -423,6 +423,45 @@ static void test_claimed_has(void) {
     expr_free(q);
   }
   json_buf_free(&b);
+  expr_free(p);
+}
+
+/* A program read from its image uses the image's strings where they lie
+ * (each is written with a NUL after it); one whose NUL is gone is refused.
+ * The trusted read, which does not check their UTF-8 again, gives the
+ * same program. */
+static void test_strings_in_place(void) {
+  const char *src = "req.ua in ['curl', 'wget'] || req.path.startsWith('/admin')";
+  expr_program *p = NULL, *q = NULL;
+  expr_error err;
+  CHECK(expr_compile(src, strlen(src), &ENGINE, &p, &err) == 0);
+  if (!p) return;
+  json_buf b, c;
+  json_buf_init(&b, NULL);
+  json_buf_init(&c, NULL);
+  expr_image_write(p, &b);
+  CHECK(!b.oom && expr_image_read(b.data, b.len, &ENGINE, 0, &q) == 0);
+  if (q) {
+    /* nine counts and the source's length, then the source */
+    CHECK(q->src == b.data + 10 * 4 && q->src[q->src_len] == '\0');
+    expr_free(q);
+    q = NULL;
+  }
+  CHECK(expr_image_read_trusted(b.data, b.len, &ENGINE, 0, &q) == 0);
+  if (q) {
+    expr_image_write(q, &c);
+    CHECK(b.len == c.len && memcmp(b.data, c.data, b.len) == 0);
+    expr_free(q);
+    q = NULL;
+  }
+  /* the source's NUL overwritten: a string that does not end where its
+   * length says */
+  b.data[10 * 4 + strlen(src)] = 'x';
+  CHECK(expr_image_read(b.data, b.len, &ENGINE, 0, &q) != 0);
+  CHECK(expr_image_read_trusted(b.data, b.len, &ENGINE, 0, &q) != 0);
+  expr_free(q);
+  json_buf_free(&b);
+  json_buf_free(&c);
   expr_free(p);
 }
 
@@ -438,6 +477,7 @@ int main(void) {
   TEST_RUN(test_damaged_images);
   TEST_RUN(test_regex_codes);
   TEST_RUN(test_claimed_has);
+  TEST_RUN(test_strings_in_place);
   TEST_RUN(test_fingerprint);
   TEST_END();
 }
