@@ -240,6 +240,15 @@ static void *alloc_n(rd *r, uint64_t n, size_t size) {
   return p;
 }
 
+/* The same, not zeroed: for arrays whose every element the reader sets
+ * whole (nodes, values), which zeroing first cost a tenth of a read. */
+static void *alloc_set(rd *r, uint64_t n, size_t size) {
+  if (r->bad) return NULL;
+  void *p = arena_alloc(r->mem, (size_t)(n ? n : 1) * size);
+  if (!p) r->bad = 1;
+  return p;
+}
+
 /* n bytes and their NUL, used where they lie: the caller keeps the image
  * as long as the program (the store's file stays mapped with its bundle).
  * Copying them was a fifth of reading a program with long string lists. */
@@ -346,7 +355,7 @@ static int get_value(rd *r, value *v, int depth) {
       break;
     case V_LIST: {
       if (!ok || !room(r, v->n, 8)) return r->bad = 1, -1;
-      value *items = v->n ? alloc_n(r, v->n, sizeof *items) : NULL;
+      value *items = v->n ? alloc_set(r, v->n, sizeof *items) : NULL;
       if (v->n && !items) return -1;
       for (uint32_t i = 0; i < v->n; i++)
         if (get_value(r, &items[i], depth + 1)) return -1;
@@ -355,7 +364,7 @@ static int get_value(rd *r, value *v, int depth) {
     }
     case V_MAP: {
       if (!ok || !room(r, v->n, 16)) return r->bad = 1, -1;
-      map_entry *e = v->n ? alloc_n(r, v->n, sizeof *e) : NULL;
+      map_entry *e = v->n ? alloc_set(r, v->n, sizeof *e) : NULL;
       if (v->n && !e) return -1;
       for (uint32_t i = 0; i < v->n; i++)
         if (get_value(r, &e[i].key, depth + 1) || get_value(r, &e[i].val, depth + 1)) return -1;
@@ -555,16 +564,17 @@ static int image_read(const void *data, size_t len, const expr_opts *opts, size_
   p->nslots = nslots;
   p->ncalls = ncalls;
 
-  pnode *nodes = alloc_n(&r, nnodes, sizeof *nodes);
+  pnode *nodes = alloc_set(&r, nnodes, sizeof *nodes);
   if (!nodes) goto bad;
   for (uint32_t i = 0; i < nnodes && !r.bad; i++) {
     pnode *n = &nodes[i];
     if (take(&r, n, NODE_HEAD) || n->op >= OP_COUNT) goto bad;
     /* most nodes hold no constant: a null, all of its header zero */
     static const uint8_t null_head[VALUE_HEAD];
-    if ((size_t)(r.end - r.p) >= VALUE_HEAD && memcmp(r.p, null_head, VALUE_HEAD) == 0)
-      r.p += VALUE_HEAD; /* n->k is zeroed: a null */
-    else if (get_value(&r, &n->k, 0))
+    if ((size_t)(r.end - r.p) >= VALUE_HEAD && memcmp(r.p, null_head, VALUE_HEAD) == 0) {
+      r.p += VALUE_HEAD;
+      memset(&n->k, 0, sizeof n->k); /* a null, all of it zero as written */
+    } else if (get_value(&r, &n->k, 0))
       goto bad;
     n->fn = eval_op_fn((opcode)n->op);
   }

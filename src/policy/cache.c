@@ -451,10 +451,12 @@ ynode *parse_cache_tree(arena *a, const char *canon, size_t len, int without_tes
  * has its programs compiled again). It also saves a later load
  * parse_cache_tree's work on that text: the tree it gave (without the
  * tests), node by node — kind, style, text and value, checked as they are
- * read like everything else here — and, should that be refused, where the
- * `tests` member is and that the tree read without it writes back to the
- * stored bytes: facts about this text and this build's code (the
- * fingerprint), found once by the load that wrote the file.
+ * read like everything else here (but for the texts' UTF-8, and the images'
+ * strings', in a file of this user's that no one else may write: its CRC
+ * says it is the bytes this build wrote, and checked, itself) — and, should that be refused, where
+ * the `tests` member is and that the tree read without it writes back to the stored bytes: facts
+ * about this text and this build's code (the fingerprint), found once by the load that wrote the
+ * file.
  *
  * A file whose CRC, counts or table do not hold is removed (and written
  * again by the load that found it), and so is one whose tree gives a
@@ -539,6 +541,7 @@ static void tree_put(json_buf *b, const ynode *y) {
 
 typedef struct tree_rd {
   const char *p, *end;
+  int trusted; /* this user's own file, its CRC checked: its UTF-8 is as written */
 } tree_rd;
 
 static int tree_take(tree_rd *r, void *out, size_t n) {
@@ -578,10 +581,12 @@ static ynode *tree_get(tree_rd *r, arena *a, int depth) {
   r->p += y->len + 1;
   y->text = text;
   int ascii = 0;
-  if (utf8_validate(text, y->len, &ascii) != y->len) return NULL;
+  if (!r->trusted && utf8_validate(text, y->len, &ascii) != y->len) return NULL;
   switch (k[0]) {
     case V_STRING:
-      if (y->style != YS_DOUBLE || (k[1] & ~VF_ASCII) || ((k[1] & VF_ASCII) && !ascii)) return NULL;
+      if (y->style != YS_DOUBLE || (k[1] & ~VF_ASCII) ||
+          (!r->trusted && (k[1] & VF_ASCII) && !ascii))
+        return NULL;
       y->v = value_str(text, y->len);
       y->v.flags = k[1];
       return y;
@@ -608,7 +613,7 @@ ynode *compiled_cache_tree(const compiled_map *m, arena *a) {
   const char *f = m->at;
   uint64_t off = rd64(f + 56), len = rd64(f + 64);
   if (!len || off > m->len || len > m->len - off) return NULL;
-  tree_rd r = {f + off, f + off + len};
+  tree_rd r = {f + off, f + off + len, m->own};
   ynode *root = tree_get(&r, a, 0);
   return root && root->kind == Y_MAP && r.p == r.end ? root : NULL;
 }
