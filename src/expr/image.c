@@ -36,7 +36,10 @@
  * Whatever passes is a program the evaluator can run without reading
  * outside it: at worst a damaged image that still passes means a wrong
  * answer, which the CRC32C the store keeps for the file guards against
- * (src/policy/cache.c).
+ * (src/policy/cache.c). A trusted read (expr_image_read_trusted: the
+ * store's own file, of this user, its CRC checked) skips the checks that
+ * the read-back before the image was kept already passed: UTF-8, node
+ * fields, the tree's shape; lengths are checked all the same.
  *
  * A program's memory is one arena chunk, of the size the writer measured
  * by reading the image back (expr_image_check): a process that decides
@@ -594,18 +597,23 @@ static int image_read(const void *data, size_t len, const expr_opts *opts, size_
   owner_call = depth + nnodes;
   owner_set = owner_call + ncalls;
   owner_lit = owner_set + nsets;
+  /* (An image the caller trusts, one this build wrote and read back
+   * before keeping it, is not checked again: only its owners are found.) */
   for (uint32_t i = 0; i < nnodes; i++) {
     const pnode *n = &nodes[i];
-    if (n->kids > nkids || n->nkids > nkids - n->kids) goto bad;
-    if (!node_ok(n, p, nquals, nsets, nlits)) goto bad;
-    uint32_t d = 0;
-    for (uint32_t j = 0; j < n->nkids; j++) {
-      uint32_t k = kids[n->kids + j];
-      if (k >= i) goto bad;
-      if (depth[k] > d) d = depth[k];
+    if (!trusted) {
+      if (n->kids > nkids || n->nkids > nkids - n->kids) goto bad;
+      if (!node_ok(n, p, nquals, nsets, nlits)) goto bad;
+      uint32_t d = 0;
+      for (uint32_t j = 0; j < n->nkids; j++) {
+        uint32_t k = kids[n->kids + j];
+        if (k >= i) goto bad;
+        if (depth[k] > d) d = depth[k];
+      }
+      if (d >= MAX_DEPTH) goto bad;
+      depth[i] = d + 1;
+      if ((n->flags & PCALL_MEMO) && n->op == OP_CALL && n->nkids != 1) goto bad;
     }
-    if (d >= MAX_DEPTH) goto bad;
-    depth[i] = d + 1;
     /* each call site, set and literal set belongs to one node (index + 1) */
     if (uses_call(n->op)) {
       if (owner_call[n->aux]) goto bad;
@@ -619,13 +627,12 @@ static int image_read(const void *data, size_t len, const expr_opts *opts, size_
       if (owner_lit[n->reserved2]) goto bad;
       owner_lit[n->reserved2] = i + 1;
     }
-    if ((n->flags & PCALL_MEMO) && n->op == OP_CALL && n->nkids != 1) goto bad;
   }
   /* What the root reaches is a tree: each node the child of one node.
    * (Nodes it does not reach are never evaluated: the compiler leaves one
    * behind, sharing its children, when it flattens `a && b && c`.) */
   parent[root] = UINT32_MAX;
-  for (uint32_t i = nnodes; i-- > 0;) {
+  for (uint32_t i = nnodes; i-- > 0 && !trusted;) {
     if (!parent[i]) continue;
     const pnode *n = &nodes[i];
     for (uint32_t j = 0; j < n->nkids; j++) {

@@ -44,8 +44,11 @@ int expr_image_read(const void *data, size_t len, const expr_opts *opts, size_t 
 
 /* The same, for an image known to be one this build wrote and read back
  * (expr_image_check) — a file whose checksum the caller verified, that no
- * one else may write: the UTF-8 of its strings is not checked again, which
- * was a tenth of reading an image. Everything else is checked as above. */
+ * one else may write: what that read-back proved is not checked again (the
+ * UTF-8 of its strings, each node's opcode, children and indexes, the
+ * tree's shape), which was a fifth of reading an image. Every length is
+ * still checked against the bytes, and call sites, sets and literal sets
+ * are rebuilt as above. */
 int expr_image_read_trusted(const void *data, size_t len, const expr_opts *opts, size_t mem,
                             expr_program **out);
 
