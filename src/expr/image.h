@@ -67,14 +67,15 @@ int expr_image_check(const void *data, size_t len, const expr_opts *opts, size_t
  * expr_image_fingerprint) whose checksum the caller verified. Returns 0;
  * -1 when a count or length does not fit p (then nothing is adopted), or
  * when a code is for a call site that is not a regex's or memory ran out
- * (the codes before it are kept: each still matches as its text would). */
+ * (the codes before it are kept: each still matches as its text would).
+ * The codes are used where they lie: data must outlive the program. */
 void expr_image_write_codes(const expr_program *p, json_buf *b);
 int expr_image_adopt_codes(expr_program *p, const void *data, size_t len);
 
 /* lib_core.c's side of the above: appends the code of the regex a call
  * site's overload b prepared into aux (1), or nothing (0: not a regex, or
  * one that does not compile); gives such a call site the code bytes
- * (copied), decoded at its first match instead of compiling the pattern
+ * (not copied: they must outlive it), decoded at its first match instead of compiling the pattern
  * (0; -1 when b is not that built-in or memory ran out). */
 int lib_regex_code(const builtin *b, void *aux, json_buf *out);
 int lib_regex_adopt(const builtin *b, void *aux, const void *code, size_t len);

@@ -243,6 +243,9 @@ static void *prepare_regex(const value *args, const uint8_t *is_const, uint32_t 
   ra->re = re;
   arena_init(&ra->mem, NULL, 0, 0);
   if (defer_jit) {
+    /* a first chunk of the pattern's size, not the usual 4 KB: a hook
+     * rebuilds a hundred of these, and a fresh page costs it a fault */
+    arena_first_chunk(&ra->mem, (size_t)args[1].n + 64);
     ra->pat = arena_strndup(&ra->mem, args[1].s, args[1].n);
     ra->pat_len = args[1].n;
     ra->pending = ra->pat != NULL;
@@ -311,9 +314,7 @@ int lib_regex_adopt(const builtin *b, void *aux, const void *code, size_t len) {
   regex_aux *ra = aux;
   if (!b || b->prepare != prepare_regex || !ra) return -1;
   if (!ra->pending || ra->re || ra->code) return 0; /* compiled already: nothing to save */
-  uint8_t *c = arena_memdup(&ra->mem, code, len);
-  if (!c) return -1;
-  ra->code = c;
+  ra->code = code; /* where it lies (the store's mapped file): a copy cost pages */
   ra->code_len = len;
   return 0;
 }
