@@ -423,7 +423,7 @@ int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bun
       if (!used)
         used = load_cached(b, marks, file, canon, clen, crc, ver, index_min(opts),
                            opts && opts->lazy ? STRATEGY_LAZY : 0, store, &wrote, d) == 0;
-      free(canon);
+      parse_cache_put_back(canon, clen);
       if (used) continue;
     }
     char err[256];

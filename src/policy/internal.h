@@ -205,11 +205,12 @@ int policy_store_put_as(const char *dir, const char *hex, const char *ext, const
 struct stat;
 /* The key of a file as it is now (path, inode, size, times). */
 void parse_cache_key(const char *path, const struct stat *st, char key[65]);
-/* The canonical text of the version a key compiled to (malloc'd), with the
- * version in version and its CRC32C in *crc; NULL when the store does not
- * know the key. */
+/* The canonical text of the version a key compiled to (mapped, NUL after
+ * it; give it back with parse_cache_put_back), with the version in version
+ * and its CRC32C in *crc; NULL when the store does not know the key. */
 char *parse_cache_get(const char *store, const char *key, char version[65], size_t *len,
                       uint32_t *crc);
+void parse_cache_put_back(char *canon, size_t len);
 /* Remembers that key compiled to version (best effort); 1 when the entry
  * was written (or found whole), 0 when not. */
 int parse_cache_put(const char *store, const char *key, const char *version);
