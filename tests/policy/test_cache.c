@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "policy/internal.h"   /* parse_cache_get */
 #include "snapshot/snapshot.h" /* snapshot_crc32c */
 
 static const char GATE[] =
@@ -147,7 +148,54 @@ static void test_lazy_load_cuts_tests_wherever_they_are(void) {
   }
 }
 
+/* The stored form is mapped, not read (cache.c, map_text): whatever its
+ * size — a few bytes, or exactly a page, where the mapping has no zero
+ * byte after it and the text is read instead — it comes back whole, a NUL
+ * after it; one whose CRC is not the entry's does not come back. */
+static void test_stored_form_mapped_whatever_its_size(void) {
+  static const size_t sizes[] = {1, 100, 4095, 4096, 8192, 8193};
+  const long page = sysconf(_SC_PAGESIZE);
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    char dir[256];
+    test_tmpdir(dir, sizeof dir, "cache-map");
+    char path[600], line[80];
+    snprintf(path, sizeof path, "%s/parsed", dir);
+    CHECK(mkdir(path, 0700) == 0);
+    const char *ver = "1111111111111111111111111111111111111111111111111111111111111111";
+    size_t n = sizes[k];
+    char *text = malloc(n);
+    CHECK(text != NULL);
+    if (!text) return;
+    for (size_t i = 0; i < n; i++) text[i] = (char)('a' + i % 26);
+    snprintf(path, sizeof path, "%s/%s.json", dir, ver);
+    put_file(path, text, n);
+    for (int damaged = 0; damaged <= 1; damaged++) {
+      uint32_t crc = snapshot_crc32c(0, text, n) ^ (uint32_t)damaged;
+      snprintf(path, sizeof path, "%s/parsed/%s", dir, "k");
+      snprintf(line, sizeof line, "%s\n%08x\n", ver, (unsigned)crc);
+      put_file(path, line, 74);
+      char v[65] = "";
+      size_t len = 0;
+      uint32_t got_crc = 0;
+      char *canon = parse_cache_get(dir, "k", v, &len, &got_crc);
+      if (damaged) {
+        CHECK_MSG(canon == NULL, "size %zu: a stored form changed since is used", n);
+      } else {
+        CHECK_MSG(canon && len == n && memcmp(canon, text, n) == 0 && canon[n] == '\0' &&
+                      got_crc == crc && !strcmp(v, ver),
+                  "size %zu (page %ld): the stored form does not come back whole", n, page);
+      }
+      parse_cache_put_back(canon, len);
+    }
+    free(text);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+  }
+}
+
 int main(void) {
+  test_stored_form_mapped_whatever_its_size();
   test_lazy_load_cuts_tests_wherever_they_are();
   char dir[256];
   test_tmpdir(dir, sizeof dir, "cache");
