@@ -237,7 +237,7 @@ void route_policies(conn *c, const http_request *r) {
   vd_error err;
   if (vd_engine_bundle(s->engine, &live, &err) != 0) {
     json_buf_free(&b);
-    conn_respond_error(c, 503, "memory", "out of memory listing the policies", NULL);
+    conn_respond_error(c, 503, vd_err_name(VD_ENOMEM), "out of memory listing the policies", NULL);
     return;
   }
   PUT_LIT(&b, "{\"live\":");
@@ -278,7 +278,7 @@ void route_policies(conn *c, const http_request *r) {
     json_buf_put(&b, num, (size_t)n);
   }
   if (b.oom)
-    conn_respond_error(c, 503, "memory", "out of memory listing the policies", NULL);
+    conn_respond_error(c, 503, vd_err_name(VD_ENOMEM), "out of memory listing the policies", NULL);
   else
     conn_respond(c, 200, "application/json", NULL, b.data, b.len);
   json_buf_free(&b);
@@ -334,10 +334,10 @@ void route_reload(conn *c, const http_request *r) {
   if (rc != 0) {
     status = rc == VD_EPOLICY ? 422 : 500;
     PUT_LIT(&b, "{\"error\":{\"code\":");
-    if (rc == VD_EPOLICY)
-      PUT_LIT(&b, "\"policy\"");
-    else
-      PUT_LIT(&b, "\"reload\"");
+    /* a bundle that does not compile is the policy error; anything else
+     * failed the reload itself (the old bundle keeps serving either way) */
+    const char *code = rc == VD_EPOLICY ? vd_err_name(VD_EPOLICY) : "reload";
+    json_write_string(&b, code, strlen(code));
     PUT_LIT(&b, ",\"message\":");
     json_write_string(&b, err.message, strlen(err.message));
     PUT_LIT(&b, ",\"path\":null,\"policy_version\":");
@@ -363,7 +363,7 @@ void route_reload(conn *c, const http_request *r) {
     json_buf_put(&b, num, (size_t)n);
   }
   if (b.oom)
-    conn_respond_error(c, 503, "memory", "out of memory writing the answer", NULL);
+    conn_respond_error(c, 503, vd_err_name(VD_ENOMEM), "out of memory writing the answer", NULL);
   else
     conn_respond(c, status, "application/json", NULL, b.data, b.len);
   json_buf_free(&b);

@@ -236,7 +236,7 @@ void route_authz(conn *c, const http_request *r) {
   const char *uri = first_of(r, uri_h, &ulen);
   if (!uri) {
     metrics_count_refused(&w->m);
-    conn_respond_error(c, 400, "request",
+    conn_respond_error(c, 400, vd_err_name(VD_EREQUEST),
                        "/v1/authz needs the original request's URI in X-Original-URI (nginx: "
                        "proxy_set_header X-Original-URI $request_uri; see docs/nginx.md)",
                        NULL);
@@ -279,7 +279,8 @@ void route_authz(conn *c, const http_request *r) {
   put_clean_url(&clean, w->srv->opts->authz_redact_query, uri, ulen, 0);
   if (clean.oom) {
     json_buf_free(&clean);
-    conn_respond_error(c, 503, "memory", "out of memory building the authz request", NULL);
+    conn_respond_error(c, 503, vd_err_name(VD_ENOMEM), "out of memory building the authz request",
+                       NULL);
     return;
   }
   uri = clean.data ? clean.data : "";
@@ -372,7 +373,8 @@ void route_authz(conn *c, const http_request *r) {
   json_buf_free(&clean); /* uri points into it: used up above */
   if (b.oom) {
     json_buf_free(&b);
-    conn_respond_error(c, 503, "memory", "out of memory building the authz request", NULL);
+    conn_respond_error(c, 503, vd_err_name(VD_ENOMEM), "out of memory building the authz request",
+                       NULL);
     return;
   }
 

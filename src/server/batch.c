@@ -171,7 +171,7 @@ void route_batch(conn *c, const http_request *r) {
               content_type_is(r, "application/json-lines");
   span *spans = malloc(((size_t)o->max_batch + 1) * sizeof *spans);
   if (!spans) {
-    conn_respond_error(c, 503, "memory", "out of memory reading the batch", NULL);
+    conn_respond_error(c, 503, vd_err_name(VD_ENOMEM), "out of memory reading the batch", NULL);
     return;
   }
   char why[200];
@@ -191,7 +191,7 @@ void route_batch(conn *c, const http_request *r) {
     char msg[300];
     snprintf(msg, sizeof msg, "byte %zu: %s", at, why);
     metrics_count_refused(&w->m);
-    conn_respond_error(c, 400, "json", msg, "$");
+    conn_respond_error(c, 400, vd_err_name(VD_EJSON), msg, "$");
     free(spans);
     return;
   }
@@ -227,7 +227,8 @@ void route_batch(conn *c, const http_request *r) {
   free(spans);
   metrics_bump(&w->m.batches);
   if (out.oom)
-    conn_respond_error(c, 503, "memory", "out of memory writing the batch answer", NULL);
+    conn_respond_error(c, 503, vd_err_name(VD_ENOMEM), "out of memory writing the batch answer",
+                       NULL);
   else
     conn_respond(c, 200, jsonl ? "application/x-ndjson" : "application/json", NULL, out.data,
                  out.len);

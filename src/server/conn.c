@@ -811,7 +811,7 @@ static void fail_request(conn *c, llhttp_errno_t e) {
       break;
     }
     case 500:
-      conn_respond_error(c, 500, "memory", "out of memory reading the request", NULL);
+      conn_respond_error(c, 500, vd_err_name(VD_ENOMEM), "out of memory reading the request", NULL);
       break;
     default: {
       char msg[256];

@@ -173,7 +173,7 @@ void route_mcp(conn *c, const http_request *r) {
     return;
   }
   if (!t) {
-    conn_respond_error(c, 503, "memory", "out of memory: no MCP session table", NULL);
+    conn_respond_error(c, 503, vd_err_name(VD_ENOMEM), "out of memory: no MCP session table", NULL);
     return;
   }
   size_t sidn = 0;
@@ -258,7 +258,7 @@ void route_mcp(conn *c, const http_request *r) {
     if (!e->s || new_id(e->id) < 0) {
       mcp_session_free(e->s);
       pthread_mutex_unlock(&t->lock);
-      conn_respond_error(c, 503, "memory", "cannot start an MCP session", NULL);
+      conn_respond_error(c, 503, vd_err_name(VD_ENOMEM), "cannot start an MCP session", NULL);
       json_buf_free(&out);
       return;
     }
@@ -277,7 +277,8 @@ void route_mcp(conn *c, const http_request *r) {
   }
   pthread_mutex_unlock(&t->lock);
   if (rc < 0 || out.oom)
-    conn_respond_error(c, 503, "memory", "out of memory answering the MCP request", NULL);
+    conn_respond_error(c, 503, vd_err_name(VD_ENOMEM), "out of memory answering the MCP request",
+                       NULL);
   else if (rc == 0)
     conn_respond(c, 202, "application/json", extra[0] ? extra : NULL, "", 0);
   else

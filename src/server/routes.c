@@ -53,7 +53,7 @@ static void decide(conn *c, const http_request *r) {
   const char *s;
   size_t n;
   if (vd_decision_render(d, 0, &s, &n) != 0) {
-    conn_respond_error(c, 503, "memory", "out of memory writing the decision", NULL);
+    conn_respond_error(c, 503, vd_err_name(VD_ENOMEM), "out of memory writing the decision", NULL);
     return;
   }
   metrics_count_decision(&w->m, d);
@@ -81,7 +81,7 @@ static void snapshot(conn *c, const char *id_text, size_t len) {
   } else if (rc == VD_ENOTFOUND) {
     conn_respond_error(c, 404, "snapshot_not_found", err.message, NULL);
   } else if (rc == VD_ENOMEM) {
-    conn_respond_error(c, 503, "memory", err.message, NULL);
+    conn_respond_error(c, 503, vd_err_name(VD_ENOMEM), err.message, NULL);
   } else {
     conn_respond_error(c, 500, "snapshot_log", err.message, NULL);
   }
@@ -128,7 +128,7 @@ static void metrics_page(conn *c) {
   json_buf_init(&b, NULL);
   metrics_render(conn_worker(c)->srv, &b);
   if (b.oom)
-    conn_respond_error(c, 503, "memory", "out of memory writing the metrics", NULL);
+    conn_respond_error(c, 503, vd_err_name(VD_ENOMEM), "out of memory writing the metrics", NULL);
   else
     conn_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, b.data, b.len);
   json_buf_free(&b);
