@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "verdict.h"
+
 int cmd_eval(int argc, char **argv);
 extern const char cmd_eval_help[];
 int cmd_decide(int argc, char **argv);
@@ -48,6 +50,12 @@ int cli_parse_when(const char *s, int64_t now, int64_t *out);
  * Returns 0, or -1 when out of memory. */
 int cli_default_snapshots(const char *policy, int no_snapshots, const char **snapshots,
                           char **owned);
+
+/* The engine options for deciding an agent's tool calls (`verdict hook`,
+ * `verdict mcp`): the store and snapshot folders as given, and the request
+ * and memory limits a tool call needs. opts is cleared first. */
+void cli_agent_opts(vd_engine_opts *opts, const char *store, int no_store, const char *snapshots,
+                    int no_snapshots, int durability);
 
 /* Opens a file as fopen does ("-" is stdin when reading),
  * or prints "verdict CMD: PATH: reason" on stderr and returns NULL: every

@@ -329,14 +329,7 @@ int cmd_hook(int argc, char **argv) {
       goto done;
     }
     vd_engine_opts opts;
-    memset(&opts, 0, sizeof opts);
-    opts.store_dir = no_store ? "" : store;
-    opts.snapshots_dir = no_snapshots ? NULL : snapshots;
-    opts.snapshot_durability = durability;
-    /* Tool calls carry whole files (Write content, patches): a lockfile is
-     * easily over the 1 MiB default. */
-    opts.max_request_bytes = 16u << 20;
-    opts.memory_limit = 256u << 20;
+    cli_agent_opts(&opts, store, no_store, snapshots, no_snapshots, durability);
     /* One decision and out: only the files that can serve tool_call are
      * loaded (a hook never asks the others). */
     opts.only_point = "tool_call";

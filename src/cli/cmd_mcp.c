@@ -137,14 +137,7 @@ int cmd_mcp(int argc, char **argv) {
     return 1;
   }
   vd_engine_opts opts;
-  memset(&opts, 0, sizeof opts);
-  opts.store_dir = no_store ? "" : store;
-  opts.snapshots_dir = no_snapshots ? NULL : snapshots;
-  opts.snapshot_durability = durability;
-  /* Tool calls carry whole files (Write content, patches): a lockfile is
-   * easily over the 1 MiB default. */
-  opts.max_request_bytes = 16u << 20;
-  opts.memory_limit = 256u << 20;
+  cli_agent_opts(&opts, store, no_store, snapshots, no_snapshots, durability);
   vd_error err;
   vd_engine *e = NULL;
   int rc;

@@ -60,6 +60,18 @@ int cli_usage_error(const char *cmd, const char *msg, const char *arg) {
   return 2;
 }
 
+void cli_agent_opts(vd_engine_opts *opts, const char *store, int no_store, const char *snapshots,
+                    int no_snapshots, int durability) {
+  memset(opts, 0, sizeof *opts);
+  opts->store_dir = no_store ? "" : store;
+  opts->snapshots_dir = no_snapshots ? NULL : snapshots;
+  opts->snapshot_durability = durability;
+  /* Tool calls carry whole files (Write content, patches): a lockfile is
+   * easily over the 1 MiB default. */
+  opts->max_request_bytes = 16u << 20;
+  opts->memory_limit = 256u << 20;
+}
+
 int cli_default_snapshots(const char *policy, int no_snapshots, const char **snapshots,
                           char **owned) {
   *owned = NULL;
