@@ -84,8 +84,9 @@ static int keep(const gc_run *g, const snapshot_rec *rec) {
   return rec->time_ns >= g->cutoff || snapshot_gc_keeps(g->o, rec);
 }
 
-/* Copies the kept frames of the segment open at fd into a new file and
- * renames it over path. 0, or SNAPSHOT_EIO with the message. */
+/* Copies the kept records of the segment open at fd into a new file,
+ * gathered into compressed blocks (compact.c), and renames it over path. 0,
+ * or SNAPSHOT_EIO with the message. */
 static int rewrite(gc_run *g, int fd, const char *name, const char *path, const seg_header *h,
                    uint64_t size, uint64_t *new_size) {
   char tmp[4200], ipath[4096];
@@ -100,6 +101,7 @@ static int rewrite(gc_run *g, int fd, const char *name, const char *path, const 
   seg_index x;
   seg_index_init(&x);
   frame_scan s;
+  seg_builder b;
   int rc = SNAPSHOT_EIO;
   const char *what = "write";
   if (frame_scan_init(&s, fd, h->header_len, size) < 0) {
@@ -108,10 +110,12 @@ static int rewrite(gc_run *g, int fd, const char *name, const char *path, const 
     snprintf(g->err, g->errlen, "gc %s: out of memory", path);
     return SNAPSHOT_ENOMEM;
   }
-  /* The header is kept byte for byte: same creation time, node, CRC. */
-  uint64_t off = h->header_len;
-  if (read_full(fd, hb, h->header_len, 0) < 0 || write_full(out, hb, h->header_len, 0) < 0)
-    goto done;
+  /* The header keeps its creation time, day, first id and node; its version
+   * is this build's (the blocks need version 2), so its CRC changes. */
+  seg_header nh = *h;
+  uint64_t off = seg_header_encode(&nh, hb);
+  segb_init(&b, out, off, SNAPSHOT_LEVEL_DEFAULT, SNAPSHOT_BLOCK_DEFAULT, &x);
+  if (write_full(out, hb, (size_t)off, 0) < 0) goto done;
   const uint8_t *body;
   uint32_t len;
   int k;
@@ -119,24 +123,23 @@ static int rewrite(gc_run *g, int fd, const char *name, const char *path, const 
     snapshot_rec rec;
     rec_body_decode(body, len, &rec);
     if (!keep(g, &rec)) continue;
-    if (write_full(out, body - FRAME_HEADER, FRAME_HEADER + (size_t)len, off) < 0) goto done;
-    if (seg_index_add(&x, off, body, rec.time_ns) < 0) {
-      errno = ENOMEM;
+    /* body - FRAME_HEADER is the record's whole frame, from a block too */
+    if (segb_frame(&b, body - FRAME_HEADER, FRAME_HEADER + (size_t)len, body, rec.time_ns) < 0)
       goto done;
-    }
-    off += FRAME_HEADER + len;
   }
   if (k < 0) {
     errno = s.err;
     what = "read";
     goto done;
   }
+  if (segb_flush(&b) < 0) goto done;
+  off = b.off;
   what = "fsync";
   if (fsync(out) < 0) goto done;
   what = "rename";
   if (rename(tmp, path) < 0) goto done;
   x.seg_size = off;
-  x.seg_crc = h->crc;
+  x.seg_crc = nh.crc;
   if (seg_index_write(ipath, &x) < 0) unlink(ipath); /* a stale one would be ignored anyway */
   dir_sync(g->dir);
   *new_size = off;
@@ -147,6 +150,7 @@ done:
     unlink(tmp);
   }
   frame_scan_free(&s);
+  segb_free(&b);
   seg_index_free(&x);
   close(out);
   return rc;

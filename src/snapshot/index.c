@@ -53,24 +53,63 @@ static void range_add(uint8_t min_id[16], uint8_t max_id[16], int64_t *min_t, in
   if (first || t > *max_t) *max_t = t;
 }
 
-int seg_index_add(seg_index *x, uint64_t off, const uint8_t id[16], int64_t time_ns) {
-  if (x->n == 0 || x->blocks[x->n - 1].count == INDEX_BLOCK) {
-    if (x->n == x->cap) {
-      size_t cap = x->cap ? x->cap * 2 : 16;
-      idx_block *nb = realloc(x->blocks, cap * sizeof *nb);
-      if (!nb) return -1;
-      x->blocks = nb;
-      x->cap = cap;
-    }
-    memset(&x->blocks[x->n], 0, sizeof x->blocks[0]);
-    x->blocks[x->n++].off = off;
+static int entry_new(seg_index *x, uint64_t off, uint32_t flags) {
+  if (x->n == x->cap) {
+    size_t cap = x->cap ? x->cap * 2 : 16;
+    idx_block *nb = realloc(x->blocks, cap * sizeof *nb);
+    if (!nb) return -1;
+    x->blocks = nb;
+    x->cap = cap;
   }
+  memset(&x->blocks[x->n], 0, sizeof x->blocks[0]);
+  x->blocks[x->n].off = off;
+  x->blocks[x->n++].flags = flags;
+  return 0;
+}
+
+static void entry_add(seg_index *x, const uint8_t id[16], int64_t time_ns);
+
+int seg_index_add(seg_index *x, uint64_t off, const uint8_t id[16], int64_t time_ns) {
+  if ((x->n == 0 || x->blocks[x->n - 1].count == INDEX_BLOCK ||
+       x->blocks[x->n - 1].flags & IDX_FLAG_BLOCK) &&
+      entry_new(x, off, 0) < 0)
+    return -1;
+  entry_add(x, id, time_ns);
+  return 0;
+}
+
+int seg_index_add_block(seg_index *x, uint64_t off, const uint8_t id[16], int64_t time_ns) {
+  if ((x->n == 0 || !(x->blocks[x->n - 1].flags & IDX_FLAG_BLOCK) ||
+       x->blocks[x->n - 1].off != off) &&
+      entry_new(x, off, IDX_FLAG_BLOCK) < 0)
+    return -1;
+  entry_add(x, id, time_ns);
+  return 0;
+}
+
+int seg_index_add_scanned(seg_index *x, const frame_scan *s, const uint8_t *body) {
+  return s->in_block ? seg_index_add_block(x, s->frame_off, body, rec_body_time(body))
+                     : seg_index_add(x, s->frame_off, body, rec_body_time(body));
+}
+
+uint64_t seg_index_raw_bytes(const seg_index *x) {
+  /* Entries are in file order: the bytes from each ordinary entry to the
+   * next entry (or the end) are ordinary frames. */
+  uint64_t raw = 0;
+  for (size_t i = 0; i < x->n; i++) {
+    if (x->blocks[i].flags & IDX_FLAG_BLOCK) continue;
+    uint64_t end = i + 1 < x->n ? x->blocks[i + 1].off : x->seg_size;
+    if (end > x->blocks[i].off) raw += end - x->blocks[i].off;
+  }
+  return raw;
+}
+
+static void entry_add(seg_index *x, const uint8_t id[16], int64_t time_ns) {
   idx_block *b = &x->blocks[x->n - 1];
   range_add(b->min_id, b->max_id, &b->min_time, &b->max_time, b->count == 0, id, time_ns);
   range_add(x->min_id, x->max_id, &x->min_time, &x->max_time, x->records == 0, id, time_ns);
   b->count++;
   x->records++;
-  return 0;
 }
 
 /* The index file's bytes (malloc'd), its size in *size. */
@@ -97,6 +136,7 @@ static uint8_t *index_encode(const seg_index *x, size_t *size_out) {
     const idx_block *k = &x->blocks[i];
     put_le64(e, k->off);
     put_le32(e + 8, k->count);
+    put_le32(e + 12, k->flags);
     memcpy(e + 16, k->min_id, 16);
     memcpy(e + 32, k->max_id, 16);
     put_le64(e + 48, (uint64_t)k->min_time);
@@ -198,6 +238,7 @@ int seg_index_read(const char *path, uint64_t seg_size, uint32_t seg_crc, seg_in
           idx_block *k = &blocks[i];
           k->off = get_le64(e);
           k->count = get_le32(e + 8);
+          k->flags = get_le32(e + 12) & IDX_FLAG_BLOCK;
           memcpy(k->min_id, e + 16, 16);
           memcpy(k->max_id, e + 32, 16);
           k->min_time = (int64_t)get_le64(e + 48);
@@ -243,8 +284,9 @@ int seg_open_indexed(const char *dir, const char *name, int write_back, seg_head
       return -2;
     }
     if (err && hr == -2)
-      snprintf(err, errlen, "%s has snapshot format version %u; this verdict reads version %d",
-               path, (unsigned)h.version, SEG_VERSION);
+      snprintf(err, errlen,
+               "%s has snapshot format version %u; this verdict reads versions %d to %d", path,
+               (unsigned)h.version, SEG_VERSION_MIN, SEG_VERSION);
     else if (err)
       snprintf(err, errlen, "%s: not a snapshot segment (bad header)", path);
     close(fd);
@@ -265,7 +307,7 @@ int seg_open_indexed(const char *dir, const char *name, int write_back, seg_head
   uint32_t len;
   int r;
   while ((r = frame_scan_next(&s, &body, &len)) == 1) {
-    if (seg_index_add(x, s.frame_off, body, rec_body_time(body)) < 0) {
+    if (seg_index_add_scanned(x, &s, body) < 0) {
       s.err = ENOMEM;
       r = -1;
       break;

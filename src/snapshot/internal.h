@@ -66,7 +66,8 @@ int64_t day_start_ns(uint32_t day);
  *          u32 flags | i64 created ns | u32 day | first id[16] |
  *          u16 node length | node | u32 CRC32C of everything before */
 #define SEG_MAGIC "VDSNAP"
-#define SEG_VERSION 1
+#define SEG_VERSION 2   /* written; version 2 adds compressed block frames */
+#define SEG_VERSION_MIN 1 /* the oldest read: version 1 is version 2 without blocks */
 #define SEG_HEADER_FIXED 50 /* 6+2+4+4+8+4+16+2 + 4 (CRC) */
 #define SEG_NODE_MAX 255
 #define SEG_HEADER_MAX (SEG_HEADER_FIXED + SEG_NODE_MAX)
@@ -112,6 +113,21 @@ int dir_sync(const char *dir);
 int read_full(int fd, void *buf, size_t len, uint64_t off);
 int write_full(int fd, const void *buf, size_t len, uint64_t off);
 
+/* ---- compressed blocks (scan.c reads them, compact.c writes them) ----
+ * block frame = u32 (BLOCK_TAG | n) | u32 CRC32C of the n body bytes | body
+ * body        = u32 records | u32 raw length | a zstd frame of the raw bytes
+ * raw bytes   = `records` ordinary frames (length, CRC, body), back to back.
+ * The tag puts 2 in the length word's fourth byte, where an ordinary frame
+ * has 0 or 1: neither is a byte JSON text holds, so a scan for the next
+ * valid frame after damage cannot mistake a payload for either. */
+#define BLOCK_TAG 0x02000000u
+#define BLOCK_LEN_MASK 0x00ffffffu
+#define BLOCK_FIXED 8            /* records + raw length */
+#define BLOCK_RAW_MAX (BODY_MAX + 8 + (8u << 20)) /* one biggest frame plus 8 MiB */
+#define SNAPSHOT_BLOCK_DEFAULT (256u << 10) /* raw bytes a block gathers */
+#define SNAPSHOT_BLOCK_MAX (8u << 20)
+#define SNAPSHOT_LEVEL_DEFAULT 3
+
 /* ---- scanning frames (scan.c) ----
  * Reads a segment front to back through a buffer, returning the valid frames.
  * A frame that fails (length out of range or past the end, CRC mismatch, body
@@ -120,6 +136,7 @@ int write_full(int fd, const void *buf, size_t len, uint64_t off);
  * is, the scan ends and tail_off marks where the invalid tail starts. */
 typedef struct frame_scan {
   int fd;
+  const uint8_t *mem; /* instead of fd: the file's bytes in memory (frame_scan_init_mem) */
   uint64_t end; /* bytes of the file to consider */
   uint64_t off; /* next frame */
   uint8_t *buf; /* holds file bytes [buf_off, buf_off + buf_len) */
@@ -131,10 +148,21 @@ typedef struct frame_scan {
   int torn;          /* the scan ended at an invalid tail */
   uint64_t tail_off; /* where the valid data ends (== end when not torn) */
   int err;           /* errno of a failed read */
+  /* A compressed block is returned record by record from its raw bytes;
+   * frame_off is then the block frame's offset for each of them. */
+  int in_block;
+  uint32_t blk_index;  /* the record's place in its block (0 first) */
+  uint64_t blk_next;   /* the frame after the block */
+  uint32_t blk_frame;  /* the block frame's bytes, header included */
+  uint8_t *raw;        /* the block's raw frames */
+  size_t raw_cap, raw_len, raw_pos;
+  void *dctx;          /* ZSTD_DCtx, made at the first block */
 } frame_scan;
 
 /* start: offset of the first frame (the header length). */
 int frame_scan_init(frame_scan *s, int fd, uint64_t start, uint64_t end);
+/* The same over the bytes [0, end) of a file held in memory. */
+void frame_scan_init_mem(frame_scan *s, const uint8_t *mem, uint64_t start, uint64_t end);
 /* Repositions at a frame boundary known from an index. */
 void frame_scan_seek(frame_scan *s, uint64_t off);
 /* 1 with the body, 0 at the end (see torn/tail_off), -1 read error (err). */
@@ -150,9 +178,11 @@ uint64_t frame_count_tail(int fd, uint64_t off, uint64_t end);
  * sealed segment; valid only for the segment size and header CRC it names. */
 #define INDEX_BLOCK 1024
 
+#define IDX_FLAG_BLOCK 1u /* the entry is one compressed block */
 typedef struct idx_block {
   uint64_t off;
   uint32_t count;
+  uint32_t flags;
   uint8_t min_id[16], max_id[16];
   int64_t min_time, max_time;
 } idx_block;
@@ -172,6 +202,14 @@ void seg_index_reset(seg_index *x);
 void seg_index_free(seg_index *x);
 /* Adds the record whose frame starts at off. -1 out of memory. */
 int seg_index_add(seg_index *x, uint64_t off, const uint8_t id[16], int64_t time_ns);
+/* Adds a record of the compressed block at off: every record of one block
+ * goes into one entry of its own, which names the block. */
+int seg_index_add_block(seg_index *x, uint64_t off, const uint8_t id[16], int64_t time_ns);
+/* The record a scan just returned (body), raw or from a block. */
+int seg_index_add_scanned(seg_index *x, const frame_scan *s, const uint8_t *body);
+/* Bytes of ordinary (uncompressed) frames in the segment x describes, which
+ * a compaction would put in blocks. */
+uint64_t seg_index_raw_bytes(const seg_index *x);
 /* Atomically (temp + rename) writes path. 0, or -1 with errno. */
 int seg_index_write(const char *path, const seg_index *x);
 /* The same, writing over an existing index in place (falls back to
@@ -190,6 +228,46 @@ int seg_index_read(const char *path, uint64_t seg_size, uint32_t seg_crc, seg_in
  * (being created). hdr may be NULL. */
 int seg_open_indexed(const char *dir, const char *name, int write_back, seg_header *hdr,
                      seg_index *x, uint64_t *size, char *err, size_t errlen);
+
+/* ---- compaction (compact.c) ----
+ * A builder writes a segment's frames into a file, gathering ordinary frames
+ * into compressed blocks of about block_bytes raw bytes each, and indexes
+ * what it writes. Used by the writer when it seals a segment and by gc when
+ * it rewrites one. */
+typedef struct seg_builder {
+  int fd;
+  uint64_t off; /* where the next frame goes */
+  int level;
+  size_t block_bytes;
+  seg_index *x;
+  uint8_t *raw; /* frames waiting for their block */
+  size_t raw_len, raw_cap;
+  uint32_t raw_n;
+  uint8_t *ids; /* their ids and times, for the index */
+  int64_t *times;
+  size_t ids_cap;
+  uint8_t *z;
+  size_t z_cap;
+  void *cctx; /* ZSTD_CCtx */
+  int err;    /* errno of the first failure */
+} seg_builder;
+
+/* level 0: frames are written as they are, no block. */
+int segb_init(seg_builder *b, int fd, uint64_t off, int level, size_t block_bytes, seg_index *x);
+/* One ordinary frame (header and body), the record's id and time. */
+int segb_frame(seg_builder *b, const uint8_t *frame, size_t len, const uint8_t id[16], int64_t t);
+/* Writes what is gathered as a block. 0, or -1 (b->err). */
+int segb_flush(seg_builder *b);
+void segb_free(seg_builder *b);
+
+/* Rewrites the sealed segment dir/name (open at fd, its lock held, size
+ * bytes, header h) with its ordinary frames gathered into compressed blocks
+ * (blocks already there are copied as they are): into <name>.ztmp, fsynced,
+ * renamed over the segment, the directory synced. 0 with the new index in *x
+ * and size in *new_size; 1 when there is nothing to compress or the segment
+ * is damaged (left as it is); -1 with errno (left as it is). */
+int seg_compact(const char *dir, const char *name, int fd, uint64_t size, const seg_header *h,
+                int level, size_t block_bytes, seg_index *x, uint64_t *new_size);
 
 /* ---- the ring (ring.c) ----
  * A bounded multi-producer byte ring, drained by one consumer (the writer

@@ -157,8 +157,8 @@ static int segment_next(snapshot_reader *r) {
         if (hr > 0) continue; /* being created */
         if (hr == -2)
           snprintf(r->err, sizeof r->err,
-                   "%.400s has snapshot format version %u; this verdict reads version %d", path,
-                   (unsigned)h.version, SEG_VERSION);
+                   "%.400s has snapshot format version %u; this verdict reads versions %d to %d",
+                   path, (unsigned)h.version, SEG_VERSION_MIN, SEG_VERSION);
         else
           snprintf(r->err, sizeof r->err, "%.400s: not a snapshot segment (bad header)", path);
         return -1;

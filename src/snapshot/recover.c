@@ -156,7 +156,7 @@ static int recover_segment(snapshot_log *L, const seg_entry *e, int keep, char *
     uint32_t len;
     int r;
     while ((r = frame_scan_next(&s, &body, &len)) == 1)
-      if (seg_index_add(&x, s.frame_off, body, rec_body_time(body)) < 0) {
+      if (seg_index_add_scanned(&x, &s, body) < 0) {
         s.err = ENOMEM;
         r = -1;
         break;
@@ -226,8 +226,9 @@ int writer_recover(snapshot_log *L, char *err, size_t errlen) {
 }
 
 void writer_remove_stale_temps(const char *dir) {
-  /* *.new: a segment whose creation a crash interrupted; only a writer makes
-   * them, and we hold writer.lock. *.idx.tmpXXXXXX: an index a crash left
+  /* *.new: a segment whose creation a crash interrupted; *.ztmp: a
+   * compaction a crash interrupted (the segment itself is whole); only a
+   * writer makes them, and we hold writer.lock. *.idx.tmpXXXXXX: an index a crash left
    * half-written (one being written right now by a reader loses its rename,
    * which is harmless: indexes are rebuilt when missing). gc cleans its own
    * temporaries. */
@@ -237,7 +238,8 @@ void writer_remove_stale_temps(const char *dir) {
   while ((e = readdir(d)) != NULL) {
     size_t n = strlen(e->d_name);
     if (n > 8 && memcmp(e->d_name, "seg-", 4) == 0 &&
-        (strcmp(e->d_name + n - 4, ".new") == 0 || strstr(e->d_name, ".idx.tmp") != NULL)) {
+        (strcmp(e->d_name + n - 4, ".new") == 0 || strcmp(e->d_name + n - 5, ".ztmp") == 0 ||
+         strstr(e->d_name, ".idx.tmp") != NULL)) {
       char path[4096];
       if (seg_path(path, sizeof path, dir, e->d_name, 0) == 0) unlink(path);
     }

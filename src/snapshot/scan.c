@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "snapshot/internal.h"
 
@@ -35,21 +36,36 @@ int frame_scan_init(frame_scan *s, int fd, uint64_t start, uint64_t end) {
   return s->buf ? 0 : -1;
 }
 
+void frame_scan_init_mem(frame_scan *s, const uint8_t *mem, uint64_t start, uint64_t end) {
+  memset(s, 0, sizeof *s);
+  s->fd = -1;
+  s->mem = mem;
+  s->off = start;
+  s->end = end;
+  s->tail_off = end;
+}
+
 void frame_scan_seek(frame_scan *s, uint64_t off) {
   s->off = off;
   s->torn = 0;
   s->tail_off = s->end;
+  s->in_block = 0;
 }
 
 void frame_scan_free(frame_scan *s) {
   free(s->buf);
   s->buf = NULL;
+  free(s->raw);
+  s->raw = NULL;
+  ZSTD_freeDCtx(s->dctx);
+  s->dctx = NULL;
 }
 
 /* Makes file bytes [off, off + n) available; NULL when they are not all in
  * the file (or a read failed: s->err set). */
 static const uint8_t *scan_ensure(frame_scan *s, uint64_t off, size_t n) {
   if (off + n > s->end) return NULL;
+  if (s->mem) return s->mem + off;
   if (off >= s->buf_off && off + n <= s->buf_off + s->buf_len) return s->buf + (off - s->buf_off);
   if (n > s->buf_cap) {
     size_t cap = s->buf_cap;
@@ -88,11 +104,84 @@ static const uint8_t *scan_ensure(frame_scan *s, uint64_t off, size_t n) {
   return s->buf_len >= n ? s->buf : NULL;
 }
 
-/* 1 a valid frame at off, 0 not, -1 read error. */
+/* An ordinary frame at p (avail bytes there): its body length, or 0 when it
+ * is not a valid one. */
+static uint32_t plain_frame(const uint8_t *p, size_t avail) {
+  if (avail < FRAME_HEADER) return 0;
+  uint32_t n = get_le32(p);
+  if (n < BODY_FIXED || n > BODY_MAX || n > avail - FRAME_HEADER) return 0;
+  if (snapshot_crc32c(0, p + FRAME_HEADER, n) != get_le32(p + 4)) return 0;
+  snapshot_rec rec;
+  return rec_body_decode(p + FRAME_HEADER, n, &rec) == 0 ? n : 0;
+}
+
+/* The block frame at off (body length n, CRC already checked) decompressed
+ * into s->raw and checked whole: exactly its count of valid ordinary frames,
+ * filling exactly its raw length. 1 valid, 0 not, -1 out of memory. */
+static int block_open(frame_scan *s, const uint8_t *body, uint32_t n) {
+  if (n < BLOCK_FIXED) return 0;
+  uint32_t records = get_le32(body), raw_len = get_le32(body + 4);
+  if (records == 0 || raw_len < (uint64_t)records * (FRAME_HEADER + BODY_FIXED) ||
+      raw_len > BLOCK_RAW_MAX)
+    return 0;
+  /* The zstd frame must say its size, and say this one: a hostile block
+   * cannot make us allocate more than it claims, nor claim more than 8 MiB
+   * past the biggest frame. */
+  unsigned long long said = ZSTD_getFrameContentSize(body + BLOCK_FIXED, n - BLOCK_FIXED);
+  if (said != raw_len) return 0;
+  if (raw_len > s->raw_cap) {
+    size_t cap = s->raw_cap ? s->raw_cap : 1 << 16;
+    while (cap < raw_len) cap *= 2;
+    uint8_t *nb = realloc(s->raw, cap);
+    if (!nb) {
+      s->err = ENOMEM;
+      return -1;
+    }
+    s->raw = nb;
+    s->raw_cap = cap;
+  }
+  if (!s->dctx && !(s->dctx = ZSTD_createDCtx())) {
+    s->err = ENOMEM;
+    return -1;
+  }
+  size_t got = ZSTD_decompressDCtx(s->dctx, s->raw, raw_len, body + BLOCK_FIXED, n - BLOCK_FIXED);
+  if (ZSTD_isError(got) || got != raw_len) return 0;
+  size_t pos = 0;
+  for (uint32_t i = 0; i < records; i++) {
+    uint32_t k = plain_frame(s->raw + pos, raw_len - pos);
+    if (!k) return 0;
+    pos += FRAME_HEADER + (size_t)k;
+  }
+  if (pos != raw_len) return 0;
+  s->raw_len = raw_len;
+  s->raw_pos = 0;
+  return 1;
+}
+
+/* The next record of the open block into body/len. */
+static void block_next(frame_scan *s, const uint8_t **body, uint32_t *len) {
+  const uint8_t *p = s->raw + s->raw_pos;
+  *len = get_le32(p);
+  *body = p + FRAME_HEADER;
+  s->raw_pos += FRAME_HEADER + (size_t)*len;
+}
+
+/* 1 a valid frame at off, 2 a valid block (opened: s->raw), 0 not, -1 read error. */
 static int frame_at(frame_scan *s, uint64_t off, const uint8_t **body, uint32_t *len) {
   const uint8_t *h = scan_ensure(s, off, FRAME_HEADER);
   if (!h) return s->err ? -1 : 0;
   uint32_t n = get_le32(h), crc = get_le32(h + 4);
+  if ((n & ~BLOCK_LEN_MASK) == BLOCK_TAG) {
+    n &= BLOCK_LEN_MASK;
+    if (n < BLOCK_FIXED || off + FRAME_HEADER + n > s->end) return 0;
+    const uint8_t *f = scan_ensure(s, off, FRAME_HEADER + (size_t)n);
+    if (!f) return s->err ? -1 : 0;
+    if (snapshot_crc32c(0, f + FRAME_HEADER, n) != crc) return 0;
+    int r = block_open(s, f + FRAME_HEADER, n);
+    if (r <= 0) return r;
+    *len = n;
+    return 2;
+  }
   if (n < BODY_FIXED || n > BODY_MAX || off + FRAME_HEADER + n > s->end) return 0;
   const uint8_t *f = scan_ensure(s, off, FRAME_HEADER + (size_t)n);
   if (!f) return s->err ? -1 : 0;
@@ -105,15 +194,24 @@ static int frame_at(frame_scan *s, uint64_t off, const uint8_t **body, uint32_t 
 }
 
 int frame_scan_next(frame_scan *s, const uint8_t **body, uint32_t *len) {
+  if (s->in_block) {
+    if (s->raw_pos < s->raw_len) {
+      block_next(s, body, len);
+      s->blk_index++;
+      return 1;
+    }
+    s->in_block = 0;
+    s->off = s->blk_next;
+  }
   if (s->off >= s->end) return 0;
   int r = frame_at(s, s->off, body, len);
   if (r < 0) return -1;
   if (r == 0) {
     uint64_t bad = s->off;
-    for (uint64_t p = bad + 1; p + FRAME_HEADER + BODY_FIXED <= s->end; p++) {
+    for (uint64_t p = bad + 1; p + FRAME_HEADER + BLOCK_FIXED <= s->end; p++) {
       r = frame_at(s, p, body, len);
       if (r < 0) return -1;
-      if (r == 1) {
+      if (r > 0) {
         s->damaged_regions++;
         s->damaged_bytes += p - bad;
         s->off = p;
@@ -129,16 +227,33 @@ int frame_scan_next(frame_scan *s, const uint8_t **body, uint32_t *len) {
   }
   s->frame_off = s->off;
   s->off += FRAME_HEADER + (uint64_t)*len;
+  if (r == 2) { /* a block: its records one by one, from the first */
+    s->in_block = 1;
+    s->blk_index = 0;
+    s->blk_next = s->off;
+    s->blk_frame = FRAME_HEADER + *len;
+    block_next(s, body, len);
+  }
   return 1;
 }
 
 uint64_t frame_count_tail(int fd, uint64_t off, uint64_t end) {
   uint64_t count = 0;
   while (off < end) {
-    count++;
-    uint8_t h[4];
-    if (off + 4 > end || read_full(fd, h, 4, off) < 0) break;
+    uint8_t h[FRAME_HEADER + BLOCK_FIXED];
+    if (off + 4 > end || read_full(fd, h, 4, off) < 0) {
+      count++;
+      break;
+    }
     uint32_t n = get_le32(h);
+    if ((n & ~BLOCK_LEN_MASK) == BLOCK_TAG && off + sizeof h <= end &&
+        read_full(fd, h, sizeof h, off) == 0) {
+      uint32_t recs = get_le32(h + FRAME_HEADER);
+      count += recs ? recs : 1;
+      off += FRAME_HEADER + (uint64_t)(n & BLOCK_LEN_MASK);
+      continue;
+    }
+    count++;
     if (n < BODY_FIXED || n > BODY_MAX) break;
     off += FRAME_HEADER + (uint64_t)n;
   }

@@ -22,7 +22,7 @@ size_t seg_header_encode(seg_header *h, uint8_t *out) {
   memcpy(out, SEG_MAGIC, 6);
   put_le16(out + 6, h->version);
   put_le32(out + 8, h->header_len);
-  put_le32(out + 12, 0); /* flags: none defined in version 1 */
+  put_le32(out + 12, 0); /* flags: none defined in versions 1 and 2 */
   put_le64(out + 16, (uint64_t)h->created_ns);
   put_le32(out + 24, h->day);
   memcpy(out + 28, h->first_id, 16);
@@ -34,7 +34,8 @@ size_t seg_header_encode(seg_header *h, uint8_t *out) {
 }
 
 int seg_header_decode(const uint8_t *b, size_t len, seg_header *h) {
-  if (len >= 8 && memcmp(b, SEG_MAGIC, 6) == 0 && get_le16(b + 6) != SEG_VERSION) {
+  if (len >= 8 && memcmp(b, SEG_MAGIC, 6) == 0 &&
+      (get_le16(b + 6) < SEG_VERSION_MIN || get_le16(b + 6) > SEG_VERSION)) {
     h->version = get_le16(b + 6); /* a segment, but of a format we do not know */
     return -2;
   }

@@ -179,6 +179,14 @@ typedef struct snapshot_log_opts {
    * writing), but every one of them pays for the disk: a server wants the
    * thread. 0: the writer thread (default). */
   int inline_writer;
+  /* Compression (docs/snapshots.md, "Compressed blocks"): records are
+   * written as ordinary frames and gathered into zstd-compressed blocks of
+   * about block_bytes raw bytes when the segment is sealed — at rotation,
+   * and at close once the segment holds a block's worth of ordinary frames.
+   * compress_level: zstd's level (1-19), default 3; 0 writes no blocks.
+   * block_bytes: default 256 KiB, at most 8 MiB. */
+  int compress_level;
+  size_t block_bytes;
 } snapshot_log_opts;
 
 typedef struct snapshot_log snapshot_log;
@@ -300,6 +308,11 @@ typedef struct snapshot_log_status {
   int failing;
   int64_t failing_since_ns; /* wall clock of the first failure of this spell, 0 if none */
   uint64_t lost;            /* close: records appended and given up unwritten (close timeout) */
+  /* compaction into compressed blocks, at seal */
+  uint64_t compactions;       /* segments rewritten into blocks */
+  uint64_t compact_in, compact_out; /* their sizes before and after, bytes */
+  uint64_t compact_ns;        /* time spent compacting (the writer's) */
+  uint64_t compact_errors;    /* compactions that failed (the segment stays as it was) */
   int last_errno;           /* errno of the last write error, 0 if none */
   char last_error[SNAPSHOT_ERRLEN]; /* "write /dir/seg-...log: No space left on device" */
 } snapshot_log_status;

@@ -80,6 +80,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "core/clock.h"
 #include "snapshot/internal.h"
@@ -99,6 +100,8 @@ void snapshot_log_opts_init(snapshot_log_opts *o) {
   o->node = NULL;
   o->close_timeout_ms = 10000;
   o->full_wait_ms = 1000;
+  o->compress_level = SNAPSHOT_LEVEL_DEFAULT;
+  o->block_bytes = SNAPSHOT_BLOCK_DEFAULT;
 }
 
 static void set_error(snapshot_log *L, int err, const char *what, const char *name) {
@@ -237,13 +240,40 @@ fail:;
   return -1;
 }
 
-/* Seals the current segment: index beside it, lock released. Its data is
- * already as durable as the mode makes it (sync comes before a seal). */
-static void segment_seal(snapshot_log *L) {
+/* Gathers the sealed segment's ordinary frames into compressed blocks
+ * (compact.c) when it is final (rotating) or holds a block's worth of them;
+ * L->idx becomes the new file's index. A failure leaves the segment as it
+ * was, counted; nothing is lost either way. */
+static void segment_compact(snapshot_log *L, int rotating) {
+  if (L->opts.compress_level <= 0 || L->idx.records == 0) return;
+  uint64_t raw = seg_index_raw_bytes(&L->idx);
+  if (raw == 0 || (!rotating && raw < L->opts.block_bytes)) return;
+  uint64_t t0 = clock_mono_ns(), size = L->idx.seg_size, nsize = 0;
+  seg_index x;
+  seg_index_init(&x);
+  int r = seg_compact(L->dir, L->seg_name, L->fd, size, &L->hdr, L->opts.compress_level,
+                      L->opts.block_bytes, &x, &nsize);
+  if (r == 0) {
+    seg_index_free(&L->idx);
+    L->idx = x;
+    atomic_fetch_add_explicit(&L->compactions, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&L->compact_in, size, memory_order_relaxed);
+    atomic_fetch_add_explicit(&L->compact_out, nsize, memory_order_relaxed);
+  } else {
+    seg_index_free(&x);
+    if (r < 0) atomic_fetch_add_explicit(&L->compact_errors, 1, memory_order_relaxed);
+  }
+  atomic_fetch_add_explicit(&L->compact_ns, clock_mono_ns() - t0, memory_order_relaxed);
+}
+
+/* Seals the current segment: compacted, index beside it, lock released. Its
+ * data is already as durable as the mode makes it (sync comes before a seal). */
+static void segment_seal(snapshot_log *L, int rotating) {
   if (L->fd < 0) return;
   char ipath[4096];
   L->idx.seg_size = L->seg_base + L->pend_len;
   L->idx.seg_crc = L->hdr.crc;
+  segment_compact(L, rotating);
   if (seg_path(ipath, sizeof ipath, L->dir, L->seg_name, 1) == 0 && L->idx.records > 0)
     seg_index_write_over(ipath, &L->idx); /* best effort: readers rebuild a bad index */
   close(L->fd);
@@ -575,7 +605,7 @@ static uint64_t writer_round(snapshot_log *L, uint64_t now, int force, int *rota
     if (due) tried = 1;
     if (due && pend_sync(L) < 0) failed = 1;
   }
-  if (!failed && *rotate) segment_seal(L);
+  if (!failed && *rotate) segment_seal(L, 1);
   if (L->fd < 0 && L->pend_len == 0 && ring_has_work(L) && !*rotate) failed = 1; /* create failed */
   if (failed && L->opts.durability == SNAPSHOT_DURABLE_ALWAYS) refuse_pend(L);
   if (failed || tried) backoff(L, now, failed);
@@ -635,7 +665,7 @@ static void *writer_main(void *arg) {
   /* Whatever could not be written is lost; say how much. */
   atomic_store(&L->lost, ring_count(&L->q) + L->pend_recs);
   if (L->pend_len == 0)
-    segment_seal(L);
+    segment_seal(L, 0);
   else if (L->fd >= 0) {
     close(L->fd);
     L->fd = -1;
@@ -690,6 +720,13 @@ int snapshot_log_open(const char *dir, const snapshot_log_opts *opts, snapshot_l
   if (!o.segment_bytes) o.segment_bytes = (uint64_t)64 << 20;
   if (!o.close_timeout_ms) o.close_timeout_ms = 10000;
   if (!o.full_wait_ms) o.full_wait_ms = 1000;
+  if (o.compress_level < 0 || o.compress_level > ZSTD_maxCLevel()) {
+    snprintf(err, errlen, "snapshot log %s: compression level %d is not within 0-%d", dir,
+             o.compress_level, ZSTD_maxCLevel());
+    return SNAPSHOT_EINVAL;
+  }
+  if (!o.block_bytes) o.block_bytes = SNAPSHOT_BLOCK_DEFAULT;
+  if (o.block_bytes > SNAPSHOT_BLOCK_MAX) o.block_bytes = SNAPSHOT_BLOCK_MAX;
 
   snapshot_log *L = aligned_alloc(64, (sizeof *L + 63) & ~(size_t)63);
   if (L) memset(L, 0, sizeof *L);
@@ -1049,6 +1086,11 @@ void snapshot_log_status_get(snapshot_log *L, snapshot_log_status *st) {
   st->cut_bytes = L->cut_bytes;
   st->cut_records = L->cut_records;
   st->damaged_regions = L->damaged_regions;
+  st->compactions = atomic_load(&L->compactions);
+  st->compact_in = atomic_load(&L->compact_in);
+  st->compact_out = atomic_load(&L->compact_out);
+  st->compact_ns = atomic_load(&L->compact_ns);
+  st->compact_errors = atomic_load(&L->compact_errors);
   pthread_mutex_lock(&L->mu);
   st->last_errno = L->last_errno;
   memcpy(st->last_error, L->last_error, sizeof st->last_error);

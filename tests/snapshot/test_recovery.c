@@ -227,18 +227,18 @@ static void test_other_version(const fixture *fx) {
    * the directory (naming the file and the version) and leaves it alone. */
   uint8_t *copy = malloc(fx->size);
   memcpy(copy, fx->bytes, fx->size);
-  copy[6] = 2; /* version 2 */
+  copy[6] = SEG_VERSION + 1; /* a version this build does not know */
   put_segment(fx, copy, fx->size);
   snapshot_log *log = NULL;
   char err[SNAPSHOT_ERRLEN] = "";
   CHECK(snapshot_log_open(fx->dir, NULL, &log, err, sizeof err) == SNAPSHOT_ECORRUPT);
-  CHECK_MSG(strstr(err, "format version 2") != NULL, "%s", err);
+  CHECK_MSG(strstr(err, "format version 3") != NULL, "%s", err);
   CHECK(file_size(fx->seg) == (off_t)fx->size); /* untouched, not renamed */
   snapshot_reader *r;
   CHECK(snapshot_reader_open(fx->dir, NULL, &r, NULL, 0) == 0);
   snapshot_rec rec;
   CHECK(snapshot_reader_next(r, &rec) < 0);
-  CHECK(strstr(snapshot_reader_error(r), "format version 2") != NULL);
+  CHECK(strstr(snapshot_reader_error(r), "format version 3") != NULL);
   snapshot_reader_close(r);
   free(copy);
   put_segment(fx, fx->bytes, fx->size);
