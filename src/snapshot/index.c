@@ -205,6 +205,41 @@ int seg_index_write(const char *path, const seg_index *x) {
   return -1;
 }
 
+int seg_index_decode(const uint8_t *b, size_t size, uint64_t seg_size, uint32_t seg_crc,
+                     seg_index *x) {
+  if (size < IDX_HEADER + 4 || memcmp(b, IDX_MAGIC, 6) != 0 || get_le16(b + 6) != IDX_VERSION ||
+      get_le32(b + 8) != INDEX_BLOCK ||
+      IDX_HEADER + (uint64_t)get_le32(b + 12) * IDX_ENTRY + 4 != size ||
+      get_le32(b + size - 4) != snapshot_crc32c(0, b, size - 4) || get_le64(b + 16) != seg_size ||
+      get_le32(b + 24) != seg_crc)
+    return -1;
+  size_t n = get_le32(b + 12);
+  idx_block *blocks = n ? malloc(n * sizeof *blocks) : NULL;
+  if (n && !blocks) return -1;
+  seg_index_free(x);
+  x->seg_size = seg_size;
+  x->seg_crc = seg_crc;
+  x->records = get_le64(b + 32);
+  memcpy(x->min_id, b + 40, 16);
+  memcpy(x->max_id, b + 56, 16);
+  x->min_time = (int64_t)get_le64(b + 72);
+  x->max_time = (int64_t)get_le64(b + 80);
+  for (size_t i = 0; i < n; i++) {
+    const uint8_t *e = b + IDX_HEADER + i * IDX_ENTRY;
+    idx_block *k = &blocks[i];
+    k->off = get_le64(e);
+    k->count = get_le32(e + 8);
+    k->flags = get_le32(e + 12) & IDX_FLAG_BLOCK;
+    memcpy(k->min_id, e + 16, 16);
+    memcpy(k->max_id, e + 32, 16);
+    k->min_time = (int64_t)get_le64(e + 48);
+    k->max_time = (int64_t)get_le64(e + 56);
+  }
+  x->blocks = blocks;
+  x->n = x->cap = n;
+  return 0;
+}
+
 int seg_index_read(const char *path, uint64_t seg_size, uint32_t seg_crc, seg_index *x) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
@@ -214,44 +249,35 @@ int seg_index_read(const char *path, uint64_t seg_size, uint32_t seg_crc, seg_in
   if (fstat(fd, &st) == 0 && st.st_size >= IDX_HEADER + 4 && st.st_size < (1 << 28)) {
     size_t size = (size_t)st.st_size;
     b = malloc(size);
-    if (b && read_full(fd, b, size, 0) == 0 && memcmp(b, IDX_MAGIC, 6) == 0 &&
-        get_le16(b + 6) == IDX_VERSION && get_le32(b + 8) == INDEX_BLOCK &&
-        IDX_HEADER + (size_t)get_le32(b + 12) * IDX_ENTRY + 4 == size &&
-        get_le32(b + size - 4) == snapshot_crc32c(0, b, size - 4) && get_le64(b + 16) == seg_size &&
-        get_le32(b + 24) == seg_crc)
-      ok = 1;
-    if (ok) {
-      size_t n = get_le32(b + 12);
-      idx_block *blocks = n ? malloc(n * sizeof *blocks) : NULL;
-      if (n && !blocks) ok = 0;
-      if (ok) {
-        seg_index_free(x);
-        x->seg_size = seg_size;
-        x->seg_crc = seg_crc;
-        x->records = get_le64(b + 32);
-        memcpy(x->min_id, b + 40, 16);
-        memcpy(x->max_id, b + 56, 16);
-        x->min_time = (int64_t)get_le64(b + 72);
-        x->max_time = (int64_t)get_le64(b + 80);
-        for (size_t i = 0; i < n; i++) {
-          const uint8_t *e = b + IDX_HEADER + i * IDX_ENTRY;
-          idx_block *k = &blocks[i];
-          k->off = get_le64(e);
-          k->count = get_le32(e + 8);
-          k->flags = get_le32(e + 12) & IDX_FLAG_BLOCK;
-          memcpy(k->min_id, e + 16, 16);
-          memcpy(k->max_id, e + 32, 16);
-          k->min_time = (int64_t)get_le64(e + 48);
-          k->max_time = (int64_t)get_le64(e + 56);
-        }
-        x->blocks = blocks;
-        x->n = x->cap = n;
-      }
-    }
+    ok =
+        b && read_full(fd, b, size, 0) == 0 && seg_index_decode(b, size, seg_size, seg_crc, x) == 0;
   }
   free(b);
   close(fd);
   return ok ? 0 : -1;
+}
+
+uint8_t *seg_index_encode(const seg_index *x, size_t *size) { return index_encode(x, size); }
+
+static int id_in(const uint8_t id[16], const uint8_t lo[16], const uint8_t hi[16]) {
+  return memcmp(id, lo, 16) >= 0 && memcmp(id, hi, 16) <= 0;
+}
+
+int seg_find(frame_scan *s, const seg_index *x, const uint8_t id[16], const uint8_t **body,
+             uint32_t *len) {
+  if (x->records == 0 || !id_in(id, x->min_id, x->max_id)) return 0;
+  for (size_t b = 0; b < x->n; b++) {
+    if (!id_in(id, x->blocks[b].min_id, x->blocks[b].max_id)) continue;
+    frame_scan_seek(s, x->blocks[b].off);
+    for (uint32_t i = 0; i < x->blocks[b].count; i++) {
+      int k = frame_scan_next(s, body, len);
+      if (k < 0) return -1;
+      if (k == 0) break;
+      snapshot_rec rec;
+      if (memcmp(*body, id, 16) == 0 && rec_body_decode(*body, *len, &rec) == 0) return 1;
+    }
+  }
+  return 0;
 }
 
 int seg_open_indexed(const char *dir, const char *name, int write_back, seg_header *hdr,

@@ -66,8 +66,8 @@ int64_t day_start_ns(uint32_t day);
  *          u32 flags | i64 created ns | u32 day | first id[16] |
  *          u16 node length | node | u32 CRC32C of everything before */
 #define SEG_MAGIC "VDSNAP"
-#define SEG_VERSION 2   /* written; version 2 adds compressed block frames */
-#define SEG_VERSION_MIN 1 /* the oldest read: version 1 is version 2 without blocks */
+#define SEG_VERSION 2       /* written; version 2 adds compressed block frames */
+#define SEG_VERSION_MIN 1   /* the oldest read: version 1 is version 2 without blocks */
 #define SEG_HEADER_FIXED 50 /* 6+2+4+4+8+4+16+2 + 4 (CRC) */
 #define SEG_NODE_MAX 255
 #define SEG_HEADER_MAX (SEG_HEADER_FIXED + SEG_NODE_MAX)
@@ -122,9 +122,9 @@ int write_full(int fd, const void *buf, size_t len, uint64_t off);
  * valid frame after damage cannot mistake a payload for either. */
 #define BLOCK_TAG 0x02000000u
 #define BLOCK_LEN_MASK 0x00ffffffu
-#define BLOCK_FIXED 8            /* records + raw length */
+#define BLOCK_FIXED 8                             /* records + raw length */
 #define BLOCK_RAW_MAX (BODY_MAX + 8 + (8u << 20)) /* one biggest frame plus 8 MiB */
-#define SNAPSHOT_BLOCK_DEFAULT (256u << 10) /* raw bytes a block gathers */
+#define SNAPSHOT_BLOCK_DEFAULT (256u << 10)       /* raw bytes a block gathers */
 #define SNAPSHOT_BLOCK_MAX (8u << 20)
 #define SNAPSHOT_LEVEL_DEFAULT 3
 
@@ -137,9 +137,9 @@ int write_full(int fd, const void *buf, size_t len, uint64_t off);
 typedef struct frame_scan {
   int fd;
   const uint8_t *mem; /* instead of fd: the file's bytes in memory (frame_scan_init_mem) */
-  uint64_t end; /* bytes of the file to consider */
-  uint64_t off; /* next frame */
-  uint8_t *buf; /* holds file bytes [buf_off, buf_off + buf_len) */
+  uint64_t end;       /* bytes of the file to consider */
+  uint64_t off;       /* next frame */
+  uint8_t *buf;       /* holds file bytes [buf_off, buf_off + buf_len) */
   size_t buf_cap, buf_len;
   uint64_t buf_off;
   /* results */
@@ -151,12 +151,12 @@ typedef struct frame_scan {
   /* A compressed block is returned record by record from its raw bytes;
    * frame_off is then the block frame's offset for each of them. */
   int in_block;
-  uint32_t blk_index;  /* the record's place in its block (0 first) */
-  uint64_t blk_next;   /* the frame after the block */
-  uint32_t blk_frame;  /* the block frame's bytes, header included */
-  uint8_t *raw;        /* the block's raw frames */
+  uint32_t blk_index; /* the record's place in its block (0 first) */
+  uint64_t blk_next;  /* the frame after the block */
+  uint32_t blk_frame; /* the block frame's bytes, header included */
+  uint8_t *raw;       /* the block's raw frames */
   size_t raw_cap, raw_len, raw_pos;
-  void *dctx;          /* ZSTD_DCtx, made at the first block */
+  void *dctx; /* ZSTD_DCtx, made at the first block */
 } frame_scan;
 
 /* start: offset of the first frame (the header length). */
@@ -221,6 +221,16 @@ int seg_index_write(const char *path, const seg_index *x);
 int seg_index_write_over(const char *path, const seg_index *x);
 /* 0, or -1 when missing, damaged, or not for (seg_size, seg_crc). */
 int seg_index_read(const char *path, uint64_t seg_size, uint32_t seg_crc, seg_index *x);
+/* The same from the index file's bytes in memory. */
+int seg_index_decode(const uint8_t *b, size_t size, uint64_t seg_size, uint32_t seg_crc,
+                     seg_index *x);
+/* The index file's bytes (malloc'd; NULL out of memory), its size in *size. */
+uint8_t *seg_index_encode(const seg_index *x, size_t *size);
+/* Looks for id through x in the segment s scans: the entries whose id range
+ * holds it, each read from its offset for its count of records. 1 found
+ * (body, len), 0 not, -1 read error (s->err). */
+int seg_find(frame_scan *s, const seg_index *x, const uint8_t id[16], const uint8_t **body,
+             uint32_t *len);
 /* Opens dir/name, reads its header, and loads its index — from the .idx
  * file when valid, else by scanning (and then, when write_back and the
  * segment is not held by a writer, saves the .idx). Returns the open fd (the

@@ -285,23 +285,14 @@ static int find_in(snapshot_reader *r, const seg_entry *e, const uint8_t id[16],
     return -1;
   }
   r->find_scanning = 1;
-  for (size_t b = 0; b < x->n; b++) {
-    if (!id_in(id, x->blocks[b].min_id, x->blocks[b].max_id)) continue;
-    frame_scan_seek(&r->find_scan, x->blocks[b].off);
-    for (uint32_t i = 0; i < x->blocks[b].count; i++) {
-      const uint8_t *body;
-      uint32_t len;
-      int k = frame_scan_next(&r->find_scan, &body, &len);
-      if (k < 0) {
-        snprintf(r->err, sizeof r->err, "read %s/%s: %s", r->dir, e->name,
-                 strerror(r->find_scan.err));
-        return -1;
-      }
-      if (k == 0) break;
-      if (memcmp(body, id, 16) == 0 && rec_body_decode(body, len, rec) == 0) return 1;
-    }
+  const uint8_t *body;
+  uint32_t len;
+  int k = seg_find(&r->find_scan, x, id, &body, &len);
+  if (k < 0) {
+    snprintf(r->err, sizeof r->err, "read %s/%s: %s", r->dir, e->name, strerror(r->find_scan.err));
+    return -1;
   }
-  return 0;
+  return k == 1 && rec_body_decode(body, len, rec) == 0;
 }
 
 int snapshot_reader_find(snapshot_reader *r, const uint8_t id[16], snapshot_rec *rec) {

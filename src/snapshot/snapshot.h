@@ -309,11 +309,11 @@ typedef struct snapshot_log_status {
   int64_t failing_since_ns; /* wall clock of the first failure of this spell, 0 if none */
   uint64_t lost;            /* close: records appended and given up unwritten (close timeout) */
   /* compaction into compressed blocks, at seal */
-  uint64_t compactions;       /* segments rewritten into blocks */
+  uint64_t compactions;             /* segments rewritten into blocks */
   uint64_t compact_in, compact_out; /* their sizes before and after, bytes */
-  uint64_t compact_ns;        /* time spent compacting (the writer's) */
-  uint64_t compact_errors;    /* compactions that failed (the segment stays as it was) */
-  int last_errno;           /* errno of the last write error, 0 if none */
+  uint64_t compact_ns;              /* time spent compacting (the writer's) */
+  uint64_t compact_errors;          /* compactions that failed (the segment stays as it was) */
+  int last_errno;                   /* errno of the last write error, 0 if none */
   char last_error[SNAPSHOT_ERRLEN]; /* "write /dir/seg-...log: No space left on device" */
 } snapshot_log_status;
 

@@ -1,140 +1,200 @@
-/* fuzz_snapshot.c — the snapshot segment reader on a hostile segment file.
- * The first input byte picks the form of the rest:
- *   even: the rest is the segment file, byte for byte (headers, frames and
- *         CRCs as given: damage and torn tails);
- *   odd:  the rest is turned into a well-formed segment, so that the fuzzer
- *         reaches the record decoder past the CRC checks: a header (day and
- *         first id from the input), then chunks of [u16 length][body], each
- *         framed with its length and correct CRC32C; bytes left over are
- *         appended raw (a torn tail).
- * The file is written into a temporary folder under a segment's name, read
- * with snapshot_reader_next to the end (no filter and a filter), and every
- * id read is looked up with snapshot_reader_find. Checks: no crash, leak,
- * UB or hang; every record returned has fields within the file. */
-#include <dirent.h>
-#include <fcntl.h>
+/* fuzz_snapshot.c — the snapshot segment reader on a hostile segment, in
+ * memory: no file is written or opened per input (the reader's parsing —
+ * header, frames, compressed blocks, record bodies, the index — reads file
+ * bytes through frame_scan, which scans a buffer as readily as a file).
+ * The first input byte picks the form of the rest (its low two bits):
+ *   0: the rest is the segment file, byte for byte (headers, frames, blocks
+ *      and CRCs as given: damage and torn tails);
+ *   1: the rest is turned into a well-formed segment, so that the fuzzer
+ *      reaches the record decoder past the CRC checks: a header (first id
+ *      from the input), then chunks of [u16 length][body], each framed with
+ *      its length and correct CRC32C; bytes left over are appended raw (a
+ *      torn tail);
+ *   2: the same chunks, gathered into compressed blocks (a chunk whose body
+ *      starts with 0xff closes the block before it), each a valid zstd frame
+ *      with a correct block CRC, so the fuzzer reaches the block checks past
+ *      the CRC and the records inside past decompression;
+ *   3: [u16 n] then n bytes of an index file, then the segment file as in 0:
+ *      the index decoder on hostile bytes, and lookups through whatever it
+ *      accepts.
+ * Then, as the reader does: the header is decoded, the frames scanned to the
+ * end (the index built from them, as recovery and seg_open_indexed build
+ * it), the index written and read back, the segment read again through the
+ * index with a time filter (block by block), and every id found looked up
+ * by id (seg_find, the reader's lookup). Checks: no crash, leak, UB or hang;
+ * every record returned has fields within the format's limits; every id
+ * read is found again by lookup. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <zstd.h>
 
 #include "fuzz.h"
 #include "snapshot/internal.h"
 
-static char dir[256];
-
-static void cleanup(void) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  char p[512];
-  while ((e = readdir(d)))
-    if (e->d_name[0] != '.') {
-      snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-      unlink(p);
-    }
-  closedir(d);
-}
-
-static void remove_dir(void) {
-  cleanup();
-  rmdir(dir);
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  const char *t = getenv("TMPDIR");
-  snprintf(dir, sizeof dir, "%s/verdict-fuzz-snap-XXXXXX", t && *t ? t : "/tmp");
-  if (!mkdtemp(dir)) abort();
-  atexit(remove_dir);
   return 0;
 }
 
-/* The structured form of in[0..n) into out; returns its length. */
-static size_t build(const uint8_t *in, size_t n, uint8_t *out, uint32_t *day, uint8_t first[16]) {
+/* A segment header into out; the first id from in when there are 16 bytes. */
+static size_t header(const uint8_t **in, size_t *n, uint8_t *out) {
   seg_header h;
   memset(&h, 0, sizeof h);
   h.day = 20260101;
-  if (n >= 16) {
-    memcpy(h.first_id, in, 16);
-    in += 16;
-    n -= 16;
+  if (*n >= 16) {
+    memcpy(h.first_id, *in, 16);
+    *in += 16;
+    *n -= 16;
   }
   h.created_ns = (int64_t)1767225600 * 1000000000;
   h.node_len = 4;
   memcpy(h.node, "fuzz", 4);
-  size_t len = seg_header_encode(&h, out);
-  *day = h.day;
-  memcpy(first, h.first_id, 16);
+  return seg_header_encode(&h, out);
+}
+
+/* Writes the gathered frames raw[0..raw_len) (count of them) as a block. */
+static size_t block(const uint8_t *raw, size_t raw_len, uint32_t count, uint8_t *out) {
+  size_t z =
+      ZSTD_compress(out + FRAME_HEADER + BLOCK_FIXED, ZSTD_compressBound(raw_len), raw, raw_len, 1);
+  if (ZSTD_isError(z)) return 0;
+  uint32_t body = (uint32_t)(BLOCK_FIXED + z);
+  put_le32(out, BLOCK_TAG | body);
+  put_le32(out + FRAME_HEADER, count);
+  put_le32(out + FRAME_HEADER + 4, (uint32_t)raw_len);
+  put_le32(out + 4, snapshot_crc32c(0, out + FRAME_HEADER, body));
+  return FRAME_HEADER + body;
+}
+
+/* The structured forms (1 and 2) of in[0..n) into out; returns its length. */
+static size_t build(const uint8_t *in, size_t n, uint8_t *out, int blocks) {
+  size_t len = header(&in, &n, out);
+  uint8_t *raw = blocks ? malloc(n + 8 * n + 64) : NULL;
+  size_t raw_len = 0;
+  uint32_t count = 0;
   while (n >= 2) {
     size_t bl = get_le16(in);
     if (bl > n - 2) break;
-    put_le32(out + len, (uint32_t)bl);
-    put_le32(out + len + 4, snapshot_crc32c(0, in + 2, bl));
-    memcpy(out + len + 8, in + 2, bl);
-    len += 8 + bl;
+    uint8_t *f = blocks ? raw + raw_len : out + len;
+    if (blocks && count && bl && in[2] == 0xff) {
+      len += block(raw, raw_len, count, out + len);
+      raw_len = 0;
+      count = 0;
+      f = raw;
+    }
+    put_le32(f, (uint32_t)bl);
+    put_le32(f + 4, snapshot_crc32c(0, in + 2, bl));
+    memcpy(f + 8, in + 2, bl);
+    if (blocks) {
+      raw_len += 8 + bl;
+      count++;
+    } else {
+      len += 8 + bl;
+    }
     in += 2 + bl;
     n -= 2 + bl;
   }
+  if (blocks && count) len += block(raw, raw_len, count, out + len);
+  free(raw);
   memcpy(out + len, in, n);
   return len + n;
 }
 
-static void read_all(const snapshot_filter *f) {
-  snapshot_reader *r = NULL;
-  char err[512];
-  if (snapshot_reader_open(dir, f, &r, err, sizeof err) != 0) return;
-  snapshot_rec rec;
+static void check_rec(const uint8_t *body, uint32_t len, snapshot_rec *rec) {
+  FUZZ_CHECK(rec_body_decode(body, len, rec) == 0, "the scan returned a body that does not decode");
+  FUZZ_CHECK(rec->point_len <= SNAPSHOT_MAX_STRING && rec->action_len <= SNAPSHOT_MAX_STRING &&
+                 rec->policy_version_len <= SNAPSHOT_MAX_STRING &&
+                 rec->payload_len <= SNAPSHOT_MAX_PAYLOAD,
+             "a record with a field longer than the format allows");
+}
+
+/* Reads the segment file[0..len) as the reader does. idx: index bytes
+ * given by the input (mode 3), or NULL. */
+static void read_segment(const uint8_t *file, size_t len, const uint8_t *idx, size_t idx_len) {
+  seg_header h;
+  if (seg_header_decode(file, len, &h) != 0) return;
+  frame_scan s;
+  frame_scan_init_mem(&s, file, h.header_len, len);
+  seg_index x;
+  seg_index_init(&x);
   uint8_t ids[64][16];
   int nids = 0;
-  for (int i = 0; i < 100000; i++) {
-    int rc = snapshot_reader_next(r, &rec);
-    if (rc <= 0) break;
-    FUZZ_CHECK(rec.point_len <= SNAPSHOT_MAX_STRING && rec.action_len <= SNAPSHOT_MAX_STRING &&
-                   rec.policy_version_len <= SNAPSHOT_MAX_STRING &&
-                   rec.payload_len <= SNAPSHOT_MAX_PAYLOAD,
-               "a record with a field longer than the format allows");
-    if (nids < 64) memcpy(ids[nids++], rec.id, 16);
+  const uint8_t *body;
+  uint32_t blen;
+  snapshot_rec rec;
+  snapshot_filter f;
+  snapshot_filter_init(&f);
+  f.point = "payment";
+  for (int i = 0; i < 100000 && frame_scan_next(&s, &body, &blen) == 1; i++) {
+    check_rec(body, blen, &rec);
+    (void)rec_matches(&rec, &f);
+    if (nids < 64) memcpy(ids[nids++], body, 16);
+    if (seg_index_add_scanned(&x, &s, body) < 0) break;
   }
-  (void)snapshot_reader_skipped_bytes(r);
-  for (int i = 0; i < nids; i++) (void)snapshot_reader_find(r, ids[i], &rec);
-  snapshot_reader_close(r);
+  x.seg_size = s.torn ? s.tail_off : len;
+  x.seg_crc = h.crc;
+  (void)seg_index_raw_bytes(&x);
+  /* the index as a sealed segment's .idx, read back */
+  size_t isize;
+  uint8_t *ib = seg_index_encode(&x, &isize);
+  seg_index y;
+  seg_index_init(&y);
+  if (ib) {
+    FUZZ_CHECK(seg_index_decode(ib, isize, x.seg_size, x.seg_crc, &y) == 0 &&
+                   y.records == x.records && y.n == x.n,
+               "an index does not read back as written");
+    free(ib);
+  }
+  /* a time filter walks the index block by block, as the reader does */
+  for (size_t b = 0; b < y.n; b++) {
+    if (y.blocks[b].max_time < 1) continue;
+    frame_scan_seek(&s, y.blocks[b].off);
+    for (uint32_t i = 0; i < y.blocks[b].count && frame_scan_next(&s, &body, &blen) == 1; i++)
+      check_rec(body, blen, &rec);
+  }
+  /* every id read is found again by id */
+  for (int i = 0; i < nids; i++)
+    FUZZ_CHECK(seg_find(&s, &y, ids[i], &body, &blen) == 1 && memcmp(body, ids[i], 16) == 0,
+               "a record read is not found by its id");
+  /* an index from the input: whatever it names is read without harm */
+  if (idx) {
+    seg_index z;
+    seg_index_init(&z);
+    if (seg_index_decode(idx, idx_len, len, h.crc, &z) == 0)
+      for (int i = 0; i < nids; i++) (void)seg_find(&s, &z, ids[i], &body, &blen);
+    seg_index_free(&z);
+  }
+  seg_index_free(&y);
+  seg_index_free(&x);
+  frame_scan_free(&s);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1 || size > 1u << 20) return 0;
-  uint8_t *file = malloc(SEG_HEADER_MAX + 8 * size + size);
-  if (!file) return 0;
-  size_t len;
-  uint32_t day = 20260101;
-  uint8_t first[16] = {0};
-  if (data[0] & 1) {
-    len = build(data + 1, size - 1, file, &day, first);
-  } else {
-    memcpy(file, data + 1, size - 1);
-    len = size - 1;
-    seg_header h;
-    if (seg_header_decode(file, len, &h) == 0) {
-      day = h.day;
-      memcpy(first, h.first_id, 16);
+  int mode = data[0] & 3;
+  const uint8_t *in = data + 1;
+  size_t n = size - 1;
+  if (mode == 0 || mode == 3) {
+    const uint8_t *idx = NULL;
+    size_t idx_len = 0;
+    if (mode == 3) {
+      if (n < 2) return 0;
+      idx_len = get_le16(in);
+      if (idx_len > n - 2) idx_len = n - 2;
+      idx = in + 2;
+      in += 2 + idx_len;
+      n -= 2 + idx_len;
     }
+    read_segment(in, n, idx, idx_len);
+    return 0;
   }
-  char name[SEG_NAME_MAX], path[512];
-  seg_name_format(name, day, first, 0);
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd >= 0) {
-    FUZZ_CHECK(write_full(fd, file, len, 0) == 0, "cannot write the segment");
-    close(fd);
-    read_all(NULL);
-    snapshot_filter f;
-    snapshot_filter_init(&f);
-    f.point = "payment";
-    f.since_ns = 1;
-    read_all(&f);
-  }
+  /* frames add 6 bytes to a 2-byte chunk at most; a block (one at most
+   * every chunk) adds its header and zstd's bound, < 128 bytes */
+  uint8_t *file = malloc(SEG_HEADER_MAX + 4 * n + 64 * (n + 2) + ZSTD_compressBound(4 * n));
+  if (!file) return 0;
+  size_t len = build(in, n, file, mode == 2);
+  read_segment(file, len, NULL, 0);
   free(file);
-  cleanup();
   return 0;
 }
