@@ -175,7 +175,7 @@ static uint64_t dir_bytes(const char *dir) {
   uint64_t n = 0;
   struct dirent *de;
   while ((de = readdir(d))) {
-    if (strncmp(de->d_name, "seg-", 4) != 0 || !strstr(de->d_name, ".log")) continue;
+    if (strncmp(de->d_name, "seg-", 4) != 0) continue; /* segments and their indexes */
     char p[8192];
     struct stat st;
     snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
@@ -183,6 +183,179 @@ static uint64_t dir_bytes(const char *dir) {
   }
   closedir(d);
   return n;
+}
+
+/* Appends the records of from (all, or the first `limit`) to log. */
+static uint64_t copy_records(const char *from, snapshot_log *log, uint64_t skip, uint64_t limit) {
+  snapshot_reader *rd;
+  if (snapshot_reader_open(from, NULL, &rd, NULL, 0) != 0) return 0;
+  snapshot_rec rec;
+  uint64_t n = 0, i = 0;
+  while (n < limit && snapshot_reader_next(rd, &rec) == 1)
+    if (i++ >= skip && snapshot_log_append(log, &rec, NULL) == 0) n++;
+  snapshot_reader_close(rd);
+  return n;
+}
+
+/* What compaction costs: on the writer thread, the records of plain_dir
+ * written again with compression (rotations and the close compact); and on
+ * the inline writer (`verdict decide`, hooks), one process's open, append,
+ * close on a folder whose newest segment then holds a block's worth of plain
+ * frames (that close compacts) against one where it does not. */
+static int compaction_report(const char *plain_dir) {
+  char dir[4300];
+  snprintf(dir, sizeof dir, "%s-again", plain_dir);
+  snapshot_log_opts o;
+  snapshot_log_opts_init(&o);
+  o.durability = SNAPSHOT_DURABLE_NONE;
+  snapshot_log *log;
+  char err[SNAPSHOT_ERRLEN];
+  if (snapshot_log_open(dir, &o, &log, err, sizeof err) != 0) {
+    fprintf(stderr, "bench-snapshots: %s\n", err);
+    return -1;
+  }
+  uint64_t n = copy_records(plain_dir, log, 0, UINT64_MAX);
+  snapshot_log_status st;
+  snapshot_log_close(log, &st);
+  printf(
+      "   compaction (writer)  %10.1f ms CPU (%.1f ms wall) for %llu segments, %.1f MiB -> "
+      "%.1f MiB: %.2f us CPU a snapshot\n",
+      (double)st.compact_cpu_ns / 1e6, (double)st.compact_ns / 1e6,
+      (unsigned long long)st.compactions, (double)st.compact_in / 1048576.0,
+      (double)st.compact_out / 1048576.0, n ? (double)st.compact_cpu_ns / 1e3 / (double)n : 0);
+  /* inline: a compacted segment of 2,000 records, then one-record processes
+   * (their records read beforehand, so only the log's work is timed) */
+  rm_rf(dir);
+  o.inline_writer = 1;
+  o.durability = SNAPSHOT_DURABLE_INTERVAL; /* verdict decide's */
+  if (snapshot_log_open(dir, &o, &log, err, sizeof err) != 0) return -1;
+  copy_records(plain_dir, log, 0, 2000);
+  snapshot_log_close(log, &st);
+  enum { ONE = 400 };
+  snapshot_rec *recs = calloc(ONE, sizeof *recs);
+  char **bufs = calloc(ONE, sizeof *bufs);
+  snapshot_reader *rd;
+  size_t have = 0;
+  if (snapshot_reader_open(plain_dir, NULL, &rd, NULL, 0) == 0) {
+    snapshot_rec rec;
+    for (uint64_t i = 0; have < ONE && snapshot_reader_next(rd, &rec) == 1; i++) {
+      if (i < 2000) continue;
+      size_t sz = rec.point_len + rec.action_len + rec.policy_version_len + rec.payload_len;
+      char *b = bufs[have] = malloc(sz ? sz : 1);
+      recs[have] = rec;
+      memcpy(b, rec.point, rec.point_len);
+      recs[have].point = b;
+      memcpy(b += rec.point_len, rec.action, rec.action_len);
+      recs[have].action = b;
+      memcpy(b += rec.action_len, rec.policy_version, rec.policy_version_len);
+      recs[have].policy_version = b;
+      memcpy(b += rec.policy_version_len, rec.payload, rec.payload_len);
+      recs[have++].payload = b;
+    }
+    snapshot_reader_close(rd);
+  }
+  double plain_ms = 0, compact_ms = 0, plain_cpu = 0, compact_cpu = 0;
+  uint64_t compact_ns = 0, runs = 0, compactions = 0;
+  for (size_t i = 0; i < have && compactions < 3; i++) {
+    double t0 = mono_s(), c0 = thread_cpu_s();
+    if (snapshot_log_open(dir, &o, &log, err, sizeof err) != 0) break;
+    snapshot_log_append(log, &recs[i], NULL);
+    snapshot_log_close(log, &st);
+    double ms = (mono_s() - t0) * 1e3, cpu = (thread_cpu_s() - c0) * 1e3;
+    runs++;
+    if (st.compactions) {
+      compactions++;
+      compact_ms += ms;
+      compact_cpu += cpu;
+      compact_ns += st.compact_ns;
+    } else {
+      plain_ms += ms;
+      plain_cpu += cpu;
+    }
+  }
+  uint64_t plain_runs = runs - compactions;
+  printf(
+      "   compaction (inline)  1 process in %.0f compacts: open+append+close %.2f ms "
+      "(%.2f ms CPU) without, %.2f ms (%.2f ms CPU) with, the compaction %.2f ms of it\n",
+      compactions ? (double)runs / (double)compactions : 0,
+      plain_runs ? plain_ms / (double)plain_runs : 0,
+      plain_runs ? plain_cpu / (double)plain_runs : 0,
+      compactions ? compact_ms / (double)compactions : 0,
+      compactions ? compact_cpu / (double)compactions : 0,
+      compactions ? (double)compact_ns / 1e6 / (double)compactions : 0);
+  for (size_t i = 0; i < have; i++) free(bufs[i]);
+  free(bufs);
+  free(recs);
+  rm_rf(dir);
+  return 0;
+}
+
+/* The same records as plain frames: their bytes, and a copy written with
+ * compression off (compress_level 0) to compare lookups by id with. Then
+ * lookups by id in both, over the same ids, and the ratio. */
+static int compression_report(const char *dir, const char *plain_dir, uint64_t decided) {
+  snapshot_reader *rd;
+  char err[SNAPSHOT_ERRLEN];
+  if (snapshot_reader_open(dir, NULL, &rd, err, sizeof err) != 0) {
+    fprintf(stderr, "bench-snapshots: %s\n", err);
+    return -1;
+  }
+  snapshot_log_opts o;
+  snapshot_log_opts_init(&o);
+  o.durability = SNAPSHOT_DURABLE_NONE;
+  o.compress_level = 0;
+  snapshot_log *log;
+  if (snapshot_log_open(plain_dir, &o, &log, err, sizeof err) != 0) {
+    fprintf(stderr, "bench-snapshots: %s\n", err);
+    snapshot_reader_close(rd);
+    return -1;
+  }
+  size_t n = 0, cap = 1024;
+  uint8_t(*ids)[16] = malloc(cap * 16);
+  uint64_t frames = 0;
+  snapshot_rec rec;
+  while (snapshot_reader_next(rd, &rec) == 1) {
+    frames += 8 + 42 + rec.point_len + rec.action_len + rec.policy_version_len + rec.payload_len;
+    if (n == cap) ids = realloc(ids, (cap *= 2) * 16);
+    memcpy(ids[n++], rec.id, 16);
+    while (snapshot_log_append(log, &rec, NULL) == SNAPSHOT_EFULL) {
+    }
+  }
+  snapshot_reader_close(rd);
+  snapshot_log_close(log, NULL);
+  uint64_t on_disk = dir_bytes(dir), plain = dir_bytes(plain_dir);
+  printf(
+      "   compressed           %10.1f MiB of frames -> %.1f MiB on disk: ratio %.1f "
+      "(uncompressed copy %.1f MiB, %.0f bytes a snapshot)\n",
+      (double)frames / 1048576.0, (double)on_disk / 1048576.0,
+      on_disk ? (double)frames / (double)on_disk : 0, (double)plain / 1048576.0,
+      decided ? (double)plain / (double)decided : 0);
+  /* lookups: the same pseudo-random ids in each folder, a fresh reader each */
+  enum { LOOKUPS = 2000 };
+  double us[2] = {0, 0};
+  uint64_t found[2] = {0, 0};
+  const char *dirs[2] = {plain_dir, dir};
+  for (int pass = 0; pass < 2 && n; pass++) {
+    for (int d = 0; d < 2; d++) {
+      if (snapshot_reader_open(dirs[d], NULL, &rd, err, sizeof err) != 0) continue;
+      uint64_t x = 0x9E3779B97F4A7C15ull;
+      double t0 = mono_s();
+      for (int i = 0; i < LOOKUPS; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        found[d] += snapshot_reader_find(rd, ids[x % n], &rec) == 1;
+      }
+      double t = (mono_s() - t0) * 1e6 / LOOKUPS;
+      if (us[d] == 0 || t < us[d]) us[d] = t; /* the better of two passes */
+      snapshot_reader_close(rd);
+    }
+  }
+  printf(
+      "   lookup by id         %10.1f us plain, %.1f us compressed (x%.2f); found %llu and "
+      "%llu of %d\n",
+      us[0], us[1], us[0] > 0 ? us[1] / us[0] : 0, (unsigned long long)found[0] / 2,
+      (unsigned long long)found[1] / 2, LOOKUPS);
+  free(ids);
+  return compaction_report(plain_dir);
 }
 
 static vd_engine *open_engine(const char *policy, const char *store, const char *snaps) {
@@ -284,10 +457,11 @@ int main(int argc, char **argv) {
   char tmpl[1024];
   char *tmp = bench_tmpdir(tmpl, sizeof tmpl, "snapshots");
   if (!tmp) return 1;
-  char store[4200], snaps_a[4200], snaps_b[4200];
+  char store[4200], snaps_a[4200], snaps_b[4200], snaps_plain[4200];
   snprintf(store, sizeof store, "%s/versions", tmp);
   snprintf(snaps_a, sizeof snaps_a, "%s/snaps-rounds", tmp);
   snprintf(snaps_b, sizeof snaps_b, "%s/snapshots", tmp);
+  snprintf(snaps_plain, sizeof snaps_plain, "%s/snapshots-plain", tmp);
 
   reqs r = {0};
   if (load_requests(req_file, &r) < 0) {
@@ -375,6 +549,7 @@ int main(int argc, char **argv) {
   printf("   snapshots/s written  %10.0f  (including the drain)\n", (double)decided / t_all);
   printf("   on disk              %10.1f MiB, %.0f bytes a snapshot\n", (double)bytes / 1048576.0,
          decided ? (double)bytes / (double)decided : 0);
+  if (compression_report(snaps_b, snaps_plain, decided) < 0) return 1;
 
   /* ---- 3. replay ---- */
   printf("\n3. replay throughput over those %llu snapshots, one thread\n",

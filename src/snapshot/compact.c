@@ -124,84 +124,89 @@ int segb_frame(seg_builder *b, const uint8_t *frame, size_t len, const uint8_t i
   return 0;
 }
 
-int seg_compact(const char *dir, const char *name, int fd, uint64_t size, const seg_header *h,
-                int level, size_t block_bytes, seg_index *x, uint64_t *new_size) {
+/* Copies file bytes [from, from + n) of in to out at *at. */
+static int copy_range(int in, uint64_t from, uint64_t n, int out, uint64_t at) {
+  uint8_t buf[65536];
+  while (n > 0) {
+    size_t k = n < sizeof buf ? (size_t)n : sizeof buf;
+    if (read_full(in, buf, k, from) < 0 || write_full(out, buf, k, at) < 0) return -1;
+    from += k;
+    at += k;
+    n -= k;
+  }
+  return 0;
+}
+
+int seg_compact(const char *dir, const char *name, int fd, const seg_header *h,
+                const seg_index *cur, int level, size_t block_bytes, seg_index *x,
+                uint64_t *new_size) {
+  /* The writer's index says where the blocks and the plain frames are: the
+   * blocks are copied as they are (never decompressed), only plain frames
+   * are read, checked and compressed. */
+  if (cur->n == 0 || cur->blocks[0].off != h->header_len || seg_index_raw_bytes(cur) == 0) return 1;
   char path[4096], tmp[4200];
   if (seg_path(path, sizeof path, dir, name, 0) < 0) {
     errno = ENAMETOOLONG;
     return -1;
   }
   snprintf(tmp, sizeof tmp, "%s.ztmp", path);
-  frame_scan s;
-  if (frame_scan_init(&s, fd, h->header_len, size) < 0) {
-    errno = ENOMEM;
-    return -1;
-  }
-  /* First pass: is there anything to compress, and is the segment sound? */
-  const uint8_t *body;
-  uint32_t len;
-  int k;
-  uint64_t plain = 0;
-  while ((k = frame_scan_next(&s, &body, &len)) == 1)
-    if (!s.in_block) plain++;
-  if (k < 0 || s.damaged_regions || s.torn || plain == 0) {
-    int e = s.err;
-    frame_scan_free(&s);
-    if (k < 0) {
-      errno = e;
-      return -1;
-    }
-    return 1;
-  }
   int out = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-  if (out < 0) {
-    frame_scan_free(&s);
-    return -1;
-  }
+  if (out < 0) return -1;
   seg_header nh = *h;
   uint8_t hb[SEG_HEADER_MAX];
   size_t hlen = seg_header_encode(&nh, hb);
   seg_index_reset(x);
   seg_builder b;
   segb_init(&b, out, hlen, level, block_bytes, x);
-  int rc = write_full(out, hb, hlen, 0);
-  frame_scan_seek(&s, h->header_len);
-  uint8_t *copy = NULL;
-  while (rc == 0 && (k = frame_scan_next(&s, &body, &len)) == 1) {
-    if (!s.in_block) {
-      rc = segb_frame(&b, body - FRAME_HEADER, FRAME_HEADER + (size_t)len, body,
-                      rec_body_time(body));
-      continue;
+  int rc = write_full(out, hb, hlen, 0), skip = 0;
+  for (size_t i = 0; rc == 0 && !skip && i < cur->n; i++) {
+    const idx_block *e = &cur->blocks[i];
+    uint64_t end = i + 1 < cur->n ? cur->blocks[i + 1].off : cur->seg_size;
+    if (end < e->off) {
+      skip = 1;
+      break;
     }
-    /* A block already compressed: copied once, at its first record. */
-    if (s.blk_index == 0) {
+    if (e->flags & IDX_FLAG_BLOCK) {
       rc = segb_flush(&b);
-      uint8_t *c = rc == 0 ? realloc(copy, s.blk_frame) : NULL;
-      if (rc == 0 && !c) {
+      if (rc == 0) rc = copy_range(fd, e->off, end - e->off, out, b.off);
+      if (rc == 0 && seg_index_add_entry(x, e, b.off) < 0) {
         errno = ENOMEM;
         rc = -1;
       }
-      if (rc == 0) {
-        copy = c;
-        rc = read_full(fd, copy, s.blk_frame, s.frame_off);
-        if (rc == 0) rc = write_full(out, copy, s.blk_frame, b.off);
-        if (rc == 0) b.off += s.blk_frame;
-      }
+      b.off += end - e->off;
+      continue;
     }
-    if (rc == 0 && seg_index_add_block(x, b.off - s.blk_frame, body, rec_body_time(body)) < 0) {
+    frame_scan s;
+    if (frame_scan_init(&s, fd, e->off, end) < 0) {
       errno = ENOMEM;
       rc = -1;
+      break;
     }
+    const uint8_t *body;
+    uint32_t len;
+    int k;
+    uint32_t got = 0;
+    while (rc == 0 && (k = frame_scan_next(&s, &body, &len)) == 1) {
+      if (s.in_block) { /* the index called it plain: do not trust it */
+        skip = 1;
+        break;
+      }
+      rc = segb_frame(&b, body - FRAME_HEADER, FRAME_HEADER + (size_t)len, body,
+                      rec_body_time(body));
+      got++;
+    }
+    if (rc == 0 && k < 0) {
+      errno = s.err;
+      rc = -1;
+    }
+    if (s.damaged_regions || s.torn || got != e->count) skip = 1; /* not what the index says */
+    frame_scan_free(&s);
   }
-  if (rc == 0 && k < 0) {
-    errno = s.err;
-    rc = -1;
-  }
-  if (rc == 0) rc = segb_flush(&b);
-  if (rc == 0) rc = fsync(out);
-  if (rc == 0) rc = rename(tmp, path);
+  if (rc == 0 && !skip) rc = segb_flush(&b);
+  if (rc == 0 && !skip) rc = fsync(out);
+  if (rc == 0 && !skip) rc = rename(tmp, path);
   int e = errno;
-  if (rc == 0) {
+  if (rc == 0 && !skip) {
     dir_sync(dir);
     x->seg_size = b.off;
     x->seg_crc = nh.crc;
@@ -209,10 +214,8 @@ int seg_compact(const char *dir, const char *name, int fd, uint64_t size, const 
   } else {
     unlink(tmp);
   }
-  free(copy);
   segb_free(&b);
-  frame_scan_free(&s);
   close(out);
   errno = e;
-  return rc < 0 ? -1 : 0;
+  return rc < 0 ? -1 : skip ? 1 : 0;
 }

@@ -87,6 +87,18 @@ int seg_index_add_block(seg_index *x, uint64_t off, const uint8_t id[16], int64_
   return 0;
 }
 
+int seg_index_add_entry(seg_index *x, const idx_block *e, uint64_t off) {
+  if (entry_new(x, off, e->flags) < 0) return -1;
+  idx_block *b = &x->blocks[x->n - 1];
+  *b = *e;
+  b->off = off;
+  range_add(x->min_id, x->max_id, &x->min_time, &x->max_time, x->records == 0, e->min_id,
+            e->min_time);
+  range_add(x->min_id, x->max_id, &x->min_time, &x->max_time, 0, e->max_id, e->max_time);
+  x->records += e->count;
+  return 0;
+}
+
 int seg_index_add_scanned(seg_index *x, const frame_scan *s, const uint8_t *body) {
   return s->in_block ? seg_index_add_block(x, s->frame_off, body, rec_body_time(body))
                      : seg_index_add(x, s->frame_off, body, rec_body_time(body));

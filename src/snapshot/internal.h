@@ -207,6 +207,8 @@ int seg_index_add(seg_index *x, uint64_t off, const uint8_t id[16], int64_t time
 int seg_index_add_block(seg_index *x, uint64_t off, const uint8_t id[16], int64_t time_ns);
 /* The record a scan just returned (body), raw or from a block. */
 int seg_index_add_scanned(seg_index *x, const frame_scan *s, const uint8_t *body);
+/* A whole entry copied from another index, at offset off. */
+int seg_index_add_entry(seg_index *x, const idx_block *e, uint64_t off);
 /* Bytes of ordinary (uncompressed) frames in the segment x describes, which
  * a compaction would put in blocks. */
 uint64_t seg_index_raw_bytes(const seg_index *x);
@@ -270,14 +272,16 @@ int segb_frame(seg_builder *b, const uint8_t *frame, size_t len, const uint8_t i
 int segb_flush(seg_builder *b);
 void segb_free(seg_builder *b);
 
-/* Rewrites the sealed segment dir/name (open at fd, its lock held, size
- * bytes, header h) with its ordinary frames gathered into compressed blocks
- * (blocks already there are copied as they are): into <name>.ztmp, fsynced,
- * renamed over the segment, the directory synced. 0 with the new index in *x
- * and size in *new_size; 1 when there is nothing to compress or the segment
- * is damaged (left as it is); -1 with errno (left as it is). */
-int seg_compact(const char *dir, const char *name, int fd, uint64_t size, const seg_header *h,
-                int level, size_t block_bytes, seg_index *x, uint64_t *new_size);
+/* Rewrites the sealed segment dir/name (open at fd, its lock held, header
+ * h, index cur: the writer's, for the whole file) with its ordinary frames
+ * gathered into compressed blocks (blocks already there are copied as they
+ * are, not decompressed): into <name>.ztmp, fsynced, renamed over the
+ * segment, the directory synced. 0 with the new index in *x and size in
+ * *new_size; 1 when there is nothing to compress or the frames are not what
+ * the index says (left as it is); -1 with errno (left as it is). */
+int seg_compact(const char *dir, const char *name, int fd, const seg_header *h,
+                const seg_index *cur, int level, size_t block_bytes, seg_index *x,
+                uint64_t *new_size);
 
 /* ---- the ring (ring.c) ----
  * A bounded multi-producer byte ring, drained by one consumer (the writer

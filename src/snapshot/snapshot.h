@@ -311,7 +311,8 @@ typedef struct snapshot_log_status {
   /* compaction into compressed blocks, at seal */
   uint64_t compactions;             /* segments rewritten into blocks */
   uint64_t compact_in, compact_out; /* their sizes before and after, bytes */
-  uint64_t compact_ns;              /* time spent compacting (the writer's) */
+  uint64_t compact_ns;              /* time spent compacting (the writer's), wall clock */
+  uint64_t compact_cpu_ns;          /* the same in CPU time of the thread that compacted */
   uint64_t compact_errors;          /* compactions that failed (the segment stays as it was) */
   int last_errno;                   /* errno of the last write error, 0 if none */
   char last_error[SNAPSHOT_ERRLEN]; /* "write /dir/seg-...log: No space left on device" */

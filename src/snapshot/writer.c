@@ -248,10 +248,12 @@ static void segment_compact(snapshot_log *L, int rotating) {
   if (L->opts.compress_level <= 0 || L->idx.records == 0) return;
   uint64_t raw = seg_index_raw_bytes(&L->idx);
   if (raw == 0 || (!rotating && raw < L->opts.block_bytes)) return;
+  struct timespec c0, c1;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
   uint64_t t0 = clock_mono_ns(), size = L->idx.seg_size, nsize = 0;
   seg_index x;
   seg_index_init(&x);
-  int r = seg_compact(L->dir, L->seg_name, L->fd, size, &L->hdr, L->opts.compress_level,
+  int r = seg_compact(L->dir, L->seg_name, L->fd, &L->hdr, &L->idx, L->opts.compress_level,
                       L->opts.block_bytes, &x, &nsize);
   if (r == 0) {
     seg_index_free(&L->idx);
@@ -264,6 +266,10 @@ static void segment_compact(snapshot_log *L, int rotating) {
     if (r < 0) atomic_fetch_add_explicit(&L->compact_errors, 1, memory_order_relaxed);
   }
   atomic_fetch_add_explicit(&L->compact_ns, clock_mono_ns() - t0, memory_order_relaxed);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+  int64_t cpu = (int64_t)(c1.tv_sec - c0.tv_sec) * 1000000000 + (c1.tv_nsec - c0.tv_nsec);
+  atomic_fetch_add_explicit(&L->compact_cpu_ns, (uint64_t)(cpu > 0 ? cpu : 0),
+                            memory_order_relaxed);
 }
 
 /* Seals the current segment: compacted, index beside it, lock released. Its
@@ -1090,6 +1096,7 @@ void snapshot_log_status_get(snapshot_log *L, snapshot_log_status *st) {
   st->compact_in = atomic_load(&L->compact_in);
   st->compact_out = atomic_load(&L->compact_out);
   st->compact_ns = atomic_load(&L->compact_ns);
+  st->compact_cpu_ns = atomic_load(&L->compact_cpu_ns);
   st->compact_errors = atomic_load(&L->compact_errors);
   pthread_mutex_lock(&L->mu);
   st->last_errno = L->last_errno;

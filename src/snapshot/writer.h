@@ -60,7 +60,7 @@ struct snapshot_log {
   _Atomic uint64_t stalled_tail; /* BLOCK: the ring's tail when an append last gave up */
   _Atomic uint64_t lost;         /* records given up on at close */
   _Atomic uint64_t written, bytes, fsyncs, write_errors, segments;
-  _Atomic uint64_t compactions, compact_in, compact_out, compact_ns, compact_errors;
+  _Atomic uint64_t compactions, compact_in, compact_out, compact_ns, compact_cpu_ns, compact_errors;
   _Atomic uint64_t durable_pos, written_pos;
   pthread_mutex_t mu;
   pthread_cond_t wake_cv;    /* the writer sleeps here */
