@@ -14,7 +14,7 @@ if grep -q 'VD_SANITIZE:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null; then
   CFLAGS="$CFLAGS -fsanitize=address,undefined"
 fi
 if cc $CFLAGS -Iinclude -o "$T/embed" examples/embed.c "$BUILD/libverdict.a" \
-  $(pkg-config --libs libpcre2-8 libfyaml liburcu-bp libcrypto hiredis) -lpthread -lm 2>"$T/cc"; then ok; else
+  $(pkg-config --libs libpcre2-8 libfyaml liburcu-bp libcrypto hiredis libzstd) -lpthread -lm 2>"$T/cc"; then ok; else
   bad "examples/embed.c does not build"; cat "$T/cc" >&2; summary; exit 1
 fi
 
