@@ -1,5 +1,6 @@
-/* index.c — the sparse index of a segment: one entry per 1024 records with
- * the offset of the block and the id and time range inside it.
+/* index.c — the sparse index of a segment: one entry per 1024 plain
+ * records, and one per compressed block, with the entry's offset and the id
+ * and time range inside it.
  *
  * Why sparse and why ranges: a full index would cost as much to write as the
  * ids themselves; one entry per block is 64 bytes per ~1 MiB of snapshots and
