@@ -34,6 +34,7 @@
 
 #include "core/clock.h"
 #include "engine/engine.h"
+#include "engine/service.h"
 
 /* What a reload swaps: the bundle and what the engine derives from it. */
 typedef struct live {
@@ -60,6 +61,7 @@ struct vd_engine {
   int rec_always;     /* durability ALWAYS: a decision waits for its snapshot (record_wait) */
   live *retired;      /* replaced bundles the snapshot writer may still read */
   state_store *state; /* rate-limit counters, shared by every decision */
+  int beside;         /* a rollout's engine: rec and state are the host's (not closed here) */
   _Atomic unsigned long long model_calls, model_deadline_misses;
 };
 
@@ -280,8 +282,19 @@ void vd_engine_close_stats(vd_engine *e, vd_engine_counters *out) {
   if (out) memset(out, 0, sizeof *out);
   if (!e) return;
   if (out) vd_engine_stats(e, out);
-  recorder_close(e->rec, out); /* formats every record: nothing reads a bundle after */
-  state_close(e->state);
+  if (e->beside && e->rec) {
+    /* the host's log: wait until its writer is past this engine's records
+     * (they name rules in its bundles), at most 5 s, then let them go */
+    uint64_t mark = recorder_mark(e->rec);
+    for (int ms = 0; ms < 5000 && !recorder_past(e->rec, mark); ms++) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+    recorder_forget(e->rec);
+  } else {
+    recorder_close(e->rec, out); /* formats every record: nothing reads a bundle after */
+    state_close(e->state);
+  }
   live_free(e->live);
   while (e->retired) {
     live *r = e->retired;
@@ -303,11 +316,11 @@ int vd_engine_snapshot_repair(vd_engine *e, unsigned i, vd_snapshot_repair *out)
 int vd_engine_stats(vd_engine *e, vd_engine_counters *out) {
   if (!e || !out) return VD_EINVAL;
   memset(out, 0, sizeof *out);
-  if (e->rec) recorder_counters(e->rec, out);
+  if (e->rec && !e->beside) recorder_counters(e->rec, out);
   out->model_calls = atomic_load_explicit(&e->model_calls, memory_order_relaxed);
   out->model_deadline_misses =
       atomic_load_explicit(&e->model_deadline_misses, memory_order_relaxed);
-  if (e->state) {
+  if (e->state && !e->beside) {
     state_stats st;
     state_get_stats(e->state, &st);
     out->limit_charges = st.charges;
@@ -348,7 +361,7 @@ static int decide_stages(const policy_bundle *b, const name_table *names, const 
  * The append may wait for room (on_full BLOCK, 1 s at most), delaying a reload meanwhile;
  * waiting for the disk (durability ALWAYS) comes after. */
 static int decide_live(vd_engine *e, const decide_request *req, vd_decision *d, uint64_t t0,
-                       record_input *rin, vd_error *err) {
+                       record_input *rin, int always, vd_error *err) {
   rcu_read_lock();
   const live *l = rcu_dereference(e->live);
   int rc = decide_stages(l->bundle, l->names, &e->lim, req, d, t0, err);
@@ -369,7 +382,7 @@ static int decide_live(vd_engine *e, const decide_request *req, vd_decision *d, 
       atomic_fetch_add_explicit(&e->model_deadline_misses, 1, memory_order_relaxed);
   }
   /* Only ALWAYS waits: the others spare the call. */
-  if (rc == 0 && rin && e->rec_always) rc = record_wait(e->rec, d, rin);
+  if (rc == 0 && rin && always) rc = record_wait(e->rec, d, rin);
   if (rc == VD_ESNAPSHOT && rin) { /* decided, but not to be answered: its snapshot was refused */
     d->decided = 0;
     return record_refusal(e->rec, rin, err);
@@ -405,11 +418,70 @@ int vd_decide_json(vd_engine *e, const char *json, long len, vd_decision *d, vd_
   size_t n = len < 0 ? strlen(json) : (size_t)len;
   record_input in = {.req = &req, .json = json, .json_len = n, .lim = &e->lim};
   rc = request_parse_json(&d->mem, json, n, &e->lim, &req, err);
-  if (rc == 0) rc = decide_live(e, &req, d, t0, e->rec ? &in : NULL, err);
+  if (rc == 0) rc = decide_live(e, &req, d, t0, e->rec ? &in : NULL, e->rec_always, err);
   d->trace_on = trace;
   d->trace_borrow = 0;
   return rc;
 }
+
+int service_decide_side(vd_engine *e, const char *json, size_t len, const service_side *side,
+                        vd_decision *d, vd_error *err) {
+  if (!side) return vd_decide_json(e, json, (long)len, d, err);
+  int rc = check_args(e, json, d, err, "service_decide_side");
+  if (rc) return rc;
+  if (side->clock_ns) d->clock_ns = side->clock_ns;
+  if (side->off_path) d->state = NULL;
+  int trace = d->trace_on;
+  if (e->rec && !trace) d->trace_on = d->trace_borrow = 1;
+  uint64_t t0 = clock_mono_ns();
+  decide_request req;
+  record_input in = {.req = &req, .json = json, .json_len = len, .lim = &e->lim, .side = side};
+  int always = e->rec_always;
+  rc = request_parse_json(&d->mem, json, len, &e->lim, &req, err);
+  if (rc == 0) {
+    /* off the answer's path nothing waits for the disk: the answered
+     * decision's record is the one durability speaks of */
+    rc = decide_live(e, &req, d, t0, e->rec ? &in : NULL, side->off_path ? 0 : always, err);
+  }
+  d->trace_on = trace;
+  d->trace_borrow = 0;
+  return rc;
+}
+
+int service_engine_open_beside(const char *dir, vd_engine *host, vd_engine **out, vd_error *err) {
+  engine_error_clear(err);
+  if (!host || !out) return engine_error(err, VD_EINVAL, 0, 0, NULL, "no host engine");
+  vd_engine_opts o;
+  memset(&o, 0, sizeof o);
+  o.store_dir = host->store_dir;
+  o.cost_limit = host->lim.cost_limit;
+  o.regex_match_limit = host->lim.regex_match_limit;
+  o.memory_limit = host->lim.memory_limit;
+  o.max_request_bytes = host->lim.max_request_bytes;
+  o.warnings_as_errors = host->warnings_as_errors;
+  o.state_max_bytes = 4096; /* a placeholder store, closed at once: the host's is used */
+  int rc = vd_engine_open(dir, &o, out, err);
+  if (rc) return rc;
+  vd_engine *e = *out;
+  state_close(e->state);
+  e->state = host->state;
+  e->rec = host->rec;
+  e->rec_always = host->rec_always;
+  e->beside = 1;
+  return 0;
+}
+
+int service_engine_set_dir(vd_engine *e, const char *dir) {
+  char *d = strdup(dir);
+  if (!d) return VD_ENOMEM;
+  pthread_mutex_lock(&e->reload_lock);
+  free(e->dir);
+  e->dir = d;
+  pthread_mutex_unlock(&e->reload_lock);
+  return 0;
+}
+
+const char *service_engine_dir(const vd_engine *e) { return e ? e->dir : NULL; }
 
 int vd_decide(vd_engine *e, const vd_request *r, vd_decision *d, vd_error *err) {
   int rc = check_args(e, r, d, err, "vd_decide");
@@ -420,7 +492,7 @@ int vd_decide(vd_engine *e, const vd_request *r, vd_decision *d, vd_error *err) 
   decide_request req;
   record_input in = {.req = &req, .creq = r, .lim = &e->lim};
   rc = request_from_c(&d->mem, r, &e->lim, &req, err);
-  if (rc == 0) rc = decide_live(e, &req, d, t0, e->rec ? &in : NULL, err);
+  if (rc == 0) rc = decide_live(e, &req, d, t0, e->rec ? &in : NULL, e->rec_always, err);
   d->trace_on = trace;
   d->trace_borrow = 0;
   return rc;

@@ -291,6 +291,9 @@ typedef struct record_input {
   size_t json_len;
   const vd_request *creq; /* or the request built in C */
   const decide_limits *lim;
+  /* a rollout's side of this decision (service.h), or NULL: none, and the
+   * snapshot has no side members */
+  const struct service_side *side;
   /* filled by record_id and record_commit */
   uint8_t id[16];
   const char *payload; /* a capture in d's arena, when it did not fit the queue slot */
