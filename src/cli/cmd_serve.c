@@ -84,7 +84,19 @@ const char cmd_serve_help[] =
     "      --authz-redact-query LIST  query parameters whose values /v1/authz masks\n"
     "                         in the original URI and in URLs in headers (\"*x\": any\n"
     "                         name ending in x; default: docs/nginx.md; '' for none).\n"
-    "                         A URL's user:password@ is always masked\n" CLI_STATE_HELP
+    "                         A URL's user:password@ is always masked\n"
+    "      --shadow DIR       a candidate bundle that decides every request off the\n"
+    "                         answer's path and never answers (docs/rollout.md)\n"
+    "      --shadow-queue N   off-path decisions waiting at most (1024; dropped past it)\n"
+    "      --canary DIR       a candidate bundle that answers --canary-percent P of\n"
+    "                         the requests, by a hash of the request's key\n"
+    "      --canary-no-key live|canary  the side of requests without a key (live)\n"
+    "      --canary-max-disagreement S, --canary-max-errors S (shares 0..1),\n"
+    "      --canary-max-p99-us US  roll the canary back past one, over the last\n"
+    "                         --canary-window N (1000) compared decisions once\n"
+    "                         --canary-min-decisions M (100) are in\n"
+    "      --rollout-settings FILE  the canary's percent and limits (NAME = VALUE\n"
+    "                         lines), re-read on SIGHUP\n" CLI_STATE_HELP
     "  -h, --help             this text\n"
     "\n"
     "Exit status: 0 stopped by a signal; 1 could not start (the bundle, the\n"
@@ -146,14 +158,40 @@ static const struct {
   char value;
   char alias;
 } settings[] = {
-    {"--policy", 1, 'p'},         {"--listen", 1, 'l'},      {"--threads", 1, 't'},
-    {"--snapshots", 1, 's'},      {"--no-snapshots", 0, 0},  {"--store", 1, 0},
-    {"--no-store", 0, 0},         {"--durability", 1, 0},    {"--on-full", 1, 0},
-    {"--max-body", 1, 0},         {"--max-header", 1, 0},    {"--idle-timeout", 1, 0},
-    {"--request-timeout", 1, 0},  {"--max-conns", 1, 0},     {"--max-batch", 1, 0},
-    {"--admin-token-file", 1, 0}, {"--access-log", 1, 0},    {"--authz-redact", 1, 0},
-    {"--snapshot-reads", 1, 0},   {"--watch", 0, 0},         {"--authz-redact-query", 1, 0},
-    {"--snapshot-queue", 1, 0},   {"--drain-timeout", 1, 0},
+    {"--policy", 1, 'p'},
+    {"--listen", 1, 'l'},
+    {"--threads", 1, 't'},
+    {"--snapshots", 1, 's'},
+    {"--no-snapshots", 0, 0},
+    {"--store", 1, 0},
+    {"--no-store", 0, 0},
+    {"--durability", 1, 0},
+    {"--on-full", 1, 0},
+    {"--max-body", 1, 0},
+    {"--max-header", 1, 0},
+    {"--idle-timeout", 1, 0},
+    {"--request-timeout", 1, 0},
+    {"--max-conns", 1, 0},
+    {"--max-batch", 1, 0},
+    {"--admin-token-file", 1, 0},
+    {"--access-log", 1, 0},
+    {"--authz-redact", 1, 0},
+    {"--snapshot-reads", 1, 0},
+    {"--watch", 0, 0},
+    {"--authz-redact-query", 1, 0},
+    {"--snapshot-queue", 1, 0},
+    {"--drain-timeout", 1, 0},
+    {"--shadow", 1, 0},
+    {"--shadow-queue", 1, 0},
+    {"--canary", 1, 0},
+    {"--canary-percent", 1, 0},
+    {"--canary-no-key", 1, 0},
+    {"--canary-max-disagreement", 1, 0},
+    {"--canary-max-errors", 1, 0},
+    {"--canary-max-p99-us", 1, 0},
+    {"--canary-window", 1, 0},
+    {"--canary-min-decisions", 1, 0},
+    {"--rollout-settings", 1, 0},
 };
 enum { NSETTINGS = sizeof settings / sizeof settings[0] };
 
@@ -275,6 +313,9 @@ static int apply(serve_args *s, const char *name, const char *v, const origin *a
     o->authz_redact_query = v;
   } else if (strcmp(name, "--watch") == 0) {
     o->watch = 1;
+  } else {
+    const char *why;
+    if (rollout_setting(&o->rollout, name, v, &why) > 0) return bad(at, name, why, v);
   }
   return 0;
 }
@@ -435,6 +476,13 @@ int cmd_serve(int argc, char **argv) {
     goto done;
   }
 
+  {
+    char why[300];
+    if (rollout_opts_check(&s.o.rollout, why, sizeof why) != 0) {
+      rc = usage_error(why, NULL);
+      goto done;
+    }
+  }
   char *default_dir = NULL;
   if (cli_default_snapshots(s.o.policy_dir, s.no_snapshots, &s.snapshots, &default_dir) != 0) {
     fprintf(stderr, "verdict serve: out of memory\n");

@@ -57,6 +57,12 @@ void metrics_count_decision(metrics *m, const vd_decision *d);
 void metrics_observe(metrics *m, int status, uint64_t ns);
 void metrics_count_refused(metrics *m);
 void metrics_bump(_Atomic uint64_t *c);
+/* A table or histogram with one writer outside the workers' (rollout.c). */
+void metrics_table_count(metrics_table *t, const char *const l[3]);
+void metrics_hist_observe(metrics_hist *h, uint64_t ns);
+void metrics_render_table(json_buf *b, metrics_table *t, const char *name,
+                          const char *const keys[3]);
+void metrics_render_hist(json_buf *b, metrics_hist *h, const char *name, const char *help);
 
 /* ---- the server ---- */
 typedef struct server server;
@@ -97,8 +103,9 @@ struct server {
   worker *workers;
   int nworkers;
   char listen_text[80];
-  void *mcp;    /* the MCP session table (mcp_http.c) */
-  int loopback; /* listening on a loopback address */
+  void *mcp;               /* the MCP session table (mcp_http.c) */
+  struct rollout *rollout; /* rollout.c; NULL: none configured */
+  int loopback;            /* listening on a loopback address */
 };
 
 /* server.c: reloads the bundle and logs it (trigger: "signal", "http",
@@ -203,6 +210,22 @@ void metrics_render(server *s, json_buf *b);
 void server_log(const char *level, const char *event, const char *message, const char *fields);
 /* log.c: the current UTC time as 2026-11-30T00:51:13.630Z into t (>= 32). */
 size_t server_log_time(char *t, size_t len);
+
+/* rollout.c: the shadow and the canary (docs/rollout.md). */
+typedef struct rollout rollout;
+/* Opens the candidate the options name and starts the rollout thread; 0,
+ * or -1 with why (s->rollout stays NULL when nothing is configured and no
+ * admin call may set one: never, the thread starts for run-time calls). */
+int rollout_start(server *s, char *why, size_t whylen);
+void rollout_stop(server *s);
+/* POST /v1/decide with a shadow or canary: 1 when answered, 0 when there
+ * is none (the plain path answers). */
+int rollout_decide(conn *c, const http_request *r);
+/* /v1/rollout and below (admin). */
+void route_rollout(conn *c, const http_request *r);
+/* SIGHUP: re-reads the settings file, reloads the candidate's bundle. */
+void rollout_hup(server *s);
+void rollout_metrics(server *s, json_buf *b);
 
 /* Shared by the routes: the HTTP status of an engine error (its code is vd_err_name). */
 int route_error_status(int code);

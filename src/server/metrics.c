@@ -407,6 +407,41 @@ static void render_process(json_buf *b) {
          (unsigned long long)rl.rlim_cur);
 }
 
+void metrics_table_count(metrics_table *t, const char *const l[3]) { table_count(t, l); }
+void metrics_hist_observe(metrics_hist *h, uint64_t ns) { hist_observe(h, ns); }
+
+/* One table with its own single writer (not summed over workers). */
+void metrics_render_table(json_buf *b, metrics_table *t, const char *name,
+                          const char *const keys[3]) {
+  uint32_t n = atomic_load_explicit(&t->nseries, memory_order_acquire);
+  for (uint32_t i = 0; i < n; i++) {
+    metrics_series *s = &t->series[i];
+    json_buf_put(b, name, strlen(name));
+    for (int k = 0; k < 3 && keys[k]; k++) {
+      json_buf_putc(b, k ? ',' : '{');
+      json_buf_put(b, keys[k], strlen(keys[k]));
+      PUT_LIT(b, "=\"");
+      put_label(b, s->label[k]);
+      json_buf_putc(b, '"');
+    }
+    putf(b, "} %llu\n", (unsigned long long)get(&s->count));
+  }
+}
+
+void metrics_render_hist(json_buf *b, metrics_hist *h, const char *name, const char *help) {
+  putf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+  uint64_t cum = 0;
+  for (int i = 0; i < METRICS_BUCKETS; i++) {
+    cum += get(&h->buckets[i]);
+    putf(b, "%s_bucket{le=\"%g\"} %llu\n", name, bucket_le[i], (unsigned long long)cum);
+  }
+  uint64_t count = get(&h->count);
+  if (count < cum) count = cum;
+  putf(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)count);
+  putf(b, "%s_sum %.9f\n", name, (double)get(&h->sum_ns) / 1e9);
+  putf(b, "%s_count %llu\n", name, (unsigned long long)count);
+}
+
 void metrics_render(server *srv, json_buf *b) {
   render_decisions(srv, b);
   render_http(srv, b);
@@ -417,5 +452,6 @@ void metrics_render(server *srv, json_buf *b) {
        "verdict_reloads_total{result=\"failed\"} %llu\n",
        (unsigned long long)atomic_load(&srv->reloads),
        (unsigned long long)atomic_load(&srv->reload_failures));
+  rollout_metrics(srv, b);
   render_process(b);
 }

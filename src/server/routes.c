@@ -41,6 +41,7 @@ int route_error_status(int code) {
 }
 
 static void decide(conn *c, const http_request *r) {
+  if (rollout_decide(c, r)) return; /* a shadow or a canary is set */
   worker *w = conn_worker(c);
   vd_decision *d = conn_decision(c);
   vd_error err;
@@ -159,6 +160,9 @@ static void route_request(const http_handler *h, conn *c, const http_request *r)
     return route_reload(c, r);
   }
   if (path_is(r, "/mcp")) return route_mcp(c, r);
+  if (r->path_len >= 11 && memcmp(r->path, "/v1/rollout", 11) == 0 &&
+      (r->path_len == 11 || r->path[11] == '/'))
+    return route_rollout(c, r);
   if (path_is(r, "/healthz")) {
     if (!get) return method_not_allowed(c, r, "GET");
     return conn_respond(c, 200, "application/json", NULL, "{\"status\":\"ok\"}\n", 16);

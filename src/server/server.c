@@ -33,6 +33,7 @@ void server_opts_init(server_opts *o) {
   o->watch_debounce_ms = 300;
   o->authz_redact = VD_AUTHZ_REDACT_DEFAULT;
   o->authz_redact_query = VD_AUTHZ_REDACT_QUERY_DEFAULT;
+  rollout_opts_init(&o->rollout);
 }
 
 /* "HOST:PORT" or "[V6]:PORT" into addr. */
@@ -198,6 +199,7 @@ static void on_hup(uv_signal_t *h, int signum) {
   vd_error err;
   char before[65], after[65];
   server_reload(m->srv, "signal", &err, before, after);
+  rollout_hup(m->srv);
 }
 
 /* --watch: a change in the bundle folder (re)starts the debounce timer; the
@@ -325,6 +327,14 @@ int server_run(const server_opts *o) {
              rep.bytes, rep.records);
     if (!f.oom) server_log("warn", "snapshot_repaired", msg, f.data);
     json_buf_free(&f);
+  }
+  if (rollout_start(&srv, why, sizeof why) != 0) {
+    failed("start_failed", why);
+    vd_engine_close(srv.engine);
+    free(srv.admin_token);
+    free(srv.store_dir);
+    if (srv.access_fd > STDOUT_FILENO) close(srv.access_fd);
+    return 1;
   }
   int nw = o->threads > 0 ? o->threads : 1;
   srv.workers = calloc((size_t)nw, sizeof *srv.workers);
@@ -478,6 +488,7 @@ out:
       if (fds[i] >= 0) close(fds[i]);
   free(fds);
   mcp_http_free(srv.mcp); /* its sessions hold decisions of the engine */
+  rollout_stop(&srv);     /* its queue drains into the live engine's log first */
   /* The snapshot log drains here: on a disk that refuses writes, for
    * --drain-timeout at most; what it could not write is said. */
   vd_engine_counters fin;
