@@ -282,13 +282,20 @@ void vd_engine_close_stats(vd_engine *e, vd_engine_counters *out) {
   if (out) memset(out, 0, sizeof *out);
   if (!e) return;
   if (out) vd_engine_stats(e, out);
-  if (e->beside && e->rec) {
-    /* the host's log: wait until its writer is past this engine's records
-     * (they name rules in its bundles), at most 5 s, then let them go */
-    uint64_t mark = recorder_mark(e->rec);
-    for (int ms = 0; ms < 5000 && !recorder_past(e->rec, mark); ms++) {
+  if (e->beside) {
+    /* the host's log and counters: wait until its writer is past this
+     * engine's records (they name rules in its bundles), at most 5 s, then
+     * let them go; the host closes both */
+    uint64_t mark = e->rec ? recorder_mark(e->rec) : 0;
+    for (int ms = 0; e->rec && ms < 5000 && !recorder_past(e->rec, mark); ms++) {
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);
+    }
+    if (e->rec && !recorder_past(e->rec, mark)) {
+      /* a writer stuck on a failing disk may still read them: the bundles
+       * are kept (leaked) rather than freed under it */
+      e->live = NULL;
+      e->retired = NULL;
     }
     recorder_forget(e->rec);
   } else {

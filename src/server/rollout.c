@@ -387,7 +387,8 @@ static void run_job(rollout *ro, job *j, vd_decision *d) {
     e = ro->shadow, other = SIDE_SHADOW;
   } else {
     pthread_rwlock_unlock(&ro->lock);
-    return; /* dropped since */
+    atomic_fetch_add(&ro->dropped, 1); /* the candidate went meanwhile */
+    return;
   }
   service_side side = {.side = side_name[other],
                        .completes = j->id[0] ? j->id : NULL,
