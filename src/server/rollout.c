@@ -25,6 +25,7 @@
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,11 @@ static const char *const side_name[] = {"live", "shadow", "canary"};
 
 enum { RB_DISAGREEMENT, RB_ERRORS, RB_P99, RB_ADMIN, RB_REASONS };
 static const char *const rb_name[] = {"disagreement", "errors", "p99", "admin"};
+
+typedef struct grave {
+  vd_engine *e;
+  struct grave *next;
+} grave;
 
 typedef struct job {
   char *body;
@@ -70,7 +76,10 @@ struct rollout {
   server *srv;
   rollout_opts o; /* the settings in force (percent and limits change at run time) */
   pthread_rwlock_t lock;
-  vd_engine *shadow, *canary;
+  /* written under the lock held exclusive; read under it shared by the
+   * workers, and without it by the rollout thread, which alone closes a
+   * replaced engine (bury), so one it reads stays open while it decides */
+  _Atomic(vd_engine *) shadow, canary;
   char *shadow_dir, *canary_dir;
   _Atomic int percent_bp; /* the canary's share in basis points */
   _Atomic int active;     /* a shadow or a canary is set: the plain path is left alone else */
@@ -82,6 +91,7 @@ struct rollout {
   int stopping;
   pthread_t thread;
   int started;
+  struct grave *graves; /* replaced candidates the rollout thread closes (under qlock) */
   /* the comparison: written by the rollout thread */
   metrics m; /* decisions: compared by strategy/agreed; rules: changes; decide: latency */
   _Atomic uint64_t compared, agreed, errors, dropped, queued;
@@ -264,8 +274,32 @@ static void log_rollout(const char *level, const char *event, const char *msg, r
   server_log(level, event, msg, f);
 }
 
-/* Drops the canary (rollback), logs and counts why. 0, or -1: none. */
-static int drop_canary(rollout *ro, int reason, const char *msg, const char *fields) {
+/* A replaced candidate, for the rollout thread to close between two jobs:
+ * it may be deciding with it now, and closing waits for the snapshot
+ * writer, which no worker should. */
+static void bury(rollout *ro, vd_engine *e) {
+  if (!e) return;
+  grave *g = malloc(sizeof *g);
+  if (!g) return; /* kept open: nothing reads it, and closing could be unsafe */
+  g->e = e;
+  pthread_mutex_lock(&ro->qlock);
+  g->next = ro->graves;
+  ro->graves = g;
+  pthread_cond_signal(&ro->qcond);
+  pthread_mutex_unlock(&ro->qlock);
+}
+
+static void sched_idle(int idle) {
+  struct sched_param sp = {0};
+  pthread_setschedparam(pthread_self(), idle ? SCHED_IDLE : SCHED_OTHER, &sp);
+}
+
+/* Drops the canary (rollback), logs and counts why. 0, or -1: none.
+ * on_thread: called by the rollout thread (which closes it at once). */
+static int drop_canary(rollout *ro, int reason, const char *msg, const char *fields,
+                       int on_thread) {
+  /* the workers wait for the exclusive lock: not behind an idle-class thread */
+  if (on_thread) sched_idle(0);
   pthread_rwlock_wrlock(&ro->lock);
   vd_engine *c = ro->canary;
   ro->canary = NULL;
@@ -275,12 +309,16 @@ static int drop_canary(rollout *ro, int reason, const char *msg, const char *fie
   ro->canary_dir = NULL;
   atomic_store(&ro->active, ro->shadow || ro->canary);
   pthread_rwlock_unlock(&ro->lock);
+  if (on_thread) sched_idle(1);
   if (!c) return -1;
   atomic_fetch_add(&ro->rollbacks[reason], 1);
   pthread_mutex_lock(&ro->wlock);
   ro->wfill = ro->wpos = ro->since_check = 0;
   pthread_mutex_unlock(&ro->wlock);
-  vd_engine_close(c);
+  if (on_thread)
+    vd_engine_close(c);
+  else
+    bury(ro, c);
   return 0;
 }
 
@@ -342,7 +380,7 @@ static void window_add(rollout *ro, int disagree, int error, double us) {
   snprintf(f, sizeof f,
            ",\"reason\":\"%s\",\"window\":%u,\"disagreement\":%.4f,\"errors\":%.4f,\"p99_us\":%.1f",
            rb_name[reason], n, sd, se, p99);
-  drop_canary(ro, reason, msg, f);
+  drop_canary(ro, reason, msg, f, 1);
 }
 
 /* ---- the rollout thread ---- */
@@ -375,18 +413,18 @@ static void compare(rollout *ro, const job *j, vd_decision *d, int rc, int other
   window_add(ro, ok && !j->failed && !agree, cerr, cus);
 }
 
+/* Without the lock: an idle-class thread must not hold what the workers
+ * take (the engines it reads are closed by this thread alone). */
 static void run_job(rollout *ro, job *j, vd_decision *d) {
-  pthread_rwlock_rdlock(&ro->lock);
-  vd_engine *e;
+  vd_engine *e, *canary = ro->canary, *shadow = ro->shadow;
   int other;
   if (j->answered == SIDE_CANARY) {
     e = ro->srv->engine, other = SIDE_LIVE;
-  } else if (ro->canary) {
-    e = ro->canary, other = SIDE_CANARY;
-  } else if (ro->shadow) {
-    e = ro->shadow, other = SIDE_SHADOW;
+  } else if (canary) {
+    e = canary, other = SIDE_CANARY;
+  } else if (shadow) {
+    e = shadow, other = SIDE_SHADOW;
   } else {
-    pthread_rwlock_unlock(&ro->lock);
     atomic_fetch_add(&ro->dropped, 1); /* the candidate went meanwhile */
     return;
   }
@@ -400,24 +438,40 @@ static void run_job(rollout *ro, job *j, vd_decision *d) {
                        .off_path = 1};
   vd_error err;
   int rc = service_decide_side(e, j->body, j->len, &side, d, &err);
-  pthread_rwlock_unlock(&ro->lock);
   compare(ro, j, d, rc, other);
 }
 
 static void *rollout_main(void *arg) {
   rollout *ro = arg;
+  /* Off the answer's path in time as well: the kernel runs this thread
+   * only on CPU time the workers leave (SCHED_IDLE), so under load the
+   * queue fills and jobs are dropped, counted, instead of the answers
+   * waiting behind the comparison. */
+  sched_idle(1);
   vd_decision *d = vd_decision_new();
   for (;;) {
     pthread_mutex_lock(&ro->qlock);
-    while (!ro->count && !ro->stopping) pthread_cond_wait(&ro->qcond, &ro->qlock);
-    if (!ro->count) {
-      pthread_mutex_unlock(&ro->qlock);
-      break;
+    while (!ro->count && !ro->graves && !ro->stopping) pthread_cond_wait(&ro->qcond, &ro->qlock);
+    grave *g = ro->graves;
+    ro->graves = NULL;
+    int have = ro->count > 0;
+    job j;
+    if (have) {
+      j = ro->ring[ro->head];
+      ro->head = (ro->head + 1) % ro->cap;
+      ro->count--;
     }
-    job j = ro->ring[ro->head];
-    ro->head = (ro->head + 1) % ro->cap;
-    ro->count--;
     pthread_mutex_unlock(&ro->qlock);
+    while (g) { /* between two jobs: no decision of this thread uses them */
+      grave *next = g->next;
+      vd_engine_close(g->e);
+      free(g);
+      g = next;
+    }
+    if (!have) {
+      if (ro->stopping) break;
+      continue;
+    }
     if (d) run_job(ro, &j, d);
     free(j.body);
   }
@@ -433,10 +487,7 @@ static void enqueue(rollout *ro, const http_request *r, const vd_decision *d, in
   memset(&j, 0, sizeof j);
   j.answered = (uint8_t)answered;
   j.failed = (uint8_t)failed;
-  pthread_mutex_lock(&ro->qlock);
-  int full = ro->count == ro->cap || ro->stopping;
-  pthread_mutex_unlock(&ro->qlock);
-  if (full || !(j.body = malloc(r->body_len + 1))) {
+  if (!(j.body = malloc(r->body_len + 1))) {
     atomic_fetch_add(&ro->dropped, 1);
     return;
   }
@@ -457,7 +508,12 @@ static void enqueue(rollout *ro, const http_request *r, const vd_decision *d, in
     j.bucket = side->bucket;
     j.percent = side->percent;
   }
-  pthread_mutex_lock(&ro->qlock);
+  /* never wait for the lock: its other holder is the idle-class thread */
+  if (pthread_mutex_trylock(&ro->qlock) != 0) {
+    free(j.body);
+    atomic_fetch_add(&ro->dropped, 1);
+    return;
+  }
   if (ro->count == ro->cap || ro->stopping) {
     pthread_mutex_unlock(&ro->qlock);
     free(j.body);
@@ -596,15 +652,19 @@ int rollout_start(server *s, char *why, size_t whylen) {
     return -1;
   }
   if (o.shadow_dir) {
-    if (open_candidate(s, o.shadow_dir, &ro->shadow, why, whylen) != 0 ||
-        !(ro->shadow_dir = strdup(o.shadow_dir))) {
+    vd_engine *e = NULL;
+    int orc = open_candidate(s, o.shadow_dir, &e, why, whylen);
+    ro->shadow = e;
+    if (orc != 0 || !(ro->shadow_dir = strdup(o.shadow_dir))) {
       rollout_stop(s);
       return -1;
     }
   }
   if (o.canary_dir) {
-    if (open_candidate(s, o.canary_dir, &ro->canary, why, whylen) != 0 ||
-        !(ro->canary_dir = strdup(o.canary_dir))) {
+    vd_engine *e = NULL;
+    int orc = open_candidate(s, o.canary_dir, &e, why, whylen);
+    ro->canary = e;
+    if (orc != 0 || !(ro->canary_dir = strdup(o.canary_dir))) {
       rollout_stop(s);
       return -1;
     }
@@ -631,6 +691,11 @@ void rollout_stop(server *s) {
   pthread_mutex_unlock(&ro->qlock);
   if (ro->started) pthread_join(ro->thread, NULL);
   for (unsigned i = 0; i < ro->count; i++) free(ro->ring[(ro->head + i) % ro->cap].body);
+  for (grave *g = ro->graves, *next; g; g = next) {
+    next = g->next;
+    vd_engine_close(g->e);
+    free(g);
+  }
   vd_engine_close(ro->shadow);
   vd_engine_close(ro->canary);
   free(ro->shadow_dir);
@@ -864,7 +929,7 @@ void route_rollout(conn *c, const http_request *r) {
     if (del) {
       if (canary) {
         if (drop_canary(ro, RB_ADMIN, "the canary was rolled back (admin call)",
-                        ",\"reason\":\"admin\"") != 0)
+                        ",\"reason\":\"admin\"", 0) != 0)
           return conn_respond_error(c, 409, "no_canary", "there is no canary to drop", NULL);
         return respond_status(c, ro);
       }
@@ -876,7 +941,7 @@ void route_rollout(conn *c, const http_request *r) {
       atomic_store(&ro->active, ro->shadow || ro->canary);
       pthread_rwlock_unlock(&ro->lock);
       if (!old) return conn_respond_error(c, 409, "no_shadow", "there is no shadow to drop", NULL);
-      vd_engine_close(old);
+      bury(ro, old);
       server_log("info", "shadow_dropped", "the shadow bundle was dropped", NULL);
       return respond_status(c, ro);
     }
@@ -916,7 +981,7 @@ void route_rollout(conn *c, const http_request *r) {
     }
     atomic_store(&ro->active, ro->shadow || ro->canary);
     pthread_rwlock_unlock(&ro->lock);
-    vd_engine_close(old);
+    bury(ro, old);
     char v[65];
     vd_engine_policy_version(e, v);
     snprintf(f, sizeof f, ",\"side\":\"%s\",\"policy_version\":\"%s\"",
@@ -941,7 +1006,7 @@ void route_rollout(conn *c, const http_request *r) {
   }
   if (path_eq(r, "/v1/rollout/rollback")) {
     if (drop_canary(ro, RB_ADMIN, "the canary was rolled back (admin call)",
-                    ",\"reason\":\"admin\"") != 0)
+                    ",\"reason\":\"admin\"", 0) != 0)
       return conn_respond_error(c, 409, "no_canary", "there is no canary to roll back", NULL);
     return respond_status(c, ro);
   }
@@ -980,7 +1045,7 @@ void route_rollout(conn *c, const http_request *r) {
              after, before);
     server_log("info", "promote", "the canary is live", f);
     free(cdir);
-    vd_engine_close(cand);
+    bury(ro, cand);
     return respond_status(c, ro);
   }
   conn_respond_error(c, 404, "no_endpoint", "no such rollout endpoint (see docs/server.md)", NULL);
