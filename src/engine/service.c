@@ -379,3 +379,24 @@ int service_decide_json(const struct policy_bundle *b, const struct name_table *
   return engine_decide_json_inputs(b, names, &lim, json, len, clock_ns, model_deadline, counters, d,
                                    err);
 }
+
+/* ---- a rollout's side ---- */
+typedef struct rollout_key_ctx {
+  const char *point;
+  size_t len;
+  char *out;
+  size_t n;
+} rollout_key_ctx;
+
+static void rollout_key_live(void *ud, const policy_bundle *b) {
+  rollout_key_ctx *k = ud;
+  const strategy *s = policy_bundle_find(b, k->point, k->len);
+  if (s && s->rollout_key) snprintf(k->out, k->n, "%s", s->rollout_key);
+}
+
+void service_rollout_key(vd_engine *e, const char *point, size_t len, char *out, size_t n) {
+  if (!n) return;
+  out[0] = '\0';
+  rollout_key_ctx k = {point, len, out, n};
+  engine_with_live_bundle(e, rollout_key_live, &k);
+}

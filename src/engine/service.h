@@ -148,5 +148,9 @@ int service_decide_side(vd_engine *e, const char *json, size_t len, const servic
  * another folder. 0, or VD_ENOMEM. */
 int service_engine_set_dir(vd_engine *e, const char *dir);
 const char *service_engine_dir(const vd_engine *e);
+/* The `rollout_key:` of the strategy serving decision point point in e's
+ * live bundle, copied into out (n bytes); "" when it names none (the
+ * request's key picks the side) or no strategy serves the point. */
+void service_rollout_key(vd_engine *e, const char *point, size_t len, char *out, size_t n);
 
 #endif

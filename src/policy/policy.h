@@ -190,6 +190,9 @@ typedef struct strategy {
    * only when the request's candidates are all its actions (bundle.c,
    * policy_bundle_route); other requests go to the point's other strategy */
   bool route_candidates;
+  /* rollout_key: the context field whose value picks a canary's side
+   * instead of the request's key (docs/rollout.md); NULL: the key */
+  const char *rollout_key;
   const int32_t *classes; /* multiclass: class index -> action index */
   uint32_t nclasses;
   policy_outcome on_timeout;       /* the model missed its deadline (-1: default, else on_error) */

@@ -895,9 +895,9 @@ size_t strategy_compile(const strategy_input *in, strategy *s, strategy_marks *m
     return d->errors - c.errors0;
   }
   static const char *const keys[] = {
-      "strategy", "description", "decision_points", "actions",  "constants",
-      "let",      "rules",       "default",         "on_error", "on_no_candidate",
-      "fallback", "tests",       "input",           "limits",   "route"};
+      "strategy", "description", "decision_points", "actions",         "constants", "let",
+      "rules",    "default",     "on_error",        "on_no_candidate", "fallback",  "tests",
+      "input",    "limits",      "route",           "rollout_key"};
   check_keys(&c, root, "", keys, sizeof keys / sizeof keys[0]);
 
   const ynode *x;
@@ -908,6 +908,8 @@ size_t strategy_compile(const strategy_input *in, strategy *s, strategy_marks *m
   } else
     err_at(&c, root, "", "missing 'strategy' (the strategy's name)");
   if ((x = get(root, "description"))) s->description = want_text(&c, x, "description");
+  if ((x = get(root, "rollout_key")))
+    s->rollout_key = want_name(&c, x, "rollout_key", "context field name");
   if ((x = get(root, "route"))) {
     if (x->kind == Y_SCALAR && x->v.kind == V_STRING && !strcmp(x->text, "candidates"))
       s->route_candidates = true;

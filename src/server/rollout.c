@@ -534,19 +534,42 @@ static uint64_t fnv1a(const char *s, size_t n) {
   return h;
 }
 
-/* The request's key, as the bucket reads it: its bytes hashed (FNV-1a 64)
- * into 0..9999. by says what was hashed. -1: no key. */
-static int bucket_of(const http_request *r, const char **by) {
+/* What picks the request's side, hashed (FNV-1a 64) into 0..9999: the
+ * context field the strategy's `rollout_key:` names (a string's bytes, a
+ * number's text), else the request's key. by says which ("field NAME",
+ * "key", "no key"; into by_buf). -1: nothing to hash. */
+static int bucket_of(server *s, const http_request *r, char *by_buf, size_t byn, const char **by) {
   arena a;
   arena_init(&a, NULL, 0, 0);
   value v;
   int bucket = -1;
   *by = "no key";
   if (json_parse(&a, r->body, r->body_len, NULL, &v, NULL) == 0 && v.kind == V_MAP) {
-    const value *k = value_map_get(&v, "key", 3);
-    if (k && k->kind == V_STRING && k->n) {
-      bucket = (int)(fnv1a(k->s, k->n) % 10000);
-      *by = "key";
+    const value *act = value_map_get(&v, "action", 6);
+    char field[128] = "";
+    if (act && act->kind == V_STRING)
+      service_rollout_key(s->engine, act->s, act->n, field, sizeof field);
+    const value *k = NULL;
+    if (field[0]) {
+      const value *ctx = value_map_get(&v, "context", 7);
+      k = ctx && ctx->kind == V_MAP ? value_map_get(ctx, field, strlen(field)) : NULL;
+      char num[32];
+      if (k && k->kind == V_INT) {
+        int n = snprintf(num, sizeof num, "%lld", (long long)k->i);
+        bucket = (int)(fnv1a(num, (size_t)n) % 10000);
+      } else if (k && k->kind == V_STRING && k->n) {
+        bucket = (int)(fnv1a(k->s, k->n) % 10000);
+      }
+      if (bucket >= 0) {
+        snprintf(by_buf, byn, "field %s", field);
+        *by = by_buf;
+      }
+    } else {
+      k = value_map_get(&v, "key", 3);
+      if (k && k->kind == V_STRING && k->n) {
+        bucket = (int)(fnv1a(k->s, k->n) % 10000);
+        *by = "key";
+      }
     }
   }
   arena_free(&a);
@@ -563,6 +586,7 @@ int rollout_decide(conn *c, const http_request *r) {
     return 0;
   }
   vd_decision *d = conn_decision(c);
+  char by_buf[160];
   service_side side;
   memset(&side, 0, sizeof side);
   side.clock_ns = clock_wall_ns(); /* both sides decide at the answer's request.time */
@@ -570,7 +594,7 @@ int rollout_decide(conn *c, const http_request *r) {
   vd_engine *e = w->srv->engine;
   if (ro->canary) {
     int pct = atomic_load(&ro->percent_bp);
-    int bucket = bucket_of(r, &side.by);
+    int bucket = bucket_of(w->srv, r, by_buf, sizeof by_buf, &side.by);
     side.bucket = bucket < 0 ? 0 : bucket;
     side.percent = pct / 100.0;
     if (bucket < 0 ? ro->o.no_key_canary && pct > 0 : bucket < pct) {

@@ -217,6 +217,43 @@ has "$T/log5" 'rollout.conf:1: canary-percent wants a share from 0 to 100' "SIGH
 eq "$(metric verdict_canary_percent)" 25 "SIGHUP: a bad file changes nothing"
 stop
 
+# ---- the side by a context field the strategy names (rollout_key) ----
+mkdir -p "$T/live2" "$T/cand2"
+{ cat "$T/live/pay.yaml"; echo "rollout_key: account"; } >"$T/live2/pay.yaml"
+{ cat "$T/cand/pay.yaml"; echo "rollout_key: account"; } >"$T/cand2/pay.yaml"
+"$V" check "$T/live2" >/dev/null 2>&1 && ok || bad "check: rollout_key accepted"
+start "$T/log6" --policy "$T/live2" --snapshots "$T/s6" --canary "$T/cand2" --canary-percent 50
+for a in $(seq 1 30); do
+  for k in x y; do
+    curl -s -o /dev/null "$URL/v1/decide" -d "{\"action\":\"payment\",\"key\":\"$a$k\",\"context\":{\"amount\":1,\"account\":\"acct$a\"}}"
+  done
+done
+curl -s -o /dev/null "$URL/v1/decide" -d '{"action":"payment","key":"nofield","context":{"amount":1}}'
+settle
+stop
+export_snaps "$T/s6" "$T/e6"
+py '
+import sys, json
+side = {}
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if "completes" in r: continue
+    ro = r["rollout"]
+    if r["key"] == "nofield":
+        assert ro["by"] == "no key" and ro["answered"] == "live", ro
+        continue
+    assert ro["by"] == "field account", ro
+    acct = r["request"]["context"]["account"]
+    side.setdefault(acct, set()).add(ro["answered"])
+assert len(side) == 30 and all(len(v) == 1 for v in side.values()), side
+assert {"live", "canary"} == set().union(*side.values()), side
+' "$T/e6" 2>"$T/err" && ok || bad "rollout_key: $(tail -1 "$T/err")"
+mkdir -p "$T/badkey"
+{ cat "$T/live/pay.yaml"; echo "rollout_key: [account]"; } >"$T/badkey/pay.yaml"
+"$V" check "$T/badkey" >"$T/out" 2>&1 && bad "check: a bad rollout_key accepted" || ok
+has "$T/out" "rollout_key" "check names rollout_key"
+has "$T/out" "pay.yaml:8" "check names the line"
+
 # ---- bad settings: clear errors naming the flag ----
 refused() { # refused WANT ARGS...: not started, and the message has WANT
   timeout 10 "$V" serve --policy "$T/live" --no-snapshots --no-store --listen 127.0.0.1:0 "${@:2}" >"$T/out" 2>&1
