@@ -312,6 +312,8 @@ enum {
   F_LATENCY,
   F_LIMITS,
   F_INPUTS,
+  F_SIDE,      /* a rollout's (docs/snapshots.md, "Shadow and canary"): not required */
+  F_COMPLETES, /* the off-path decision of a rollout names the answered one */
   F_COUNT
 };
 
@@ -352,12 +354,16 @@ static const mname field_names[F_COUNT] = {MNAME("format"),
                                            MNAME("reason"),
                                            MNAME("latency_ns"),
                                            MNAME("limits"),
-                                           MNAME("inputs")};
+                                           MNAME("inputs"),
+                                           MNAME("side"),
+                                           MNAME("completes")};
 
 /* Which of them docs/snapshots.md ("Snapshot contents") requires: all but
  * let_errors and limits, which came with format 1 too but are not audit
  * fields. null is a value: a member that is null by design is present. */
-static int field_required(int f) { return f != F_LET_ERRORS && f != F_LIMITS && f != F_MODEL; }
+static int field_required(int f) {
+  return f != F_LET_ERRORS && f != F_LIMITS && f != F_MODEL && f != F_SIDE && f != F_COMPLETES;
+}
 
 typedef struct span {
   const char *s; /* NULL: absent */
@@ -779,6 +785,8 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
   s->latency_us = ns / 1000.0;
   const char *key = span_str(a, f[F_KEY]);
   if (key) it->key = key;
+  it->side = span_str(a, f[F_SIDE]);
+  it->completes = f[F_COMPLETES].s != NULL;
 
   if (f[F_FORMAT].s && !(f[F_FORMAT].n == 1 && f[F_FORMAT].s[0] == '1')) {
     value v = parse_span(a, f[F_FORMAT]);
@@ -986,6 +994,12 @@ int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *
     it.request_json = "";
     rp.msg[0] = '\0';
     it.error = replay_one(&rp, &rec, &it);
+    if (it.completes && opts->policy_dir) {
+      /* scoring a candidate: the traffic is the answered decisions; the
+       * off-path one of a rollout is the same request decided again */
+      stats->seen--;
+      continue;
+    }
     if (it.error) {
       it.error_message = rp.msg;
       memset(&it.replayed, 0, sizeof it.replayed);

@@ -21,16 +21,16 @@
 /* One side of a comparison: what a decision said. Strings are NUL-terminated
  * and valid only during the callback. */
 typedef struct replay_side {
-  const char *action;  /* NULL when the decision had no action (error decision) */
+  const char *action; /* NULL when the decision had no action (error decision) */
   int allowed;
   int review;
-  const char *source;  /* "rule", "model", "default", "error" */
-  const char *rule;    /* NULL when no rule decided */
+  const char *source; /* "rule", "model", "default", "error" */
+  const char *rule;   /* NULL when no rule decided */
   double confidence;
   const char *policy_version; /* the strategy version that decided */
-  double latency_us;   /* parse + decide (as vd_decision_latency_us): as recorded / as
-                          measured in this replay */
-  const char *reason;  /* the reason message, or NULL (not part of `same`) */
+  double latency_us;          /* parse + decide (as vd_decision_latency_us): as recorded / as
+                                 measured in this replay */
+  const char *reason;         /* the reason message, or NULL (not part of `same`) */
 } replay_side;
 
 typedef struct replay_item {
@@ -42,12 +42,15 @@ typedef struct replay_item {
   const char *request_json; /* the request as recorded (compact JSON) */
   size_t request_len;
   replay_side recorded;
-  replay_side replayed;     /* valid when error == 0 */
-  int error;                /* 0, or the negative VD_E* code the replay got */
+  replay_side replayed; /* valid when error == 0 */
+  int error;            /* 0, or the negative VD_E* code the replay got */
   const char *error_message;
-  int same;                 /* action, allowed, source, rule and confidence all equal */
-  int complete;             /* the snapshot carries every field docs/snapshots.md requires */
-  uint64_t cpu_ns;          /* CPU time of this replayed decision (thread CPU clock) */
+  int same;         /* action, allowed, source, rule and confidence all equal */
+  int complete;     /* the snapshot carries every field docs/snapshots.md requires */
+  uint64_t cpu_ns;  /* CPU time of this replayed decision (thread CPU clock) */
+  const char *side; /* a rollout's "side" (live, shadow, canary), or NULL */
+  int completes;    /* the off-path decision of a rollout: it completes another
+                     * snapshot (skipped when scoring a candidate bundle) */
 } replay_item;
 
 /* Return non-zero to stop the walk. */
@@ -64,7 +67,7 @@ typedef struct replay_opts {
   const char *action;
   const char *source;
   const char *policy_version;
-  uint64_t limit;             /* 0: all */
+  uint64_t limit; /* 0: all */
 } replay_opts;
 
 typedef struct replay_stats {
@@ -79,7 +82,7 @@ typedef struct replay_stats {
 /* Returns 0 (also when some items failed: see stats.errors), or -1 with a
  * message in err when the walk itself could not run (no such directory,
  * no bundle, unreadable log). */
-int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *stats,
-               char *err, size_t errlen);
+int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *stats, char *err,
+               size_t errlen);
 
 #endif

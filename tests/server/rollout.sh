@@ -132,6 +132,9 @@ print(len(sh))' "$T/e1" >"$T/nsh" 2>"$T/err" && ok || { bad "shadow snapshots: $
 eq "$(cat "$T/nsh")" "$((C + 1))" "shadow: one completing record per compared decision"
 "$V" replay --snapshots "$T/s1" -q >"$T/r1" 2>&1
 has "$T/r1" "every decision reproduced exactly" "shadow: replay of both sides exact"
+# scoring a candidate counts the traffic once: the answered decisions alone
+"$V" replay --snapshots "$T/s1" --policy "$T/cand" --json -q 2>/dev/null >"$T/r1.json"
+eq "$(py 'import sys,json; print(json.load(open(sys.argv[1]))["replayed"])' "$T/r1.json")" 402 "replay --policy: the shadow records not counted as traffic"
 
 # ---- canary: the side follows the key, across a restart ----
 sides() { # the answered side of each key, sorted
