@@ -111,8 +111,17 @@ eq "$(curl -s -o /dev/null -w '%{http_code}' -H "$AUTH" -X DELETE "$URL/v1/rollo
 curl -s "$URL/v1/decide" -d '{"action":"payment","key":"after","context":{"amount":1}}' >/dev/null
 # and set again
 eq "$(curl -s -o /dev/null -w '%{http_code}' -H "$AUTH" "$URL/v1/rollout/shadow" -d "{\"dir\":\"$T/cand\"}")" 200 "set the shadow at run time"
-curl -s "$URL/v1/decide" -d '{"action":"payment","key":"again","context":{"amount":60}}' >/dev/null
+AID=$(curl -s "$URL/v1/decide" -d '{"action":"payment","key":"again","context":{"amount":60}}' | py 'import sys,json; print(json.load(sys.stdin)["snapshot_id"])')
 settle
+# read by id, the answered record carries the shadow's side merged in
+for _ in $(seq 1 50); do
+  curl -s "$URL/v1/snapshots/$AID" >"$T/body"
+  grep -q '"shadow":' "$T/body" && break
+  sleep 0.1
+done
+eq "$(py 'import sys,json; d=json.load(open(sys.argv[1])); s=d["shadow"]; print(d["action"], s["side"], s["action"], s["allowed"], s["rule"], s["bundle_version"] != d["bundle_version"], sorted(s))' "$T/body")" \
+  "allow shadow deny False big True ['action', 'allowed', 'bundle_version', 'confidence', 'id', 'latency_us', 'model_version', 'policy_version', 'review', 'rule', 'side', 'source']" \
+  "GET /v1/snapshots/{id}: both sides"
 stop
 export_snaps "$T/s1" "$T/e1"
 py '
