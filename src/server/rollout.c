@@ -186,7 +186,8 @@ int rollout_opts_check(const rollout_opts *o, char *why, size_t n) {
 }
 
 /* ---- the settings file: NAME = VALUE lines, re-read on SIGHUP ---- */
-static int read_settings_file(rollout_opts *o, char **keep, char *why, size_t whyn) {
+static int read_settings_file(rollout_opts *o, char **keep, int *named_pct, char *why,
+                              size_t whyn) {
   FILE *f = fopen(o->settings_file, "r");
   if (!f) {
     snprintf(why, whyn, "--rollout-settings %s: cannot be read", o->settings_file);
@@ -205,6 +206,7 @@ static int read_settings_file(rollout_opts *o, char **keep, char *why, size_t wh
   fclose(f);
   buf[n] = '\0';
   rollout_opts t = *o;
+  t.percent_set = 0; /* the file's own share, if it names one */
   int line = 0;
   for (char *p = buf, *next; p && *p; p = next) {
     next = strchr(p, '\n');
@@ -256,7 +258,13 @@ static int read_settings_file(rollout_opts *o, char **keep, char *why, size_t wh
   free(*keep);
   *keep = buf; /* the opts keep no pointer into it; kept for symmetry with the CLI's */
   t.settings_file = o->settings_file;
+  int file_pct = t.percent_set;
+  if (!file_pct) { /* a share the file does not name stays as it is */
+    t.percent_set = o->percent_set;
+    t.percent = o->percent;
+  }
   *o = t;
+  if (named_pct) *named_pct = file_pct;
   return 0;
 }
 
@@ -426,6 +434,14 @@ static void run_job(rollout *ro, job *j, vd_decision *d) {
     e = shadow, other = SIDE_SHADOW;
   } else {
     atomic_fetch_add(&ro->dropped, 1); /* the candidate went meanwhile */
+    return;
+  }
+  if (j->failed) {
+    /* the answering side refused the request: nothing to compare it with,
+     * and no answered record for an off-path one to complete; a canary's
+     * refusal counts against it */
+    atomic_fetch_add(&ro->errors, 1);
+    if (other == SIDE_LIVE) window_add(ro, 0, 1, 0);
     return;
   }
   service_side side = {.side = side_name[other],
@@ -649,7 +665,7 @@ static char *settings_keep;
 
 int rollout_start(server *s, char *why, size_t whylen) {
   rollout_opts o = s->opts->rollout;
-  if (o.settings_file && read_settings_file(&o, &settings_keep, why, whylen) != 0) return -1;
+  if (o.settings_file && read_settings_file(&o, &settings_keep, NULL, why, whylen) != 0) return -1;
   if (rollout_opts_check(&o, why, whylen) != 0) return -1;
   rollout *ro = calloc(1, sizeof *ro);
   if (!ro) return snprintf(why, whylen, "out of memory"), -1;
@@ -743,7 +759,8 @@ void rollout_hup(server *s) {
   char why[600];
   if (ro->o.settings_file) {
     rollout_opts o = ro->o;
-    if (read_settings_file(&o, &settings_keep, why, sizeof why) != 0) {
+    int named_pct = 0;
+    if (read_settings_file(&o, &settings_keep, &named_pct, why, sizeof why) != 0) {
       server_log("error", "rollout_settings_failed", why, NULL);
     } else {
       pthread_mutex_lock(&ro->wlock);
@@ -753,7 +770,7 @@ void rollout_hup(server *s) {
       ro->o = o;
       pthread_mutex_unlock(&ro->wlock);
       pthread_rwlock_rdlock(&ro->lock);
-      if (ro->canary && o.percent_set) atomic_store(&ro->percent_bp, (int)lround(o.percent * 100));
+      if (ro->canary && named_pct) atomic_store(&ro->percent_bp, (int)lround(o.percent * 100));
       pthread_rwlock_unlock(&ro->lock);
       char f[200];
       snprintf(f, sizeof f, ",\"percent\":%g,\"file\":\"%s\"", atomic_load(&ro->percent_bp) / 100.0,
