@@ -91,10 +91,14 @@ const char cmd_serve_help[] =
     "      --canary DIR       a candidate bundle that answers --canary-percent P of\n"
     "                         the requests, by a hash of the request's key\n"
     "      --canary-no-key live|canary  the side of requests without a key (live)\n"
-    "      --canary-max-disagreement S, --canary-max-errors S (shares 0..1),\n"
-    "      --canary-max-p99-us US  roll the canary back past one, over the last\n"
-    "                         --canary-window N (1000) compared decisions once\n"
-    "                         --canary-min-decisions M (100) are in\n"
+    "      --canary-max-disagreement S  roll the canary back when more than this\n"
+    "                         share (0..1) of the window differs from live\n"
+    "      --canary-max-errors S  ... when more than this share of the window was\n"
+    "                         refused by the canary\n"
+    "      --canary-max-latency-us US  ... when its p99 decision time on the\n"
+    "                         requests it answered is above US microseconds\n"
+    "      --canary-window N  the compared decisions the limits watch (1000)\n"
+    "      --canary-min-decisions M  judged once the window holds M (100)\n"
     "      --rollout-settings FILE  the canary's percent and limits (NAME = VALUE\n"
     "                         lines), re-read on SIGHUP\n" CLI_STATE_HELP
     "  -h, --help             this text\n"
@@ -188,7 +192,7 @@ static const struct {
     {"--canary-no-key", 1, 0},
     {"--canary-max-disagreement", 1, 0},
     {"--canary-max-errors", 1, 0},
-    {"--canary-max-p99-us", 1, 0},
+    {"--canary-max-latency-us", 1, 0},
     {"--canary-window", 1, 0},
     {"--canary-min-decisions", 1, 0},
     {"--rollout-settings", 1, 0},

@@ -144,7 +144,7 @@ int rollout_setting(rollout_opts *o, const char *name, const char *v, const char
   } else if (!strcmp(name, "--canary-max-errors")) {
     if (isnan(d = num_in(v, 0, 1))) return *why = "wants a share from 0 to 1, not", 1;
     o->max_errors = d;
-  } else if (!strcmp(name, "--canary-max-p99-us")) {
+  } else if (!strcmp(name, "--canary-max-latency-us")) {
     if (isnan(d = num_in(v, 1, 1e9))) return *why = "wants microseconds (at least 1), not", 1;
     o->max_p99_us = d;
   } else if (!strcmp(name, "--canary-window")) {
@@ -237,7 +237,7 @@ static int read_settings_file(rollout_opts *o, char **keep, int *named_pct, char
     if (rc < 0) {
       snprintf(why, whyn,
                "%s:%d: unknown setting '%s' (canary-percent, canary-no-key, "
-               "canary-max-disagreement, canary-max-errors, canary-max-p99-us, canary-window, "
+               "canary-max-disagreement, canary-max-errors, canary-max-latency-us, canary-window, "
                "canary-min-decisions)",
                o->settings_file, line, p);
       free(buf);
@@ -353,7 +353,7 @@ static void window_add(rollout *ro, int disagree, int error, double us) {
   for (unsigned i = 0; i < n; i++) {
     dis += ro->win[i].disagree;
     err += ro->win[i].error;
-    if (lat && !ro->win[i].error) lat[nl++] = ro->win[i].us;
+    if (lat && !ro->win[i].error && ro->win[i].us >= 0) lat[nl++] = ro->win[i].us;
   }
   double max_dis = ro->o.max_disagreement, max_err = ro->o.max_errors, max_p99 = ro->o.max_p99_us;
   pthread_mutex_unlock(&ro->wlock);
@@ -417,7 +417,9 @@ static void compare(rollout *ro, const job *j, vd_decision *d, int rc, int other
   if (other == SIDE_SHADOW) return;
   /* the canary's side of this comparison */
   int cerr = other == SIDE_CANARY ? !ok : j->failed;
-  double cus = other == SIDE_CANARY ? (ok ? vd_decision_latency_us(d) : 0) : j->latency_us;
+  /* its time only where it answered: off the path the idle-class thread is
+   * preempted at will, and that is no measure of the canary */
+  double cus = other == SIDE_CANARY ? -1 : j->latency_us;
   window_add(ro, ok && !j->failed && !agree, cerr, cus);
 }
 
@@ -441,7 +443,7 @@ static void run_job(rollout *ro, job *j, vd_decision *d) {
      * and no answered record for an off-path one to complete; a canary's
      * refusal counts against it */
     atomic_fetch_add(&ro->errors, 1);
-    if (other == SIDE_LIVE) window_add(ro, 0, 1, 0);
+    if (other == SIDE_LIVE) window_add(ro, 0, 1, -1);
     return;
   }
   service_side side = {.side = side_name[other],

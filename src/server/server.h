@@ -35,7 +35,7 @@ typedef struct rollout_opts {
   int no_key_canary;         /* --canary-no-key canary: requests without a key go to it */
   double max_disagreement;   /* --canary-max-disagreement, 0..1; -1: not watched */
   double max_errors;         /* --canary-max-errors, 0..1; -1: not watched */
-  double max_p99_us;         /* --canary-max-p99-us; -1: not watched */
+  double max_p99_us;         /* --canary-max-latency-us; -1: not watched */
   unsigned window;           /* --canary-window: compared decisions watched (1000) */
   unsigned min_decisions;    /* --canary-min-decisions before a limit is judged (100) */
   unsigned queue;            /* --shadow-queue: off-path decisions waiting at most (1024) */
