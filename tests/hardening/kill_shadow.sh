@@ -8,5 +8,5 @@
 # the store too. Fewer rounds than kill_reload.sh: the guarantees are the
 # same code's.
 set -u
-export KILL_RELOAD_SHADOW=1 KILL_RELOAD_ROUNDS=${KILL_RELOAD_ROUNDS:-8} TEST_NAME=hardening/kill_shadow
+export KILL_RELOAD_SHADOW=1 KILL_RELOAD_ROUNDS=${KILL_RELOAD_ROUNDS:-12} TEST_NAME=hardening/kill_shadow
 exec bash "$(dirname "$0")/kill_reload.sh" "$@"
