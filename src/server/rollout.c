@@ -25,7 +25,6 @@
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -297,17 +296,10 @@ static void bury(rollout *ro, vd_engine *e) {
   pthread_mutex_unlock(&ro->qlock);
 }
 
-static void sched_idle(int idle) {
-  struct sched_param sp = {0};
-  pthread_setschedparam(pthread_self(), idle ? SCHED_IDLE : SCHED_OTHER, &sp);
-}
-
 /* Drops the canary (rollback), logs and counts why. 0, or -1: none.
  * on_thread: called by the rollout thread (which closes it at once). */
 static int drop_canary(rollout *ro, int reason, const char *msg, const char *fields,
                        int on_thread) {
-  /* the workers wait for the exclusive lock: not behind an idle-class thread */
-  if (on_thread) sched_idle(0);
   pthread_rwlock_wrlock(&ro->lock);
   vd_engine *c = ro->canary;
   ro->canary = NULL;
@@ -317,7 +309,6 @@ static int drop_canary(rollout *ro, int reason, const char *msg, const char *fie
   ro->canary_dir = NULL;
   atomic_store(&ro->active, ro->shadow || ro->canary);
   pthread_rwlock_unlock(&ro->lock);
-  if (on_thread) sched_idle(1);
   if (!c) return -1;
   atomic_fetch_add(&ro->rollbacks[reason], 1);
   pthread_mutex_lock(&ro->wlock);
@@ -417,14 +408,14 @@ static void compare(rollout *ro, const job *j, vd_decision *d, int rc, int other
   if (other == SIDE_SHADOW) return;
   /* the canary's side of this comparison */
   int cerr = other == SIDE_CANARY ? !ok : j->failed;
-  /* its time only where it answered: off the path the idle-class thread is
-   * preempted at will, and that is no measure of the canary */
+  /* its time only where it answered: off the path it is what the machine
+   * left this thread, and no measure of the canary */
   double cus = other == SIDE_CANARY ? -1 : j->latency_us;
   window_add(ro, ok && !j->failed && !agree, cerr, cus);
 }
 
-/* Without the lock: an idle-class thread must not hold what the workers
- * take (the engines it reads are closed by this thread alone). */
+/* Without the lock: the workers never wait for this thread (the engines it
+ * reads are closed by this thread alone). */
 static void run_job(rollout *ro, job *j, vd_decision *d) {
   vd_engine *e, *canary = ro->canary, *shadow = ro->shadow;
   int other;
@@ -461,11 +452,11 @@ static void run_job(rollout *ro, job *j, vd_decision *d) {
 
 static void *rollout_main(void *arg) {
   rollout *ro = arg;
-  /* Off the answer's path in time as well: the kernel runs this thread
-   * only on CPU time the workers leave (SCHED_IDLE), so under load the
-   * queue fills and jobs are dropped, counted, instead of the answers
-   * waiting behind the comparison. */
-  sched_idle(1);
+  /* Normal priority, on purpose: this thread takes a slot in the snapshot
+   * log's queue (consumed in order) and an RCU read section (which a reload
+   * waits out); preempted at a low priority while holding either, it would
+   * make the writer, and under durability always the answers, or a reload
+   * wait on it. What bounds its work is the queue, which drops. */
   vd_decision *d = vd_decision_new();
   for (;;) {
     pthread_mutex_lock(&ro->qlock);
@@ -526,7 +517,7 @@ static void enqueue(rollout *ro, const http_request *r, const vd_decision *d, in
     j.bucket = side->bucket;
     j.percent = side->percent;
   }
-  /* never wait for the lock: its other holder is the idle-class thread */
+  /* never wait for the lock: a busy queue drops the job */
   if (pthread_mutex_trylock(&ro->qlock) != 0) {
     free(j.body);
     atomic_fetch_add(&ro->dropped, 1);
