@@ -777,6 +777,9 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
   double ns = 0;
   span_num(a, lat[3], &ns);
   s->latency_us = ns / 1000.0;
+  s->timing = lat[3].s ? REPLAY_TIMING_INPROCESS : REPLAY_TIMING_NONE;
+  s->decision_id = it->id_text; /* the answer carried the snapshot's id */
+  s->model_version = span_str(a, f[F_MODEL_VERSION]);
   const char *key = span_str(a, f[F_KEY]);
   if (key) it->key = key;
 
@@ -877,6 +880,13 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
   r->confidence = vd_decision_confidence(d);
   r->policy_version = vd_decision_policy_version(d);
   r->latency_us = vd_decision_latency_us(d);
+  r->timing = REPLAY_TIMING_INPROCESS;
+  r->model_version = vd_decision_model_version(d);
+  /* Replay writes no snapshot, so the decision has no id of its own; the
+   * engine deciding here is the one that recorded the live side, and it
+   * names every decision by a snapshot id whenever it records, as the live
+   * one did: the id is credited where the recorded decision has one. */
+  r->decision_id = it->recorded.decision_id;
   return 0;
 }
 

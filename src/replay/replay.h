@@ -20,17 +20,32 @@
 
 /* One side of a comparison: what a decision said. Strings are NUL-terminated
  * and valid only during the callback. */
+/* What a side's latency_us measures. Only in-process figures (the engine's
+ * own parse + decide time) are compared with each other: an HTTP round trip
+ * also holds the network and the server's queue. */
+enum {
+  REPLAY_TIMING_NONE = 0,  /* no latency known */
+  REPLAY_TIMING_INPROCESS, /* latency_us: parse + decide inside the engine */
+  REPLAY_TIMING_ROUNDTRIP, /* latency_us: only the HTTP round trip is known */
+};
+
 typedef struct replay_side {
-  const char *action;  /* NULL when the decision had no action (error decision) */
-  int allowed;
+  const char *action; /* NULL when the decision had no action (error decision) */
+  int allowed;        /* 1, 0, or -1 when the answer does not say (a peer's format) */
   int review;
-  const char *source;  /* "rule", "model", "default", "error" */
-  const char *rule;    /* NULL when no rule decided */
+  const char *source; /* "rule", "model", "default", "error" */
+  const char *rule;   /* NULL when no rule decided */
   double confidence;
   const char *policy_version; /* the strategy version that decided */
-  double latency_us;   /* parse + decide (as vd_decision_latency_us): as recorded / as
-                          measured in this replay */
-  const char *reason;  /* the reason message, or NULL (not part of `same`) */
+  double latency_us;          /* parse + decide (as vd_decision_latency_us): as recorded / as
+                                 measured in this replay; see timing */
+  const char *reason;         /* the reason message, or NULL (not part of `same`) */
+  /* What the answer names for audit: the id its record can be found by
+   * (a snapshot id), and the model version when a model decided. */
+  const char *decision_id;
+  const char *model_version;
+  int timing;    /* REPLAY_TIMING_* */
+  double rtt_us; /* the HTTP round trip, when the side answered over HTTP; else 0 */
 } replay_side;
 
 typedef struct replay_item {
@@ -42,12 +57,12 @@ typedef struct replay_item {
   const char *request_json; /* the request as recorded (compact JSON) */
   size_t request_len;
   replay_side recorded;
-  replay_side replayed;     /* valid when error == 0 */
-  int error;                /* 0, or the negative VD_E* code the replay got */
+  replay_side replayed; /* valid when error == 0 */
+  int error;            /* 0, or the negative VD_E* code the replay got */
   const char *error_message;
-  int same;                 /* action, allowed, source, rule and confidence all equal */
-  int complete;             /* the snapshot carries every field docs/snapshots.md requires */
-  uint64_t cpu_ns;          /* CPU time of this replayed decision (thread CPU clock) */
+  int same;        /* action, allowed, source, rule and confidence all equal */
+  int complete;    /* the snapshot carries every field docs/snapshots.md requires */
+  uint64_t cpu_ns; /* CPU time of this replayed decision (thread CPU clock) */
 } replay_item;
 
 /* Return non-zero to stop the walk. */
@@ -64,7 +79,7 @@ typedef struct replay_opts {
   const char *action;
   const char *source;
   const char *policy_version;
-  uint64_t limit;             /* 0: all */
+  uint64_t limit; /* 0: all */
 } replay_opts;
 
 typedef struct replay_stats {
@@ -79,7 +94,7 @@ typedef struct replay_stats {
 /* Returns 0 (also when some items failed: see stats.errors), or -1 with a
  * message in err when the walk itself could not run (no such directory,
  * no bundle, unreadable log). */
-int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *stats,
-               char *err, size_t errlen);
+int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *stats, char *err,
+               size_t errlen);
 
 #endif
