@@ -61,6 +61,9 @@ typedef struct replayer {
   version_entry candidate;
   arena mem; /* per snapshot: the parsed members and strings handed out */
   vd_decision *d;
+  vd_decision *dref; /* the reference decision (opts.time_reference) */
+  double ref_us;     /* its latency, 0: none */
+  uint64_t nref;
   char msg[1024]; /* the current item's error message */
 } replayer;
 
@@ -725,6 +728,33 @@ static int sides_same(const replay_side *a, const replay_side *b) {
          str_eq(a->rule, b->rule) && a->confidence == b->confidence;
 }
 
+/* The recorded version of a snapshot, from the store (NULL only when out
+ * of memory). */
+static version_entry *recorded_version(replayer *rp, const replay_item *it, const span *f) {
+  const char *pv = it->recorded.policy_version;
+  if (!pv) return NULL;
+  static const mname model_names[] = {MNAME("version"), MNAME("features_version")};
+  span model[2];
+  index_object(f[F_MODEL].s, f[F_MODEL].n, model_names, 2, model);
+  const char *mv = span_str(&rp->mem, model[0]), *fv = span_str(&rp->mem, model[1]);
+  char mvb[65] = "", fvb[65] = "";
+  if (mv) snprintf(mvb, sizeof mvb, "%s", mv);
+  if (fv) snprintf(fvb, sizeof fvb, "%s", fv);
+  return version_get(rp, pv, strlen(pv), mvb, fvb);
+}
+
+/* Decides the request under the reference version into rp->dref, for its
+ * latency alone (rp->ref_us; 0 when it failed). */
+static void time_reference(replayer *rp, version_entry *ref, const vd_engine_opts *lim,
+                           const replay_item *it, int64_t clock_ns, int deadline,
+                           const value *counters) {
+  vd_error err;
+  rp->ref_us = 0;
+  if (service_decide_json(ref->bundle, ref->names, lim, it->request_json, it->request_len, clock_ns,
+                          deadline, counters, rp->dref, &err) == 0)
+    rp->ref_us = vd_decision_latency_us(rp->dref);
+}
+
 /* Everything for one snapshot but the callback. Returns 0, or a negative
  * VD_E* code with rp->msg set (the item is then an error item). */
 static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
@@ -822,9 +852,13 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
   lim.memory_limit = (size_t)span_u64_or(a, lims[2], 0);
   lim.max_request_bytes = (size_t)span_u64_or(a, lims[3], 0);
 
-  version_entry *ve;
+  version_entry *ve, *ref = NULL;
   if (rp->opts->policy_dir) {
     ve = &rp->candidate;
+    if (rp->opts->time_reference) {
+      ref = recorded_version(rp, it, f);
+      if (ref && (!ref->bundle || !ref->names)) ref = NULL; /* not in the store: untimed */
+    }
   } else {
     const char *pv = it->recorded.policy_version;
     if (!pv) {
@@ -858,6 +892,12 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
     if (counters.kind != V_MAP) counters = no_counters;
   }
   vd_error err;
+  /* The recorded version, decided beside the candidate on the same request
+   * (first on every other snapshot, so neither side always finds the
+   * caches warm): the two timings are then taken under the same load. */
+  int ref_first = rp->nref++ & 1;
+  if (ref && ref_first)
+    time_reference(rp, ref, &lim, it, clock_ns, span_true(inputs[1]), &counters);
   uint64_t c0 = clock_cpu_ns();
   /* The model's deadline, as recorded (the clock decided it): replaying
    * the recorded policy takes that outcome; a candidate runs on the clock. */
@@ -865,6 +905,10 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
   int rc = service_decide_json(ve->bundle, ve->names, &lim, it->request_json, it->request_len,
                                clock_ns, deadline, &counters, rp->d, &err);
   it->cpu_ns = clock_cpu_ns() - c0;
+  if (ref && !ref_first && rc == 0) {
+    /* the reference decision must not overwrite the candidate's */
+    time_reference(rp, ref, &lim, it, clock_ns, span_true(inputs[1]), &counters);
+  }
   if (rc) {
     snprintf(rp->msg, sizeof rp->msg, "%s", err.message);
     return rc;
@@ -881,6 +925,7 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
   r->policy_version = vd_decision_policy_version(d);
   r->latency_us = vd_decision_latency_us(d);
   r->timing = REPLAY_TIMING_INPROCESS;
+  r->reference_us = rp->ref_us;
   r->model_version = vd_decision_model_version(d);
   /* Replay writes no snapshot, so the decision has no id of its own; the
    * engine deciding here is the one that recorded the live side, and it
@@ -897,6 +942,7 @@ static void replayer_free(replayer *rp) {
   entry_free(&rp->candidate);
   arena_free(&rp->mem);
   vd_decision_free(rp->d);
+  vd_decision_free(rp->dref);
   free(rp->store);
 }
 
@@ -939,8 +985,9 @@ int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *
   rp.opts = opts;
   arena_init(&rp.mem, NULL, 0, 0);
   rp.d = vd_decision_new();
+  rp.dref = vd_decision_new();
   rp.store = store_path(opts);
-  if (!rp.d || !rp.store) {
+  if (!rp.d || !rp.dref || !rp.store) {
     replayer_free(&rp);
     return fail(err, errlen, "out of memory");
   }

@@ -46,6 +46,11 @@ typedef struct replay_side {
   const char *model_version;
   int timing;    /* REPLAY_TIMING_* */
   double rtt_us; /* the HTTP round trip, when the side answered over HTTP; else 0 */
+  /* With replay_opts.time_reference: the in-process latency of the
+   * recorded version deciding the same request beside this one, in the
+   * same process and under the same load (0: not timed). The scorer puts
+   * this side's timing on the recording's scale with it. */
+  double reference_us;
 } replay_side;
 
 typedef struct replay_item {
@@ -80,6 +85,9 @@ typedef struct replay_opts {
   const char *source;
   const char *policy_version;
   uint64_t limit; /* 0: all */
+  /* With policy_dir: also decide each request under its recorded version
+   * (when the store has it) and time it (replay_side.reference_us). */
+  int time_reference;
 } replay_opts;
 
 typedef struct replay_stats {

@@ -518,7 +518,10 @@ static void j_side(json_buf *b, const char *k, const char *action, const char *r
                    const char *source, double conf, int allowed) {
   j_open(b, k, '{');
   j_str(b, "action", action);
-  j_bool(b, "allowed", allowed);
+  if (allowed < 0)
+    j_str(b, "allowed", NULL); /* the answer did not say */
+  else
+    j_bool(b, "allowed", allowed);
   j_str(b, "source", source);
   j_str(b, "rule", rule);
   j_num(b, "confidence", conf, 6);
@@ -1143,5 +1146,206 @@ int report_html(FILE *out, const score_report *r, const report_info *info) {
   fputs("<footer>verdict replay &#183; docs/replay.md explains every figure on this page", out);
   if (info->wall_seconds > 0) fprintf(out, " &#183; %.2f s", info->wall_seconds);
   fputs("</footer>\n</main>\n</body>\n</html>\n", out);
+  return ferror(out) ? -1 : 0;
+}
+
+/* ---- several candidates ---- */
+
+/* Side k of the comparison: 0 the recording (the same in every walk), i + 1
+ * candidate i. */
+static const score_side_result *cand_side(const score_report *reps, size_t k) {
+  return k == 0 ? &reps[0].cmp.sides[0] : &reps[k - 1].cmp.sides[1];
+}
+
+static const score_side_result *cand_point(const score_report *reps, size_t k, size_t p) {
+  return k == 0 ? &reps[0].cmp.points[p].sides[0] : &reps[k - 1].cmp.points[p].sides[1];
+}
+
+static const char *cand_name(const report_info *infos, size_t k) {
+  return k == 0 ? "recorded" : infos[k - 1].policy_dir;
+}
+
+/* Whether every walk saw the same decision points (they do: the same log,
+ * the same filters), so points can be lined up by index. */
+static int points_aligned(const score_report *reps, size_t n) {
+  for (size_t i = 1; i < n; i++) {
+    if (reps[i].cmp.npoints != reps[0].cmp.npoints) return 0;
+    for (size_t p = 0; p < reps[0].cmp.npoints; p++)
+      if (strcmp(reps[i].cmp.points[p].point, reps[0].cmp.points[p].point) != 0) return 0;
+  }
+  return 1;
+}
+
+/* "best", "worst" or "" among the n + 1 figures. */
+static const char *rank_class(const double *v, size_t m, size_t k, double eps) {
+  double best = v[0], worst = v[0];
+  for (size_t i = 1; i < m; i++) {
+    if (v[i] > best) best = v[i];
+    if (v[i] < worst) worst = v[i];
+  }
+  if (best - worst <= eps) return "tie";
+  if (v[k] >= best - eps) return "good";
+  if (v[k] <= worst + eps) return "bad";
+  return "tie";
+}
+
+void report_text_candidates(FILE *out, const score_report *reps, const report_info *infos,
+                            size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    fprintf(out, "%s==== candidate %zu of %zu: %s\n", i ? "\n" : "", i + 1, n, infos[i].policy_dir);
+    report_text(out, &reps[i], &infos[i]);
+  }
+  size_t m = n + 1;
+  fprintf(out, "\n==== side by side: the recording and %zu candidates\n", n);
+  fprintf(out, "  %-10s", "");
+  for (size_t k = 0; k < m; k++) fprintf(out, " %14.14s", cand_name(infos, k));
+  fputc('\n', out);
+  for (int c = 0; c < SCORE_NCAT; c++) {
+    fprintf(out, "  %-10s", reps[0].cat[c].name);
+    for (size_t k = 0; k < m; k++) {
+      const score_category *x = &cand_side(reps, k)->cat[c];
+      if (x->scored)
+        fprintf(out, " %14.3f", x->value);
+      else
+        fprintf(out, " %14s", "-");
+    }
+    fputc('\n', out);
+  }
+  fprintf(out, "  %-10s", "score");
+  for (size_t k = 0; k < m; k++) fprintf(out, " %14.1f", cand_side(reps, k)->score);
+  fputc('\n', out);
+  if (points_aligned(reps, n) && reps[0].cmp.npoints) {
+    fprintf(out, "\nby decision point (score)\n");
+    for (size_t p = 0; p < reps[0].cmp.npoints; p++) {
+      fprintf(out, "  %-22.22s", reps[0].cmp.points[p].point);
+      for (size_t k = 0; k < m; k++) fprintf(out, " %14.1f", cand_point(reps, k, p)->score);
+      fputc('\n', out);
+    }
+  }
+  size_t best = 1;
+  for (size_t k = 2; k < m; k++)
+    if (cand_side(reps, k)->score > cand_side(reps, best)->score) best = k;
+  fprintf(out, "\nresult: %s scores highest among the candidates (%.1f; the recording %.1f)\n",
+          cand_name(infos, best), cand_side(reps, best)->score, cand_side(reps, 0)->score);
+}
+
+int report_json_candidates(json_buf *b, const score_report *reps, const report_info *infos,
+                           size_t n) {
+  size_t m = n + 1;
+  j_open(b, NULL, '{');
+  j_str(b, "mode", "candidates");
+  j_str(b, "snapshots", infos[0].snapshots_dir);
+  j_open(b, "policies", '[');
+  for (size_t i = 0; i < n; i++) {
+    if (i) json_buf_putc(b, ',');
+    json_write_string(b, infos[i].policy_dir, strlen(infos[i].policy_dir));
+  }
+  json_buf_putc(b, ']');
+  j_open(b, "sides", '[');
+  for (size_t k = 0; k < m; k++) j_side_result(b, cand_name(infos, k), cand_side(reps, k));
+  json_buf_putc(b, ']');
+  j_open(b, "points", '[');
+  if (points_aligned(reps, n)) {
+    for (size_t p = 0; p < reps[0].cmp.npoints; p++) {
+      j_open(b, NULL, '{');
+      j_str(b, "point", reps[0].cmp.points[p].point);
+      j_open(b, "sides", '[');
+      for (size_t k = 0; k < m; k++) j_side_result(b, cand_name(infos, k), cand_point(reps, k, p));
+      json_buf_put(b, "]}", 2);
+    }
+  }
+  json_buf_putc(b, ']');
+  j_open(b, "candidates", '[');
+  for (size_t i = 0; i < n; i++) {
+    if (i) json_buf_putc(b, ',');
+    if (report_json(b, &reps[i], &infos[i]) < 0) return -1;
+  }
+  json_buf_put(b, "]}", 2);
+  return b->oom ? -1 : 0;
+}
+
+int report_html_candidates(FILE *out, const score_report *reps, const report_info *infos,
+                           size_t n) {
+  size_t m = n + 1;
+  char when[48] = "";
+  if (infos[0].generated_ns) timefmt_format_rfc3339(infos[0].generated_ns / 1000000000, 0, when);
+  fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n", out);
+  fputs("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n", out);
+  fputs("<title>verdict replay: candidates</title>\n", out);
+  fprintf(out, "<style>%s</style>\n</head>\n<body>\n<main>\n", html_css);
+  fprintf(out, "<h1>verdict replay &#8212; %zu candidates against recorded traffic</h1>\n", n);
+  fputs("<p class=\"sub\">snapshots <code>", out);
+  h_esc(out, infos[0].snapshots_dir);
+  fputs("</code>", out);
+  if (*when) fprintf(out, " &#183; %s", when);
+  fputs("</p>\n<div class=\"cards\">\n", out);
+  double sc[SCORE_MAX_SIDES];
+  for (size_t k = 0; k < m; k++) sc[k] = cand_side(reps, k)->score;
+  for (size_t k = 0; k < m; k++) {
+    const char *cls = rank_class(sc, m, k, 0.05);
+    fprintf(out, "<div class=\"card %s\"><b class=\"score %s\">%.1f</b><span>", cls, cls, sc[k]);
+    h_esc(out, cand_name(infos, k));
+    fputs("</span></div>\n", out);
+  }
+  fputs("</div>\n<h2>Side by side</h2>\n<table><tr><th></th>", out);
+  for (size_t k = 0; k < m; k++) {
+    fputs("<th>", out);
+    h_esc(out, cand_name(infos, k));
+    fputs("</th>", out);
+  }
+  fputs("</tr>\n", out);
+  for (int c = 0; c < SCORE_NCAT; c++) {
+    double v[SCORE_MAX_SIDES];
+    int all = 1;
+    for (size_t k = 0; k < m; k++) {
+      v[k] = cand_side(reps, k)->cat[c].value;
+      all &= cand_side(reps, k)->cat[c].scored;
+    }
+    fprintf(out, "<tr><td>%s</td>", reps[0].cat[c].name);
+    for (size_t k = 0; k < m; k++)
+      if (all)
+        fprintf(out, "<td class=\"n %s\">%.3f</td>", rank_class(v, m, k, 0.0005), v[k]);
+      else
+        fputs("<td class=\"n muted\">not scored</td>", out);
+    fputs("</tr>\n", out);
+  }
+  fputs("<tr><th>score</th>", out);
+  for (size_t k = 0; k < m; k++)
+    fprintf(out, "<td class=\"n %s\"><b>%.1f</b></td>", rank_class(sc, m, k, 0.05), sc[k]);
+  fputs("</tr>\n</table>\n", out);
+  if (points_aligned(reps, n) && reps[0].cmp.npoints) {
+    fputs("<h2>By decision point</h2>\n<table><tr><th>decision point</th>", out);
+    for (size_t k = 0; k < m; k++) {
+      fputs("<th>", out);
+      h_esc(out, cand_name(infos, k));
+      fputs("</th>", out);
+    }
+    fputs("</tr>\n", out);
+    for (size_t p = 0; p < reps[0].cmp.npoints; p++) {
+      double v[SCORE_MAX_SIDES];
+      for (size_t k = 0; k < m; k++) v[k] = cand_point(reps, k, p)->score;
+      fputs("<tr><td>", out);
+      h_esc(out, reps[0].cmp.points[p].point);
+      fputs("</td>", out);
+      for (size_t k = 0; k < m; k++)
+        fprintf(out, "<td class=\"n %s\">%.1f</td>", rank_class(v, m, k, 0.05), v[k]);
+      fputs("</tr>\n", out);
+    }
+    fputs("</table>\n", out);
+  }
+  for (size_t i = 0; i < n; i++) {
+    fputs("<h2>Changed by action: ", out);
+    h_esc(out, infos[i].policy_dir);
+    fputs("</h2>\n", out);
+    if (reps[i].ntransitions)
+      h_rows(out, reps[i].transitions, reps[i].ntransitions, reps[i].changed, "recorded",
+             "replayed");
+    else
+      fputs("<p class=\"muted\">No decision changed its action.</p>\n", out);
+  }
+  fputs(
+      "<footer>verdict replay &#183; docs/replay.md explains every figure on this page"
+      "</footer>\n</main>\n</body>\n</html>\n",
+      out);
   return ferror(out) ? -1 : 0;
 }

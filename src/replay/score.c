@@ -586,7 +586,7 @@ int score_add(score_acc *s, const replay_item *it) {
         s->changed_action++;
         if (tally_add(&s->transitions, action_text(a), action_text(b), id) < 0) rc = -1;
       }
-      if (a->allowed != b->allowed) s->changed_allowed++;
+      if (b->allowed >= 0 && !a->allowed != !b->allowed) s->changed_allowed++;
       if (rule) {
         s->changed_rule++;
         if (tally_add(&s->rules, ra, rb, id) < 0) rc = -1;
@@ -650,7 +650,8 @@ static double total(score_category *cat) {
 typedef struct side_raw {
   uint64_t decisions, errors, agreed, labelled, correct, timed, round_trips;
   uint64_t audit_id, audit_reason, audit_version;
-  score_hist lat, rtt;
+  uint64_t referenced; /* timed answers with a reference timing beside them */
+  score_hist lat, rtt, ref;
 } side_raw;
 
 typedef struct point_raw {
@@ -686,6 +687,7 @@ score_sides *score_sides_new(int nsides, const char *const *names, const score_w
     snprintf(s->names[i], sizeof s->names[i], "%s", names && names[i] ? names[i] : "side");
     score_hist_init(&s->all[i].lat);
     score_hist_init(&s->all[i].rtt);
+    score_hist_init(&s->all[i].ref);
   }
   return s;
 }
@@ -725,6 +727,7 @@ static point_raw *point_get(score_sides *s, const char *name) {
   for (int i = 0; i < s->nsides; i++) {
     score_hist_init(&p->sides[i].lat);
     score_hist_init(&p->sides[i].rtt);
+    score_hist_init(&p->sides[i].ref);
   }
   s->last = s->npoints;
   return &s->points[s->npoints++];
@@ -744,6 +747,10 @@ static void side_feed(side_raw *r, const replay_side *a, int same, const char *l
   if (a->timing == REPLAY_TIMING_INPROCESS) {
     r->timed++;
     score_hist_add(&r->lat, us_to_ns(a->latency_us));
+    if (a->reference_us > 0) {
+      r->referenced++;
+      score_hist_add(&r->ref, us_to_ns(a->reference_us));
+    }
   } else if (a->timing == REPLAY_TIMING_ROUNDTRIP) {
     r->round_trips++;
   }
@@ -801,10 +808,18 @@ static void timing_category(const score_sides *s, const side_raw *const *raw,
       why = whybuf;
     }
   }
-  double m[SCORE_MAX_SIDES];
+  double m[SCORE_MAX_SIDES], now[SCORE_MAX_SIDES], ref[SCORE_MAX_SIDES];
+  int scaled[SCORE_MAX_SIDES];
   for (int i = 0; i < n; i++) {
-    const score_dist *d = &out[i].latency_us;
-    m[i] = k == SCORE_CAT_LATENCY ? d->p99 : d->mean;
+    const score_dist *d = &out[i].latency_us, *e = &out[i].reference_us;
+    m[i] = now[i] = k == SCORE_CAT_LATENCY ? d->p99 : d->mean;
+    ref[i] = k == SCORE_CAT_LATENCY ? e->p99 : e->mean;
+    /* Timed beside the reference's own version on every request: on the
+     * reference's scale, by the ratio of the two timings taken together
+     * (a recording and a replay run at other times, under other loads;
+     * the ratio does not depend on the load). */
+    scaled[i] = i > 0 && raw[i]->timed && raw[i]->referenced == raw[i]->timed && ref[i] > 0;
+    if (scaled[i]) m[i] = m[0] * now[i] / ref[i];
   }
   for (int i = 0; i < n; i++) {
     score_category *c = &out[i].cat[k];
@@ -816,11 +831,19 @@ static void timing_category(const score_sides *s, const side_raw *const *raw,
     c->scored = 1;
     c->measure = m[i];
     double (*f)(double) = k == SCORE_CAT_LATENCY ? score_latency_value : score_cost_value;
+    char how[128] = "";
+    if (scaled[i])
+      snprintf(how, sizeof how, " (%.1f us beside %.1f us for the recorded version: x%.2f)", now[i],
+               ref[i], now[i] / ref[i]);
     if (i > 0 && tied(m[i], m[0])) {
       c->value = f(m[0]);
       snprintf(c->basis, sizeof c->basis,
-               "%s %.1f us in process, within %gx of %s's %.1f us: a tie, scored as %s", what, m[i],
-               SCORE_TIE_FACTOR, s->names[0], m[0], s->names[0]);
+               "%s %.1f us in process%s, within %gx of %s's %.1f us: a tie, scored as %s", what,
+               m[i], how, SCORE_TIE_FACTOR, s->names[0], m[0], s->names[0]);
+    } else if (scaled[i]) {
+      c->value = f(m[i]);
+      snprintf(c->basis, sizeof c->basis, "%s %.1f us in process on %s's scale%s", what, m[i],
+               s->names[0], how);
     } else {
       c->value = f(m[i]);
       if (k == SCORE_CAT_LATENCY)
@@ -853,6 +876,8 @@ static void compare(const score_sides *s, const side_raw *const *raw, score_side
     o->round_trips = r->round_trips;
     hist_dist(&r->lat, 1000.0, &o->latency_us);
     hist_dist(&r->rtt, 1000.0, &o->rtt_us);
+    hist_dist(&r->ref, 1000.0, &o->reference_us);
+    o->referenced = r->referenced;
     o->audit_id = r->audit_id;
     o->audit_reason = r->audit_reason;
     o->audit_version = r->audit_version;

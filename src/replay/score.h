@@ -161,11 +161,16 @@ typedef struct score_side_result {
   uint64_t errors;    /* of them, without an answer from this side */
   uint64_t agreed;    /* answers the caller marked the same as side 0's */
   uint64_t labelled, correct;
-  double accuracy;                                /* correct / labelled; 0 when none */
-  uint64_t timed;                                 /* answers with an in-process latency */
-  uint64_t round_trips;                           /* answers timed only as an HTTP round trip */
-  score_dist latency_us;                          /* in-process */
-  score_dist rtt_us;                              /* HTTP round trips (count 0 when in-process) */
+  double accuracy;       /* correct / labelled; 0 when none */
+  uint64_t timed;        /* answers with an in-process latency */
+  uint64_t round_trips;  /* answers timed only as an HTTP round trip */
+  score_dist latency_us; /* in-process */
+  score_dist rtt_us;     /* HTTP round trips (count 0 when in-process) */
+  /* the reference's version timed beside each answer (replay_side.reference_us):
+   * when every timed answer has one, this side's timing is put on side 0's
+   * scale by the ratio of the two */
+  uint64_t referenced;
+  score_dist reference_us;
   uint64_t audit_id, audit_reason, audit_version; /* answers naming each */
   double audit_share;
   score_category cat[SCORE_NCAT];
