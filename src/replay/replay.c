@@ -62,7 +62,7 @@ typedef struct replayer {
   arena mem; /* per snapshot: the parsed members and strings handed out */
   vd_decision *d;
   vd_decision *dref; /* the reference decision (opts.time_reference) */
-  double ref_us;     /* its latency, 0: none */
+  double ref_us;     /* its thread CPU time, 0: none */
   uint64_t nref;
   char msg[1024]; /* the current item's error message */
 } replayer;
@@ -750,9 +750,10 @@ static void time_reference(replayer *rp, version_entry *ref, const vd_engine_opt
                            const value *counters) {
   vd_error err;
   rp->ref_us = 0;
+  uint64_t c0 = clock_cpu_ns();
   if (service_decide_json(ref->bundle, ref->names, lim, it->request_json, it->request_len, clock_ns,
                           deadline, counters, rp->dref, &err) == 0)
-    rp->ref_us = vd_decision_latency_us(rp->dref);
+    rp->ref_us = (double)(clock_cpu_ns() - c0) / 1000.0;
 }
 
 /* Everything for one snapshot but the callback. Returns 0, or a negative
@@ -925,7 +926,10 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
   r->policy_version = vd_decision_policy_version(d);
   r->latency_us = vd_decision_latency_us(d);
   r->timing = REPLAY_TIMING_INPROCESS;
-  r->reference_us = rp->ref_us;
+  if (ref) {
+    r->cpu_us = (double)it->cpu_ns / 1000.0;
+    r->reference_cpu_us = rp->ref_us;
+  }
   r->model_version = vd_decision_model_version(d);
   /* Replay writes no snapshot, so the decision has no id of its own; the
    * engine deciding here is the one that recorded the live side, and it

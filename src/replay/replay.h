@@ -46,11 +46,14 @@ typedef struct replay_side {
   const char *model_version;
   int timing;    /* REPLAY_TIMING_* */
   double rtt_us; /* the HTTP round trip, when the side answered over HTTP; else 0 */
-  /* With replay_opts.time_reference: the in-process latency of the
-   * recorded version deciding the same request beside this one, in the
-   * same process and under the same load (0: not timed). The scorer puts
-   * this side's timing on the recording's scale with it. */
-  double reference_us;
+  /* With replay_opts.time_reference: the thread CPU time of this decision
+   * and of the recorded version deciding the same request right beside it
+   * (0: not timed). A recording and a replay run at other times under
+   * other loads; the ratio of these two does not depend on the load (CPU
+   * time leaves out the preemptions a busy machine adds to wall time), so
+   * the scorer puts this side's timing on the recording's scale with it. */
+  double cpu_us;
+  double reference_cpu_us;
 } replay_side;
 
 typedef struct replay_item {

@@ -1256,10 +1256,8 @@ int report_json_candidates(json_buf *b, const score_report *reps, const report_i
   }
   json_buf_putc(b, ']');
   j_open(b, "candidates", '[');
-  for (size_t i = 0; i < n; i++) {
-    if (i) json_buf_putc(b, ',');
+  for (size_t i = 0; i < n; i++) /* report_json puts the comma between them */
     if (report_json(b, &reps[i], &infos[i]) < 0) return -1;
-  }
   json_buf_put(b, "]}", 2);
   return b->oom ? -1 : 0;
 }

@@ -166,11 +166,11 @@ typedef struct score_side_result {
   uint64_t round_trips;  /* answers timed only as an HTTP round trip */
   score_dist latency_us; /* in-process */
   score_dist rtt_us;     /* HTTP round trips (count 0 when in-process) */
-  /* the reference's version timed beside each answer (replay_side.reference_us):
-   * when every timed answer has one, this side's timing is put on side 0's
-   * scale by the ratio of the two */
+  /* the reference's version timed beside each answer (replay_side.cpu_us and
+   * reference_cpu_us, CPU time): when every timed answer has one, this
+   * side's timing is put on side 0's scale by the ratio of the two */
   uint64_t referenced;
-  score_dist reference_us;
+  score_dist cpu_us, reference_cpu_us;
   uint64_t audit_id, audit_reason, audit_version; /* answers naming each */
   double audit_share;
   score_category cat[SCORE_NCAT];

@@ -575,16 +575,18 @@ static void test_identical_sides_score_the_same(void) {
   score_free(s);
 }
 
-/* A side timed beside the recorded version (reference_us) is put on the
- * recording's scale by the ratio of the two: 100 us now beside 40 us for
- * the recorded version is 2.5x the recording's 400 us, not a tie. */
+/* A side timed beside the recorded version (cpu_us, reference_cpu_us) is
+ * put on the recording's scale by the ratio of the two CPU times: 90 us
+ * beside 36 us for the recorded version is 2.5x the recording's 400 us,
+ * not a tie (whatever its own wall time, 100 us, says). */
 static void test_timing_on_the_recordings_scale(void) {
   score_acc *s = score_new(SCORE_CANDIDATE, NULL, NULL);
   for (int i = 0; i < 10; i++) {
     char id[SCORE_ID_TEXT];
     tside rec = {"allow", "r", "rule", 1, 1, 400}, rep = {"allow", "r", "rule", 1, 1, 100};
     replay_item it = mk(i, "p", "", rec, rep, 0, 0, 1, id);
-    it.replayed.reference_us = 40;
+    it.replayed.cpu_us = 90;
+    it.replayed.reference_cpu_us = 36; /* x2.5 */
     score_add(s, &it);
   }
   score_report r;
