@@ -6,19 +6,11 @@
  * -> new rule"), each with up to SCORE_EXAMPLES example snapshot ids; label
  * accuracy of the recorded and of the replayed decisions with a confusion
  * table; latency percentiles of both sides; CPU ns per replayed decision;
- * peak memory; audit completeness. From these, a score out of 100 over four
- * weighted categories (docs/replay.md has the formula):
- *
- *   accuracy  label accuracy of the replayed side when labels match snapshots;
- *             without labels, in a determinism check, the share of snapshots
- *             reproduced; without labels otherwise: not scored (how many
- *             decisions changed says nothing about which side is right)
- *   latency   p99 of the replayed latency: 1 at <= 50 us, 0 at >= 10 ms,
- *             log-linear between
- *   cost      mean CPU per replayed decision: 1 at <= 10 us, 0 at >= 1 ms,
- *             log-linear between (not scored when no CPU time was measured,
- *             as for a remote service)
- *   audit     the share of snapshots carrying every required field
+ * peak memory; snapshot completeness. From these, the score of both sides
+ * (the recorded decisions and the replayed ones) out of 100 over four
+ * weighted categories, the same for both and measured the same way, overall
+ * and per decision point: the sides comparison below does that, and
+ * docs/replay.md has the formula.
  *
  * score = 100 * sum(w_i * s_i) / sum(w_i) over the categories scored.
  *
