@@ -110,7 +110,7 @@ typedef struct score_category {
   double value;     /* 0..1 */
   double points;    /* contribution to the score out of 100 */
   double measure;   /* what was measured: a share, us, ... */
-  char basis[256];  /* what the value is based on, for people */
+  char basis[400];  /* what the value is based on, for people */
 } score_category;
 
 /* ---- sides: systems scored side by side on the same decisions ----
