@@ -241,6 +241,7 @@ static int replay_candidates(const char *dir, replay_opts *o, const char *store,
     report_failures_init(&ws[i].r.failures, 1000);
     if (!quiet && isatty(2)) fprintf(stderr, "verdict replay: candidate %s...\r", policies[i]);
     walk_run(&ws[i], &oi, NULL, NULL, 0);
+    if (!quiet && isatty(2)) fputs("\r\033[K", stderr);
     if (ws[i].rc != 0) {
       fprintf(stderr, "verdict replay: %s: %s\n", policies[i], ws[i].err);
       status = 1;
