@@ -388,7 +388,7 @@ void route_authz(conn *c, const http_request *r) {
     return;
   }
   json_buf_free(&b);
-  metrics_count_decision(&w->m, d);
+  worker_count_decision(w, d);
   const char *action = vd_decision_action(d);
   int status = vd_decision_allowed(d) ? 200 : vd_decision_review(d) ? 401 : 403;
   if (!action) status = 403; /* an error decision with no action: closed */

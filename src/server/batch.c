@@ -219,7 +219,7 @@ void route_batch(conn *c, const http_request *r) {
         while (sn && s[sn - 1] == '\n') sn--;
         json_buf_put(&out, s, sn);
       }
-      metrics_count_decision(&w->m, d);
+      worker_count_decision(w, d);
     }
     if (jsonl) json_buf_putc(&out, '\n');
   }

@@ -19,6 +19,8 @@
 
 #include "engine/service.h"
 #include "server/internal.h"
+#include "server/reviews.h"
+#include "snapshot/reviewlog.h"
 
 void server_opts_init(server_opts *o) {
   memset(o, 0, sizeof *o);
@@ -326,6 +328,28 @@ int server_run(const server_opts *o) {
     if (!f.oom) server_log("warn", "snapshot_repaired", msg, f.data);
     json_buf_free(&f);
   }
+  if (srv.snapshots_dir) {
+    /* The review queue, rebuilt from the snapshots; its outcomes' log. */
+    uint64_t cut = 0;
+    char rwhy[700];
+    if (reviews_open(srv.snapshots_dir, 1, &srv.reviews, &cut, rwhy, sizeof rwhy) < 0) {
+      failed("start_failed", rwhy);
+      vd_engine_close(srv.engine);
+      free(srv.admin_token);
+      free(srv.store_dir);
+      if (srv.access_fd > STDOUT_FILENO) close(srv.access_fd);
+      return 1;
+    }
+    if (cut) {
+      char f[200];
+      snprintf(f, sizeof f, ",\"segment\":\"%s\",\"repair\":\"cut_tail\",\"bytes\":%llu",
+               REVIEWLOG_NAME, (unsigned long long)cut);
+      server_log("warn", "snapshot_repaired",
+                 "a torn tail was cut from the reviews log (an outcome being written when the "
+                 "process stopped, never acknowledged)",
+                 f);
+    }
+  }
   int nw = o->threads > 0 ? o->threads : 1;
   srv.workers = calloc((size_t)nw, sizeof *srv.workers);
   int *fds = calloc((size_t)nw, sizeof *fds);
@@ -478,6 +502,7 @@ out:
       if (fds[i] >= 0) close(fds[i]);
   free(fds);
   mcp_http_free(srv.mcp); /* its sessions hold decisions of the engine */
+  reviews_close(srv.reviews);
   /* The snapshot log drains here: on a disk that refuses writes, for
    * --drain-timeout at most; what it could not write is said. */
   vd_engine_counters fin;
