@@ -35,6 +35,8 @@ int cmd_hook(int argc, char **argv);
 extern const char cmd_hook_help[];
 int cmd_store(int argc, char **argv);
 extern const char cmd_store_help[];
+int cmd_reviews(int argc, char **argv);
+extern const char cmd_reviews_help[];
 
 /* Prints "verdict CMD: msg arg" and a pointer to CMD's --help on stderr;
  * returns 2, the exit status of a usage error. arg may be NULL. */
