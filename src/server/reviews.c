@@ -360,7 +360,7 @@ static int decode(const char *s, size_t n, char *out, size_t cap) {
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
     char ch = s[i];
-    if (ch == '%' && i + 2 < n + 0 && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
+    if (ch == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
       ch = (char)(hexval(s[i + 1]) << 4 | hexval(s[i + 2]));
       i += 2;
     } else if (ch == '+') {
