@@ -211,6 +211,11 @@ l = json.load(open(sys.argv[1]))["labels"]
 n = int(sys.argv[2])
 sys.exit(0 if l["loaded"] == n and l["labelled"] == n else 1)
 PY
+# a bad byte in the first outcome (a bad sector): that one is skipped, the rest still read
+printf 'X' | dd of="$SNAP/reviews.log" bs=1 seek=24 conv=notrunc 2>/dev/null
+"$V" reviews list --snapshots "$SNAP" --state reviewed >"$T/rev2.txt" 2>/dev/null
+eq "$(wc -l <"$T/rev2.txt")" "$REC" "a damaged outcome skipped, the ones after it read"
+hasnt <(head -1 "$T/rev2.txt") "first look" "the damaged one is the one skipped"
 "$V" reviews --help >"$T/help.txt"
 has "$T/help.txt" "verdict reviews export" "reviews --help"
 "$V" reviews list --snapshots "$SNAP" --state done >/dev/null 2>&1
