@@ -34,7 +34,7 @@ req() { # req METHOD PATH [curl args...]: body in $T/body, status in $CODE
   local m=$1 p=$2; shift 2
   CODE=$(curl -s -o "$T/body" -w '%{http_code}' -X "$m" "$URL$p" "$@")
 }
-json() { python3 -c 'import sys,json; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$T/body" "$1"; }
+json() { python3 -S -c 'import sys,json; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$T/body" "$1"; }
 metric() { curl -s "$URL/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 AUTH=(-H "Authorization: Bearer $TOKEN")
 
