@@ -29,6 +29,8 @@ const char cmd_serve_help[] =
     "  GET  /v1/policies        the live policy version and the versions kept\n"
     "  POST /v1/policies/reload reload from disk (admin: needs the bearer token)\n"
     "  POST /mcp                MCP over Streamable HTTP (JSON answers)\n"
+    "  GET  /v1/reviews         decisions waiting for a reviewer; the outcomes\n"
+    "  POST /v1/reviews/ID      a reviewer's outcome (admin: needs the bearer token)\n"
     "  GET  /healthz, /readyz   alive; ready (bundle compiled, warm-up done)\n"
     "  GET  /metrics            Prometheus text\n"
     "\n"
