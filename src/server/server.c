@@ -455,7 +455,7 @@ int server_run(const server_opts *o) {
              ",\"listen\":\"%s\",\"threads\":%d,\"policy_version\":\"%s\",\"snapshots\":%s%s%s,"
              "\"warmup_decisions\":%u,\"ready_ms\":%.3f,\"admin\":%s,\"snapshot_reads\":\"%s\","
              "\"on_full\":\"%s\","
-             "\"watch\":%s,\"access_log\":%s",
+             "\"watch\":%s,\"access_log\":%s,\"reviews_pending\":%zu",
              srv.listen_text, nw, v, srv.snapshots_dir ? "\"" : "",
              srv.snapshots_dir ? srv.snapshots_dir : "null", srv.snapshots_dir ? "\"" : "", warm,
              (double)(uv_hrtime() - t0) / 1e6, srv.admin_token ? "true" : "false",
@@ -463,7 +463,8 @@ int server_run(const server_opts *o) {
              : srv.snapshot_reads == SERVER_SNAPSHOT_READS_OPEN ? "open"
                                                                 : "local",
              o->engine.snapshot_on_full == VD_ON_FULL_DROP ? "drop" : "block",
-             m.watching ? "true" : "false", srv.access_fd >= 0 ? "true" : "false");
+             m.watching ? "true" : "false", srv.access_fd >= 0 ? "true" : "false",
+             srv.reviews ? reviews_pending(srv.reviews) : (size_t)0);
     server_log("info", "start", "ready", f);
     if (srv.snapshot_reads == SERVER_SNAPSHOT_READS_OPEN && !srv.loopback && srv.snapshots_dir) {
       char msg[300];

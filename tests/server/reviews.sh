@@ -181,6 +181,7 @@ if [ "$REC" -ge $((ACKED + 3)) ]; then ok; else bad "outcomes on record after th
 ANSWERED=$(($(wc -l <"$T/on_record.txt")))
 req GET '/v1/reviews?limit=1000'
 eq "$(json 'd["pending"]')" "$((N - ANSWERED))" "the queue rebuilt from the snapshots, less the answered"
+has "$T/second.log" "\"reviews_pending\":$((N - ANSWERED))" "its length in the start line"
 json '"\n".join(r["snapshot_id"] for r in d["reviews"])' | sort >"$T/pend2.txt"
 eq "$(comm -12 "$T/pend2.txt" "$T/on_record.txt" | wc -l)" 0 "no answered decision queued again"
 req POST "/v1/reviews/$SECOND" "${AUTH[@]}" -d '{"action":"block","note":"after the restart"}'
