@@ -4,8 +4,12 @@
  * REVIEWS_MAX_PENDING (the oldest leave first, counted), in id order, with
  * their fields from the payload, paging after an id; the log's torn tail
  * cut at open and journalled, appends after the cut read back, a file that
- * is not a reviews log refused naming it. */
+ * is not a reviews log refused naming it; a write the disk refuses part-way
+ * (RLIMIT_FSIZE) reported and cut back off the file, the next append whole. */
 #include "../snapshot/helpers.h"
+
+#include <signal.h>
+#include <sys/resource.h>
 #include "server/reviews.h"
 #include "snapshot/reviewlog.h"
 
@@ -174,7 +178,43 @@ static void test_log(void) {
   free(dir);
 }
 
+static void test_failed_append(void) {
+  char *dir = scratch_dir("reviewfail");
+  char err[600], path[600];
+  snprintf(path, sizeof path, "%s/reviews.log", dir);
+  reviewlog *rl;
+  CHECK(reviewlog_open(dir, &rl, NULL, err, sizeof err) == 0);
+  CHECK(reviewlog_append(rl, "{\"n\":1}", 7, err, sizeof err) == 0);
+  struct stat st;
+  CHECK(stat(path, &st) == 0 && st.st_size == 8 + 8 + 7);
+  /* room for 7 bytes more: the next frame (8 + 20) is written part-way */
+  struct rlimit old, rl_small;
+  getrlimit(RLIMIT_FSIZE, &old);
+  rl_small = old;
+  rl_small.rlim_cur = 8 + 8 + 7 + 7;
+  signal(SIGXFSZ, SIG_IGN);
+  CHECK(setrlimit(RLIMIT_FSIZE, &rl_small) == 0);
+  CHECK(reviewlog_append(rl, "{\"n\":2,\"pad\":\"xxxx\"}", 20, err, sizeof err) == -1);
+  CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
+  CHECK(strstr(err, "reviews.log") && strstr(err, "too large"));
+  CHECK(stat(path, &st) == 0 && st.st_size == 8 + 8 + 7); /* nothing of it stays */
+  CHECK(reviewlog_append(rl, "{\"n\":3}", 7, err, sizeof err) == 0);
+  reviewlog_close(rl);
+  reviewlog_reader *rd;
+  CHECK(reviewlog_reader_open(dir, &rd, err, sizeof err) == 0);
+  const char *b;
+  uint32_t len;
+  char got[64] = "";
+  while (reviewlog_reader_next(rd, &b, &len, NULL, NULL, err, sizeof err) == 1)
+    strncat(got, b, len);
+  reviewlog_reader_close(rd);
+  CHECK_STR(got, "{\"n\":1}{\"n\":3}");
+  rm_rf(dir);
+  free(dir);
+}
+
 int main(void) {
+  TEST_RUN(test_failed_append);
   TEST_RUN(test_log);
   TEST_RUN(test_rebuild);
   TEST_END();
