@@ -6,7 +6,8 @@
 # while wrk sends it the example gate traffic (`verdict gen`); over the
 # decide histogram histogram_quantile(0.5, ...) is below 50 µs (the lowest
 # bucket before the buckets started at 1 µs, so a median below it could not
-# be read) and histogram_quantile(0.99, ...) is finite; and every PromQL
+# be read; under the sanitizers only read) and histogram_quantile(0.99, ...)
+# is finite; and every PromQL
 # expression of integrations/grafana/verdict.json is accepted by the same
 # Prometheus and returns data.
 set -u
@@ -89,9 +90,14 @@ sed 's/^/  lint: /' "$T/lint2.txt" >&2
 # series it reads). It waits first for three scrapes that have the review
 # outcome (increase() and rate() need two).
 # Prints one "ok|FAIL what" line a check, and the figures.
-python3 - "$PURL" integrations/grafana/verdict.json >"$T/checks.txt" 2>&1 <<'PY'
+# Under ASan+UBSan (a Debug build checking every access) a decision takes
+# about ten times as long: there the median is only required to be read
+# (finite, inside the buckets), not to be below 50 µs.
+SAN=0
+grep -q 'VD_SANITIZE:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null && SAN=1
+python3 - "$PURL" integrations/grafana/verdict.json "$SAN" >"$T/checks.txt" 2>&1 <<'PY'
 import json, math, re, sys, time, urllib.error, urllib.parse, urllib.request
-purl, dash = sys.argv[1:3]
+purl, dash, san = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 def query(e):
     u = purl + "/api/v1/query?" + urllib.parse.urlencode({"query": e})
     try:
@@ -114,7 +120,10 @@ w = 'rate(verdict_decide_duration_seconds_bucket{strategy="request_gate"}[30s])'
 p50 = scalar("histogram_quantile(0.5, sum by (le) (%s))" % w)
 p99 = scalar("histogram_quantile(0.99, sum by (le) (%s))" % w)
 print("figures: decide p50 %.3g s, p99 %.3g s over %d decisions" % (p50, p99, n))
-check(0 < p50 < 50e-6, "decide p50 below 50 us: %g" % p50)
+if san:
+    check(0 < p50 < 1, "decide p50 read (a sanitizer build: not held to 50 us): %g" % p50)
+else:
+    check(0 < p50 < 50e-6, "decide p50 below 50 us: %g" % p50)
 check(math.isfinite(p99) and p99 > 0, "decide p99 finite: %g" % p99)
 h99 = scalar('histogram_quantile(0.99, sum by (le) (rate(verdict_http_request_duration_seconds_bucket{strategy="request_gate"}[30s])))')
 check(math.isfinite(h99) and h99 > 0, "HTTP request p99 of the gate's decisions finite: %g" % h99)
