@@ -191,8 +191,24 @@ static int load_cached(policy_bundle *b, strategy_marks *marks, const char *file
   }
   strategy *s = (strategy *)&b->strategies[b->nstrategies];
   b->nstrategies++;
-  strategy_input in = {&b->mem, &scratch, file, canon, clen, root, min_rules, flags};
+  /* A compiled/ file of this user's, its CRC checked, exists only because
+   * this build loaded this very text without an error and wrote it: the
+   * lets need not be checked again (STRATEGY_LETS_CHECKED). */
+  const unsigned checked = compiled && compiled_cache_own(compiled) ? STRATEGY_LETS_CHECKED : 0;
+  strategy_input in = {&b->mem, &scratch, file, canon, clen, root, min_rules, flags | checked};
   strategy_compile(&in, s, &marks[b->nstrategies - 1], d);
+  memcpy(s->version, version, 65); /* attach names the file by it */
+  int attached = 0;
+  if (checked && d->errors == errors && !(attached = compiled_cache_attach(compiled, s, store))) {
+    /* the file did not fit after all (and is gone): compiled again with
+     * every check, before a new file is written from it */
+    free_strategy_programs(s);
+    memset(s, 0, sizeof *s);
+    memset(&marks[b->nstrategies - 1], 0, sizeof marks[0]);
+    in.flags = flags;
+    compiled = NULL;
+    strategy_compile(&in, s, &marks[b->nstrategies - 1], d);
+  }
   if (d->errors != errors && !tree_kept) {
     /* The stored form, checksum and all, stored when it loaded cleanly by
      * a build that checked less (the bounds on lets came later): the file
@@ -213,7 +229,8 @@ static int load_cached(policy_bundle *b, strategy_marks *marks, const char *file
    * a kept tree that does not compile (a damaged file whose checksum
    * fits, or one kept by a build that checked less) is dropped, for the
    * next load to read the stored form again */
-  if (lazy && d->errors == errors && !(compiled && compiled_cache_attach(compiled, s, store)))
+  if (lazy && d->errors == errors && !attached &&
+      !(compiled && !checked && compiled_cache_attach(compiled, s, store)))
     *wrote |= compiled_cache_fill(s, tree_kept ? NULL : root, crc, clen, store, &hints);
   else if (tree_kept && d->errors != errors)
     compiled_cache_drop(store, version);

@@ -689,6 +689,8 @@ void compiled_cache_drop(const char *store, const char *version) {
   unlink(path);
 }
 
+int compiled_cache_own(const compiled_map *m) { return m->own; }
+
 int compiled_cache_attach(const compiled_map *m, strategy *s, const char *store) {
   const char *f = m->at;
   const size_t len = m->len;

@@ -166,6 +166,12 @@ typedef struct strategy_marks {
  * policy_load_opts.lazy): lets and rules are parsed, not compiled (see
  * strategy_rule_program), and neither tests nor warnings are made. */
 #define STRATEGY_LAZY 1u
+/* With STRATEGY_LAZY: this build already loaded this very text without an
+ * error (its compiled/ file, this user's own, says so: bundle.c), so the
+ * lets are not parsed at load nor their graph walked again when no
+ * fallback model needs their model reads; each let is parsed, if its image
+ * does not read back, the first time a decision needs it. */
+#define STRATEGY_LETS_CHECKED 2u
 typedef struct strategy_input {
   arena *mem, *scratch;
   const char *file; /* the name diagnostics give */
@@ -246,6 +252,10 @@ typedef struct compiled_map compiled_map;
 const compiled_map *compiled_cache_open(policy_bundle *b, const char *version, uint32_t canon_crc,
                                         size_t canon_len, const char *store, cache_hints *hints);
 int compiled_cache_attach(const compiled_map *m, strategy *s, const char *store);
+/* 1 when m is a file of this user's that no one else may write (its CRC
+ * checked by compiled_cache_open): the bytes this build wrote, itself, after
+ * a load of the same text that had no error. */
+int compiled_cache_own(const compiled_map *m);
 /* The tree the stored form gave the load that wrote the file (without its
  * tests, as parse_cache_tree gives it to a lazy load), in a (its texts in
  * the file, mapped as long as the bundle); NULL when the file has none or

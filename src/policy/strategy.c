@@ -435,6 +435,25 @@ static void parse_lets(cc *c, const ynode *n, const char *const *consts, uint32_
   s->lets = lets;
   s->nlets = k;
   c->let_seen = seen;
+  /* A text this build loaded cleanly before (STRATEGY_LETS_CHECKED): the
+   * bounds and cycles the graph below checks held then and hold now, and
+   * without a fallback model no one needs the lets' reads; each let keeps
+   * its text, parsed at first use (compile_later). */
+  for (uint32_t i = 0; c->lets_checked && i < k; i++) {
+    const ynode *v = info[i].node;
+    if (v->kind != Y_SCALAR || v->v.kind == V_NULL) {
+      err_at(c, v, "let", "expected an expression, got %s", kind_name(v));
+      continue;
+    }
+    lets[i].lazy.text = dup(c, v->text, v->len);
+    lets[i].lazy.len = v->len;
+    if (!lets[i].lazy.text) return;
+  }
+  if (c->lets_checked) {
+    *names_out = names;
+    *info_out = info;
+    return;
+  }
   /* Compile after every name is known, so a let may read any other. */
   reads r = {c, &c->lets_tab, NULL, seen, 0, NULL, 0, 0, false, false, false};
   for (uint32_t i = 0; i < k; i++) {
@@ -607,7 +626,7 @@ static void parse_rules(cc *c, const ynode *n, let_info *lets, rule_info **info_
     uint32_t nest, eval;
     char what[96];
     snprintf(what, sizeof what, "rule '%.64s'", pr->name ? pr->name : "?");
-    if (lets)
+    if (lets && !c->lets_checked)
       (void)check_depths(c, &c->lets_tab, lets, info[i].cond, x, sub, what, false, &nest, &eval);
     if (c->lets_unread) continue;
     reads_next(&rd);
@@ -879,6 +898,7 @@ size_t strategy_compile(const strategy_input *in, strategy *s, strategy_marks *m
    * are what keep a decision's evaluation off the end of the C stack,
    * whether the file was read now or long ago by another build. */
   c.lets_unread = c.lazy && root->kind == Y_MAP && !get(root, "fallback");
+  c.lets_checked = c.lets_unread && (flags & STRATEGY_LETS_CHECKED) != 0;
   memset(m, 0, sizeof *m);
   m->name_line = root->line;
   m->name_col = root->col;
@@ -947,13 +967,13 @@ size_t strategy_compile(const strategy_input *in, strategy *s, strategy_marks *m
   let_info *lets = NULL;
   if ((x = get(root, "let"))) parse_lets(&c, x, const_names, nconsts, &let_names, &lets);
   c.let_info = lets;
-  if (lets && s->nlets) let_graph(&c, lets);
+  if (lets && s->nlets && !c.lets_checked) let_graph(&c, lets);
 
   rule_info *rinfo = NULL;
   if ((x = get(root, "rules"))) parse_rules(&c, x, lets, &rinfo);
   limit_info *linfo = NULL;
   if ((x = get(root, "limits"))) parse_limits(&c, x, &linfo);
-  for (uint32_t i = 0; lets && linfo && i < s->nlimits; i++) { /* they read lets too */
+  for (uint32_t i = 0; lets && !c.lets_checked && linfo && i < s->nlimits; i++) { /* lets too */
     static const char *const part[3] = {"key", "when", "charge"};
     for (int k = 0; k < 3 && s->limits[i].name; k++) {
       if (!linfo[i].tree[k]) continue;

@@ -46,6 +46,7 @@ typedef struct cc {
   strategy_marks *marks;
   int lazy;           /* STRATEGY_LAZY */
   int lets_unread;    /* lazy, and no fallback model: rules are not searched for model reads */
+  int lets_checked;   /* lets_unread, and STRATEGY_LETS_CHECKED: lets are not even parsed */
   ntab lets_tab;      /* the lets' names (parse_lets) */
   uint32_t *let_seen; /* per let, for reads */
   struct let_info *let_info;
