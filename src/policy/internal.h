@@ -167,10 +167,11 @@ typedef struct strategy_marks {
  * strategy_rule_program), and neither tests nor warnings are made. */
 #define STRATEGY_LAZY 1u
 /* With STRATEGY_LAZY: this build already loaded this very text without an
- * error (its compiled/ file, this user's own, says so: bundle.c), so the
- * lets are not parsed at load nor their graph walked again when no
- * fallback model needs their model reads; each let is parsed, if its image
- * does not read back, the first time a decision needs it. */
+ * error (its compiled/ file, this user's own, says so: bundle.c), so when
+ * no fallback model needs the lets' model reads, the lets are not parsed at
+ * load nor their graph walked again, and rule names are not checked for
+ * repeats again; a let is parsed, if its image does not read back, the
+ * first time a decision needs it. */
 #define STRATEGY_LETS_CHECKED 2u
 typedef struct strategy_input {
   arena *mem, *scratch;

@@ -623,11 +623,12 @@ static void parse_rules(cc *c, const ynode *n, let_info *lets, rule_info **info_
     if (x->kind == Y_SCALAR) pr->source = dup(c, x->text, x->len);
     pr->cond = compile_expr(c, x, sub, &info[i].cond, c->lazy ? &pr->lazy : NULL);
     if (!info[i].cond) continue;
-    uint32_t nest, eval;
-    char what[96];
-    snprintf(what, sizeof what, "rule '%.64s'", pr->name ? pr->name : "?");
-    if (lets && !c->lets_checked)
+    if (lets && !c->lets_checked) {
+      uint32_t nest, eval;
+      char what[96];
+      snprintf(what, sizeof what, "rule '%.64s'", pr->name ? pr->name : "?");
       (void)check_depths(c, &c->lets_tab, lets, info[i].cond, x, sub, what, false, &nest, &eval);
+    }
     if (c->lets_unread) continue;
     reads_next(&rd);
     ast_free_idents(info[i].cond, on_ident, &rd);
@@ -635,6 +636,8 @@ static void parse_rules(cc *c, const ynode *n, let_info *lets, rule_info **info_
     pr->reads_model = rd.model || rd.via_let;
   }
   free(rd.deps);
+  /* (a text this build loaded without an error before has no repeats) */
+  if (c->lets_checked) return;
   /* Rule names are unique in a strategy (traces and tests name them). The
    * rules sorted by name (then place) put each repeat right after the first
    * rule of that name: n log n, where comparing every pair cost minutes for
