@@ -150,7 +150,7 @@ static void load_text(policy_bundle *b, strategy_marks *marks, const char *file,
   strategy *s = (strategy *)&b->strategies[b->nstrategies];
   if (yaml_load(&scratch, file, src, len, &root, d) == 0) {
     b->nstrategies++; /* counted now so that free_programs sees its programs */
-    strategy_input in = {&b->mem, &scratch, file, src, len, root, min_rules, 0};
+    strategy_input in = {&b->mem, &scratch, file, src, len, root, min_rules, 0, NULL, 0};
     strategy_compile(&in, s, &marks[b->nstrategies - 1], d);
     size_t clen = 0;
     char *canon = policy_canonical_json(root, &clen);
@@ -195,7 +195,9 @@ static int load_cached(policy_bundle *b, strategy_marks *marks, const char *file
    * this build loaded this very text without an error and wrote it: the
    * lets need not be checked again (STRATEGY_LETS_CHECKED). */
   const unsigned checked = compiled && compiled_cache_own(compiled) ? STRATEGY_LETS_CHECKED : 0;
-  strategy_input in = {&b->mem, &scratch, file, canon, clen, root, min_rules, flags | checked};
+  strategy_input in = {&b->mem,   &scratch,        file, canon, clen, root,
+                       min_rules, flags | checked, NULL, 0};
+  if (checked) in.rule_parts = compiled_cache_rule_parts(compiled, &in.nrule_parts);
   strategy_compile(&in, s, &marks[b->nstrategies - 1], d);
   memcpy(s->version, version, 65); /* attach names the file by it */
   int attached = 0;
@@ -206,6 +208,7 @@ static int load_cached(policy_bundle *b, strategy_marks *marks, const char *file
     memset(s, 0, sizeof *s);
     memset(&marks[b->nstrategies - 1], 0, sizeof marks[0]);
     in.flags = flags;
+    in.rule_parts = NULL;
     compiled = NULL;
     strategy_compile(&in, s, &marks[b->nstrategies - 1], d);
   }
@@ -540,7 +543,8 @@ int policy_bundle_from_stored(const char *file, const char *text, size_t len, po
     strategy_marks marks[1] = {{0}};
     strategy *s = (strategy *)&b->strategies[0];
     b->nstrategies = 1; /* counted now so that free_programs sees its programs */
-    strategy_input in = {&b->mem, &scratch, f, text, len, root, DEFAULT_INDEX_MIN_RULES, 0};
+    strategy_input in = {&b->mem, &scratch, f, text, len, root, DEFAULT_INDEX_MIN_RULES,
+                         0,       NULL,     0};
     strategy_compile(&in, s, &marks[0], &own);
     policy_sha256_hex(text, len, s->version);
     if (own.errors == 0) finish(b, marks, &own);

@@ -181,6 +181,13 @@ typedef struct strategy_input {
   const ynode *root;        /* the parsed document */
   uint32_t index_min_rules; /* policy_load_opts.index_min_rules */
   unsigned flags;           /* STRATEGY_* */
+  /* With STRATEGY_LETS_CHECKED: per rule, 1 when a part of its condition is
+   * one the rule index can use (policy_rule.index_part, as the load that
+   * wrote the compiled/ file found it); a rule with 0 is not parsed at load
+   * (it would file nothing), only when first needed without an image. NULL,
+   * or a count that is not the rules': every rule is parsed. */
+  const uint8_t *rule_parts;
+  uint32_t nrule_parts;
 } strategy_input;
 size_t strategy_compile(const strategy_input *in, strategy *s, strategy_marks *m, policy_diags *d);
 
@@ -257,6 +264,9 @@ int compiled_cache_attach(const compiled_map *m, strategy *s, const char *store)
  * checked by compiled_cache_open): the bytes this build wrote, itself, after
  * a load of the same text that had no error. */
 int compiled_cache_own(const compiled_map *m);
+/* Per rule of the file, its policy_rule.index_part as the load that wrote
+ * it found it (a byte each, *n of them); NULL when the file has none. */
+const uint8_t *compiled_cache_rule_parts(const compiled_map *m, uint32_t *n);
 /* The tree the stored form gave the load that wrote the file (without its
  * tests, as parse_cache_tree gives it to a lazy load), in a (its texts in
  * the file, mapped as long as the bundle); NULL when the file has none or

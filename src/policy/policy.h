@@ -87,6 +87,7 @@ typedef struct policy_rule {
   policy_lazy lazy;
   int line, column;  /* of the rule's `if` value, for traces and messages */
   bool reads_model;  /* reads `model`, directly or through a let: never indexed */
+  bool index_part;   /* one of its `&&` parts is one the rule index can use (index.c) */
   double confidence; /* how sure the rule's author is: (0, 1], default 1 */
 } policy_rule;
 

@@ -621,6 +621,13 @@ static void parse_rules(cc *c, const ynode *n, let_info *lets, rule_info **info_
     pr->column = x->col;
     info[i].node = x;
     if (x->kind == Y_SCALAR) pr->source = dup(c, x->text, x->len);
+    /* nothing for the index in it (the compiled/ file says): its text
+     * alone, parsed at first use if its image does not read back */
+    if (c->rule_parts && c->nrule_parts == n->n && !c->rule_parts[i] && pr->source) {
+      pr->lazy.text = pr->source;
+      pr->lazy.len = x->len;
+      continue;
+    }
     pr->cond = compile_expr(c, x, sub, &info[i].cond, c->lazy ? &pr->lazy : NULL);
     if (!info[i].cond) continue;
     if (lets && !c->lets_checked) {
@@ -902,6 +909,10 @@ size_t strategy_compile(const strategy_input *in, strategy *s, strategy_marks *m
    * whether the file was read now or long ago by another build. */
   c.lets_unread = c.lazy && root->kind == Y_MAP && !get(root, "fallback");
   c.lets_checked = c.lets_unread && (flags & STRATEGY_LETS_CHECKED) != 0;
+  if (c.lets_checked) {
+    c.rule_parts = in->rule_parts;
+    c.nrule_parts = in->nrule_parts;
+  }
   memset(m, 0, sizeof *m);
   m->name_line = root->line;
   m->name_col = root->col;

@@ -44,9 +44,11 @@ typedef struct cc {
   actvec acts;
   int declared_actions; /* `actions` was given */
   strategy_marks *marks;
-  int lazy;           /* STRATEGY_LAZY */
-  int lets_unread;    /* lazy, and no fallback model: rules are not searched for model reads */
-  int lets_checked;   /* lets_unread, and STRATEGY_LETS_CHECKED: lets are not even parsed */
+  int lazy;         /* STRATEGY_LAZY */
+  int lets_unread;  /* lazy, and no fallback model: rules are not searched for model reads */
+  int lets_checked; /* lets_unread, and STRATEGY_LETS_CHECKED: lets are not even parsed */
+  const uint8_t *rule_parts; /* strategy_input.rule_parts, when lets_checked */
+  uint32_t nrule_parts;
   ntab lets_tab;      /* the lets' names (parse_lets) */
   uint32_t *let_seen; /* per let, for reads */
   struct let_info *let_info;

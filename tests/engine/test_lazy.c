@@ -307,6 +307,20 @@ int main(void) {
         unparsed += s->lets[l].lazy.tree == NULL && s->lets[l].lazy.text != NULL;
     }
     CHECK(with_lets > 0 && unparsed > 100);
+    /* and a rule with no part the index can use is not parsed either;
+     * one with such a part is, for the index */
+    uint32_t rules_unparsed = 0, rules_parsed = 0;
+    for (uint32_t i = 0; i < imaged->nstrategies; i++) {
+      const strategy *s = &imaged->strategies[i];
+      for (uint32_t r = 0; r < s->nrules && !s->fallback_model && s->nlets; r++) {
+        const policy_rule *pr = &s->rules[r];
+        rules_unparsed += pr->lazy.tree == NULL && pr->lazy.text != NULL && !pr->index_part;
+        rules_parsed += pr->lazy.tree != NULL && pr->index_part;
+        CHECK(pr->index_part == (pr->lazy.tree != NULL));
+      }
+    }
+    CHECK_MSG(rules_unparsed > 50 && rules_parsed > 0, "%u rules not parsed, %u parsed",
+              rules_unparsed, rules_parsed);
     snprintf(cmd, sizeof cmd, "chmod g+w '%s'/compiled/*", store);
     CHECK(system(cmd) == 0);
     policy_bundle *shared = load(pol, store, 1);
