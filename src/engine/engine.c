@@ -34,6 +34,7 @@
 
 #include "core/clock.h"
 #include "engine/engine.h"
+#include "snapshot/snapshot.h"
 
 /* What a reload swaps: the bundle and what the engine derives from it. */
 typedef struct live {
@@ -51,6 +52,7 @@ struct vd_engine {
   live *live; /* RCU-protected: read with rcu_dereference */
   char *dir;
   char *store_dir; /* engine_store_path's; "": none */
+  char *pin_dir;   /* <snapshots_dir>/versions: the folder's own versions; NULL: snapshots off */
   int warnings_as_errors;
   char *only_point; /* NULL: every strategy file */
   int lazy;         /* vd_engine_opts.lazy_compile */
@@ -117,6 +119,7 @@ static void live_free(live *l) {
 
 static int load(vd_engine *e, live **out, vd_error *err) {
   policy_load_opts lo = {.store_dir = e->store_dir,
+                         .pin_dir = e->pin_dir,
                          .warnings_as_errors = e->warnings_as_errors,
                          .only_point = e->only_point,
                          .lazy = e->lazy};
@@ -195,6 +198,23 @@ int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out,
   }
   decide_limits_init(&e->lim, opts);
   pthread_mutex_init(&e->reload_lock, NULL);
+  if (opts && opts->snapshots_dir && opts->snapshots_dir[0]) {
+    /* The folder carries every version its records name (snapshot.h,
+     * "self-contained"): each load writes them there before any decision
+     * under them is made, so before any record naming them exists. The
+     * folder is made here, as the log makes it (0750), since the load
+     * comes first. */
+    char msg[SNAPSHOT_ERRLEN];
+    if (snapshot_folder_make(opts->snapshots_dir, msg, sizeof msg) < 0) {
+      vd_engine_close(e);
+      return engine_error(err, VD_ESNAPSHOT, 0, 0, NULL, "cannot record snapshots in %s: %s",
+                          opts->snapshots_dir, msg);
+    }
+    if (!(e->pin_dir = snapshot_versions_path(opts->snapshots_dir))) {
+      vd_engine_close(e);
+      return engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory");
+    }
+  }
   live *l;
   int rc = load(e, &l, err);
   if (rc) {
@@ -291,6 +311,7 @@ void vd_engine_close_stats(vd_engine *e, vd_engine_counters *out) {
   pthread_mutex_destroy(&e->reload_lock);
   free(e->dir);
   free(e->store_dir);
+  free(e->pin_dir);
   free(e->only_point);
   free(e);
 }

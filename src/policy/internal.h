@@ -286,10 +286,11 @@ void compiled_cache_release(policy_bundle *b);
 /* ---- models.c ---- */
 /* Loads the models the bundle's strategies name (models_dir/NAME.json and
  * its feature spec), checks each against its strategy's fallback settings,
- * keeps a copy of both files in <store>/models (store "" or NULL: none) and
- * points each strategy's `model` at its entry. Errors go to d. */
+ * keeps a copy of both files in <store>/models and in <pin>/models (either
+ * "" or NULL: none; policy_load_opts.pin_dir) and points each strategy's
+ * `model` at its entry. Errors go to d. */
 void bundle_link_models(policy_bundle *b, const char *models_dir, const char *store,
-                        policy_diags *d);
+                        const char *pin, policy_diags *d);
 void bundle_free_models(policy_bundle *b);
 
 #endif

@@ -219,6 +219,13 @@ typedef struct policy_bundle {
 
 typedef struct policy_load_opts {
   const char *store_dir; /* content-addressed store; NULL: <dir>/.verdict/versions; "" none */
+  /* A second folder every version loaded is written to (stored form and
+   * model files, none of the caches), before the load returns: the
+   * snapshot folder's own `versions`, which makes the folder replayable
+   * alone (docs/snapshots.md, "Self-contained folders"). Unlike the store,
+   * a version that cannot be written there is an error: the decisions
+   * recorded under it could not be re-proven. NULL or "": none. */
+  const char *pin_dir;
   int warnings_as_errors;
   /* A field gets a rule index when at least this many rules test it
    * (index.c says why); 0: the default, 8. 1 indexes every indexable rule. */

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -52,7 +53,8 @@ typedef struct version_entry {
 
 typedef struct replayer {
   const replay_opts *opts;
-  char *store; /* where recorded versions are read from */
+  char *own;   /* the snapshot folder's own versions (looked in first) */
+  char *store; /* where recorded versions are read from otherwise */
   version_entry *versions;
   size_t nversions, cap;
   uint32_t *slots;     /* versions by hash (entry_hash): index + 1, 0 empty */
@@ -141,16 +143,27 @@ static int is_hex64(const char *s, size_t n) {
   return 1;
 }
 
+/* dir/<name>: in the snapshot folder's own versions when there, else in
+ * the store (a folder written before folders carried their versions, or a
+ * shared store given with --store). */
+static const char *version_dir(const replayer *rp, const char *name) {
+  char path[4400];
+  snprintf(path, sizeof path, "%s/%s", rp->own, name);
+  return access(path, R_OK) == 0 ? rp->own : rp->store;
+}
+
 static void version_load(replayer *rp, version_entry *v) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/%s.json", rp->store, v->version);
+  char path[4200], name[128];
+  snprintf(name, sizeof name, "%s.json", v->version);
+  snprintf(path, sizeof path, "%s/%s", version_dir(rp, name), name);
   size_t len;
   v->text = read_whole(path, &len);
   if (!v->text) {
     if (asprintf(&v->error,
-                 "policy version %.12s… is not in the version store (%s: %s); it is kept there "
-                 "by the engine that recorded the snapshot unless it ran with no store: give that "
-                 "engine's store with --store DIR, or replay against a bundle with --policy DIR",
+                 "policy version %.12s… is neither in the snapshot folder's versions nor in the "
+                 "version store (%s: %s); the engine that recorded the snapshot keeps it in the "
+                 "folder: check it with `verdict snapshots verify`, give a store that has it with "
+                 "--store DIR, or replay against a bundle with --policy DIR",
                  v->version, path, strerror(errno)) < 0)
       v->error = NULL;
     return;
@@ -188,9 +201,11 @@ static void version_load(replayer *rp, version_entry *v) {
   }
   if (v->model[0] && v->bundle->strategies[0].fallback_model) {
     /* the model and spec the decision used, kept in the store by content */
-    char mp[4300], fp[4300];
-    snprintf(mp, sizeof mp, "%s/models/%s.json", rp->store, v->model);
-    snprintf(fp, sizeof fp, "%s/models/%s.features.yaml", rp->store, v->features);
+    char mp[4300], fp[4300], mn[128], fn[128];
+    snprintf(mn, sizeof mn, "models/%s.json", v->model);
+    snprintf(fn, sizeof fn, "models/%s.features.yaml", v->features);
+    snprintf(mp, sizeof mp, "%s/%s", version_dir(rp, mn), mn);
+    snprintf(fp, sizeof fp, "%s/%s", version_dir(rp, fn), fn);
     memset(&dg, 0, sizeof dg);
     if (policy_bundle_attach_model(v->bundle, 0, mp, fp, &dg) != 0) {
       v->error = diags_message(path, &dg);
@@ -948,6 +963,7 @@ static void replayer_free(replayer *rp) {
   vd_decision_free(rp->d);
   vd_decision_free(rp->dref);
   free(rp->store);
+  free(rp->own);
 }
 
 /* Where recorded versions are read: opts->store_dir, else `versions` beside
@@ -991,7 +1007,8 @@ int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *
   rp.d = vd_decision_new();
   rp.dref = vd_decision_new();
   rp.store = store_path(opts);
-  if (!rp.d || !rp.dref || !rp.store) {
+  rp.own = snapshot_versions_path(opts->snapshots_dir);
+  if (!rp.d || !rp.dref || !rp.store || !rp.own) {
     replayer_free(&rp);
     return fail(err, errlen, "out of memory");
   }

@@ -427,4 +427,33 @@ uint32_t snapshot_crc32c(uint32_t crc, const void *data, size_t len);
 /* The table version alone (tests compare the two). */
 uint32_t snapshot_crc32c_sw(uint32_t crc, const void *data, size_t len);
 
+/* ---- the folder (folder.c) ----
+ * A snapshot folder is self-contained: besides its segments it carries, in
+ * `<dir>/versions`, every policy and model version its records name,
+ * content-addressed (<hex>.json, models/<hex>.json,
+ * models/<hex>.features.yaml; each file's SHA-256 is its name), written by
+ * the engine before the first record naming one (docs/snapshots.md). */
+
+/* Creates dir (and its parents) as the log does, 0750. 0, or SNAPSHOT_EIO. */
+int snapshot_folder_make(const char *dir, char *err, size_t errlen);
+/* "<dir>/versions", malloc'd (NULL: out of memory). */
+char *snapshot_versions_path(const char *dir);
+
+/* Checks every frame's CRC in every segment and that every version a
+ * record names is in <dir>/versions and hashes to its name. Each problem
+ * goes to cb (may be NULL): kind is "damaged", "header", "unreadable",
+ * "payload" (the record), "missing", "mismatch" (a version); file the
+ * segment or the version's name under versions/. Returns 0 when the
+ * folder could be checked (problems counted in stats), or SNAPSHOT_E* with
+ * err when it could not be read at all. */
+typedef void (*snapshot_verify_cb)(void *ud, const char *kind, const char *file,
+                                   const char *detail);
+typedef struct snapshot_verify_stats {
+  uint64_t segments, records, damaged_bytes;
+  uint64_t versions, versions_bad; /* distinct versions named, and those missing or changed */
+  uint64_t problems;
+} snapshot_verify_stats;
+int snapshot_verify(const char *dir, snapshot_verify_cb cb, void *ud, snapshot_verify_stats *stats,
+                    char *err, size_t errlen);
+
 #endif
