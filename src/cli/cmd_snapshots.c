@@ -6,6 +6,7 @@
  *   export  the snapshots' JSON as JSON Lines, for analysis elsewhere
  *   gc      retention and sampling (snapshot_gc), safe beside a live writer
  *   repairs what recovery did to the folder (its journal, repairs.jsonl)
+ *   verify  every record's checksum and every version the records name
  *
  * Filters match the record headers, so no JSON is parsed to select. This is
  * a thin shell over src/snapshot/snapshot.h; docs/snapshots.md has the rest. */
@@ -29,6 +30,7 @@ const char cmd_snapshots_help[] =
     "       verdict snapshots gc     [--snapshots DIR] [--keep-days N] [--sample F]\n"
     "                                [--min-confidence C] [--dry-run]\n"
     "       verdict snapshots repairs [--snapshots DIR]\n"
+    "       verdict snapshots verify [--snapshots DIR | DIR]\n"
     "\n"
     "Reads the decision snapshots recorded in DIR (a segment log; see\n"
     "docs/snapshots.md). DIR comes from --snapshots, else $VERDICT_SNAPSHOTS.\n"
@@ -46,6 +48,10 @@ const char cmd_snapshots_help[] =
     "  repairs what opening the log repaired, one JSON line each (time, segment,\n"
     "          repair: cut_tail, moved_corrupt, removed_empty or damaged_kept,\n"
     "          bytes, records); a count on stderr\n"
+    "  verify  reads every record and checks its checksum, and checks that every\n"
+    "          policy and model version a record names is in DIR/versions and\n"
+    "          hashes to its name (the folder replays alone); one line a problem,\n"
+    "          exit 1 when there is any\n"
     "\n"
     "options:\n"
     "  -s, --snapshots DIR         the snapshot folder (default: $VERDICT_SNAPSHOTS)\n"
@@ -68,8 +74,8 @@ const char cmd_snapshots_help[] =
     "      --policy-version HEX    policy version (a prefix is enough)\n"
     "      --limit N               stop after N snapshots\n"
     "\n"
-    "Exit status: 0 done; 1 the directory or a snapshot could not be read, or no\n"
-    "snapshot has that id; 2 bad usage.\n"
+    "Exit status: 0 done; 1 the directory or a snapshot could not be read, no\n"
+    "snapshot has that id, or verify found a problem; 2 bad usage.\n"
     "\n"
     "examples:\n"
     "  verdict snapshots list --snapshots /var/lib/verdict/snapshots --since 1h\n"
@@ -172,6 +178,32 @@ static int run_gc(const char *dir, const snapshot_gc_opts *o) {
   return 0;
 }
 
+static void print_problem(void *ud, const char *kind, const char *file, const char *detail) {
+  (void)ud;
+  printf("%-10s  %s  %s\n", kind, file, detail);
+}
+
+/* Every record's checksum, every version present and whole (folder.c). */
+static int run_verify(const char *dir) {
+  snapshot_verify_stats st;
+  char err[SNAPSHOT_ERRLEN];
+  if (snapshot_verify(dir, print_problem, NULL, &st, err, sizeof err) < 0) {
+    fprintf(stderr, "verdict snapshots verify: %s\n", err);
+    return 1;
+  }
+  printf("%s: %llu segment%s, %llu records, %llu version%s named: %s\n", dir,
+         (unsigned long long)st.segments, st.segments == 1 ? "" : "s",
+         (unsigned long long)st.records, (unsigned long long)st.versions,
+         st.versions == 1 ? "" : "s",
+         st.problems ? "PROBLEMS (listed above)" : "every record and version checks");
+  if (st.problems)
+    printf("%llu problem%s: %llu damaged byte%s, %llu version%s missing or changed\n",
+           (unsigned long long)st.problems, st.problems == 1 ? "" : "s",
+           (unsigned long long)st.damaged_bytes, st.damaged_bytes == 1 ? "" : "s",
+           (unsigned long long)st.versions_bad, st.versions_bad == 1 ? "" : "s");
+  return st.problems ? 1 : 0;
+}
+
 /* The folder's repair journal (src/snapshot/repairs.c), as it is. */
 static int run_repairs(const char *dir) {
   char path[4200];
@@ -203,12 +235,13 @@ static int run_repairs(const char *dir) {
 }
 
 int cmd_snapshots(int argc, char **argv) {
-  if (argc < 2) return usage_error("give a subcommand: list, show, export, gc or repairs", NULL);
+  if (argc < 2)
+    return usage_error("give a subcommand: list, show, export, gc, repairs or verify", NULL);
   const char *sub = argv[1];
   int is_list = strcmp(sub, "list") == 0, is_show = strcmp(sub, "show") == 0,
       is_export = strcmp(sub, "export") == 0, is_gc = strcmp(sub, "gc") == 0,
-      is_repairs = strcmp(sub, "repairs") == 0;
-  if (!is_list && !is_show && !is_export && !is_gc && !is_repairs)
+      is_repairs = strcmp(sub, "repairs") == 0, is_verify = strcmp(sub, "verify") == 0;
+  if (!is_list && !is_show && !is_export && !is_gc && !is_repairs && !is_verify)
     return usage_error("unknown subcommand", sub);
 
   const char *dir = getenv("VERDICT_SNAPSHOTS"), *id_text = NULL;
@@ -222,6 +255,10 @@ int cmd_snapshots(int argc, char **argv) {
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     if (a[0] != '-' || strcmp(a, "-") == 0) {
+      if (is_verify && !id_text) { /* verify S: the folder itself */
+        dir = id_text = a;
+        continue;
+      }
       if (!is_show || id_text) return usage_error("unexpected argument", a);
       id_text = a;
       continue;
@@ -307,6 +344,7 @@ int cmd_snapshots(int argc, char **argv) {
 
   if (is_gc) return run_gc(dir, &g);
   if (is_repairs) return run_repairs(dir);
+  if (is_verify) return run_verify(dir);
 
   uint8_t id[16];
   if (is_show) {
