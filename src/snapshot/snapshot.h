@@ -405,9 +405,11 @@ typedef struct snapshot_gc_stats {
   uint64_t segments_locked; /* skipped: held by a writer */
   uint64_t segments_rewritten;
   uint64_t segments_deleted; /* nothing left in them */
-  uint64_t records_kept;     /* in the segments gc read */
+  uint64_t records_kept;     /* in every segment but those a writer holds */
   uint64_t records_removed;
-  uint64_t bytes_before; /* of the segments gc read */
+  /* of every segment file in the folder, before and after (a dry run: what
+   * the gc after it leaves, to the byte, with the same now_ns) */
+  uint64_t bytes_before;
   uint64_t bytes_after;
 } snapshot_gc_stats;
 
