@@ -68,6 +68,19 @@ FILE *cli_open_file(const char *cmd, const char *path, const char *mode);
  * buffer. Returns NULL and prints "verdict CMD: PATH: reason" on failure. */
 char *cli_read_file(const char *cmd, const char *path, size_t *len);
 
+/* retention_gc.c: a retention file (docs/snapshots.md) loaded, its
+ * problems printed at file:line:col (0, or -1); its rule set into gc
+ * options; and gc run every `every` on a thread of its own until
+ * unscheduled (verdict serve --retention), each run logged as a JSON line
+ * on stderr. */
+struct retention;
+struct snapshot_gc_opts;
+typedef struct gc_sched gc_sched;
+int cli_retention_load(const char *cmd, const char *file, struct retention **out);
+void cli_retention_gc_opts(struct retention *r, struct snapshot_gc_opts *o);
+gc_sched *cli_gc_schedule(const char *dir, struct retention *r);
+void cli_gc_unschedule(gc_sched *s);
+
 /* state_opts.c: --state, --state-on-error, --state-timeout, --state-max-bytes.
  * When argv[*i] is one of them, takes its value (advancing *i) into o and
  * returns 0, or a usage error's status (2); -1 when it is none of them. */

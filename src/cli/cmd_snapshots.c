@@ -21,6 +21,7 @@
 #include "core/clock.h"
 #include "core/json.h"
 #include "core/timefmt.h"
+#include "policy/retention.h"
 #include "snapshot/snapshot.h"
 
 const char cmd_snapshots_help[] =
@@ -28,7 +29,7 @@ const char cmd_snapshots_help[] =
     "       verdict snapshots show   [--snapshots DIR] [--compact] ID\n"
     "       verdict snapshots export [--snapshots DIR] [filters] [--limit N]\n"
     "       verdict snapshots gc     [--snapshots DIR] [--keep-days N] [--sample F]\n"
-    "                                [--min-confidence C] [--dry-run]\n"
+    "                                [--min-confidence C] [--retention FILE] [--dry-run]\n"
     "       verdict snapshots repairs [--snapshots DIR]\n"
     "       verdict snapshots verify [--snapshots DIR | DIR]\n"
     "\n"
@@ -44,7 +45,10 @@ const char cmd_snapshots_help[] =
     "          0.8), or in the sample: a fraction --sample (default 0.01) chosen by\n"
     "          a hash of the id, so every run keeps the same ones. Safe while a\n"
     "          writer is appending (its active segment is skipped). --dry-run\n"
-    "          counts without changing anything.\n"
+    "          counts without changing anything, and predicts the gc after it\n"
+    "          exactly. --retention FILE: the rule a retention file declares\n"
+    "          instead (keep_days, a CEL keep condition, sample rates by class;\n"
+    "          docs/snapshots.md)\n"
     "  repairs what opening the log repaired, one JSON line each (time, segment,\n"
     "          repair: cut_tail, moved_corrupt, removed_empty or damaged_kept,\n"
     "          bytes, records); a count on stderr\n"
@@ -62,6 +66,8 @@ const char cmd_snapshots_help[] =
     "                              the id (0.01)\n"
     "      --min-confidence C      gc: keep older ones below this confidence (0.8)\n"
     "      --dry-run               gc: count what would go, change nothing\n"
+    "      --retention FILE        gc: the retention file's rule (not with --keep-days,\n"
+    "                              --sample, --min-confidence)\n"
     "  -h, --help                  this text\n"
     "\n"
     "filters (list, export; all must match):\n"
@@ -160,10 +166,24 @@ static void print_list_line(const snapshot_rec *r) {
          r->point, (int)r->action_len, r->action, src ? src : "?");
 }
 
-static int run_gc(const char *dir, const snapshot_gc_opts *o) {
+static int run_gc(const char *dir, snapshot_gc_opts *o, const char *retention_file) {
   snapshot_gc_stats st;
   char err[SNAPSHOT_ERRLEN];
-  if (snapshot_gc(dir, o, &st, err, sizeof err) < 0) {
+  retention *ret = NULL;
+  if (retention_file) {
+    if (cli_retention_load("snapshots gc", retention_file, &ret) != 0) return 1;
+    cli_retention_gc_opts(ret, o);
+  }
+  int rc = snapshot_gc(dir, o, &st, err, sizeof err);
+  const char *first = "";
+  uint64_t errors = ret ? retention_errors(ret, &first) : 0;
+  if (errors)
+    fprintf(stderr,
+            "verdict snapshots gc: warning: the retention conditions failed on %llu snapshot "
+            "reading%s (kept); the first: %s\n",
+            (unsigned long long)errors, errors == 1 ? "" : "s", first);
+  retention_free(ret);
+  if (rc < 0) {
     fprintf(stderr, "verdict snapshots gc: %s\n", err);
     return 1;
   }
@@ -244,7 +264,8 @@ int cmd_snapshots(int argc, char **argv) {
   if (!is_list && !is_show && !is_export && !is_gc && !is_repairs && !is_verify)
     return usage_error("unknown subcommand", sub);
 
-  const char *dir = getenv("VERDICT_SNAPSHOTS"), *id_text = NULL;
+  const char *dir = getenv("VERDICT_SNAPSHOTS"), *id_text = NULL, *retention_file = NULL;
+  int gc_rule_given = 0;
   snapshot_filter f;
   snapshot_filter_init(&f);
   snapshot_gc_opts g;
@@ -318,8 +339,11 @@ int cmd_snapshots(int argc, char **argv) {
       limit = strtoll(val, &end, 10);
       if (errno || *end || !*val || limit < 0)
         return usage_error("--limit wants a count, got", val);
+    } else if (is_gc && strcmp(opt, "--retention") == 0) {
+      retention_file = val;
     } else if (is_gc && (strcmp(opt, "--keep-days") == 0 || strcmp(opt, "--sample") == 0 ||
                          strcmp(opt, "--min-confidence") == 0)) {
+      gc_rule_given = 1;
       char *end;
       errno = 0;
       double d = strtod(val, &end);
@@ -342,7 +366,11 @@ int cmd_snapshots(int argc, char **argv) {
   if (f.since_ns && f.until_ns && f.until_ns <= f.since_ns)
     return usage_error("--until must be later than --since", NULL);
 
-  if (is_gc) return run_gc(dir, &g);
+  if (retention_file && gc_rule_given)
+    return usage_error("--retention declares the rule: not with --keep-days, --sample or "
+                       "--min-confidence",
+                       NULL);
+  if (is_gc) return run_gc(dir, &g, retention_file);
   if (is_repairs) return run_repairs(dir);
   if (is_verify) return run_verify(dir);
 

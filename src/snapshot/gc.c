@@ -80,8 +80,12 @@ typedef struct gc_run {
   size_t errlen;
 } gc_run;
 
+/* The selection: everything in the full window, then the declared
+ * retention or the built-in rule. */
 static int keep(const gc_run *g, const snapshot_rec *rec) {
-  return rec->time_ns >= g->cutoff || snapshot_gc_keeps(g->o, rec);
+  if (rec->time_ns >= g->cutoff) return 1;
+  if (g->o->keeps) return g->o->keeps(g->o->keeps_ud, rec) != 0;
+  return snapshot_gc_keeps(g->o, rec);
 }
 
 /* Copies the kept frames of the segment open at fd into a new file and

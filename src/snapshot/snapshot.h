@@ -398,6 +398,14 @@ typedef struct snapshot_gc_opts {
   double min_confidence; /* below this an old record is kept: default 0.8 */
   int dry_run;           /* count, change nothing */
   int64_t now_ns;        /* 0: the clock (tests pass a fixed time) */
+  /* A declared retention (docs/snapshots.md, "The retention file"): when
+   * set, it decides each record older than keep_days instead of the rule
+   * above (min_confidence and sample are then not used): 1 keep, 0 remove.
+   * It may read the payload; it must answer the same for the same record
+   * (a dry run and the gc after it agree only then). Called from the
+   * thread that runs gc, one record at a time. */
+  int (*keeps)(void *ud, const snapshot_rec *rec);
+  void *keeps_ud;
 } snapshot_gc_opts;
 
 typedef struct snapshot_gc_stats {
@@ -417,6 +425,9 @@ void snapshot_gc_opts_init(snapshot_gc_opts *o);
 /* Whether gc keeps an old record with this header under o (exposed for the
  * CLI and tests): 1 keep, 0 remove. */
 int snapshot_gc_keeps(const snapshot_gc_opts *o, const snapshot_rec *rec);
+/* Where an id falls in [0, 1) for sampling: kept when below the rate (the
+ * hash docs/snapshots.md gives, so any tool can compute it). */
+double snapshot_sample_point(const uint8_t id[16]);
 /* opts may be NULL. Fills *stats (may be NULL). 0, or SNAPSHOT_E* + err. */
 int snapshot_gc(const char *dir, const snapshot_gc_opts *opts, snapshot_gc_stats *stats, char *err,
                 size_t errlen);
