@@ -120,6 +120,8 @@ typedef struct vd_engine_opts {
   unsigned snapshot_close_timeout_ms; /* closing retries a failing disk this long; 0 = 10000 */
   unsigned snapshot_queue_records;    /* snapshots waiting at most, in the queue and again in
                                        * the writer's buffer; 0 = 65536 */
+  unsigned long long snapshot_segment_bytes; /* a segment rotates past this size; 0 = 64 MiB
+                                              * (gc works on sealed segments only) */
   const char *node;                   /* node name in snapshots; NULL = the host name */
 
   /* Rate-limit counters (docs/policy.md "Limits", docs/deploy.md): NULL or

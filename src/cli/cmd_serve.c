@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "policy/retention.h"
 #include "server/server.h"
 
 const char cmd_serve_help[] =
@@ -56,11 +57,18 @@ const char cmd_serve_help[] =
     "      --snapshot-queue N snapshots the queue holds while the disk is slow or\n"
     "                         refuses writes (default 65536; as many again in the\n"
     "                         writer's buffer): what a stop then could lose\n"
+    "      --snapshot-segment BYTES  a segment file rotates past this size (default\n"
+    "                         67108864); gc rewrites sealed segments only\n"
     "      --drain-timeout MS at stop, how long unwritten snapshots are retried on a\n"
     "                         disk that refuses them (default 10000); then the stop\n"
     "                         line says how many are lost\n"
-    "      --store DIR        keep the policy versions in DIR (default: versions\n"
-    "                         beside the snapshot folder); --no-store: none\n"
+    "      --store DIR        keep the policy versions in DIR too (default: versions\n"
+    "                         beside the snapshot folder); --no-store: none. The\n"
+    "                         snapshot folder carries its own in any case\n"
+    "      --retention FILE   run gc on the snapshot folder on a schedule, under the\n"
+    "                         rule the retention file declares (its `every`,\n"
+    "                         default 1h), on a thread of its own: decisions go on\n"
+    "                         (docs/snapshots.md)\n"
     "      --max-body BYTES   largest request body (default 1048576; 413 past it)\n"
     "      --max-header BYTES request line + headers (default 16384; 431 past it)\n"
     "      --idle-timeout MS  close a keep-alive connection idle this long (30000)\n"
@@ -113,7 +121,7 @@ typedef struct origin {
  * pair the command line gave (it overrides the file's). */
 typedef struct serve_args {
   server_opts o;
-  const char *snapshots, *store;
+  const char *snapshots, *store, *retention;
   int no_snapshots, no_store;
   int durability;
   int snapshots_cli, store_cli;
@@ -155,7 +163,8 @@ static const struct {
     {"--request-timeout", 1, 0},  {"--max-conns", 1, 0},     {"--max-batch", 1, 0},
     {"--admin-token-file", 1, 0}, {"--access-log", 1, 0},    {"--authz-redact", 1, 0},
     {"--snapshot-reads", 1, 0},   {"--watch", 0, 0},         {"--authz-redact-query", 1, 0},
-    {"--snapshot-queue", 1, 0},   {"--drain-timeout", 1, 0},
+    {"--snapshot-queue", 1, 0},   {"--drain-timeout", 1, 0}, {"--retention", 1, 0},
+    {"--snapshot-segment", 1, 0},
 };
 enum { NSETTINGS = sizeof settings / sizeof settings[0] };
 
@@ -201,6 +210,9 @@ static int apply(serve_args *s, const char *name, const char *v, const origin *a
     else
       s->store = v;
     s->store_cli |= cli;
+  } else if (strcmp(name, "--retention") == 0) {
+    if (!*v) return bad(at, name, "needs a file", NULL);
+    s->retention = v;
   } else if (strcmp(name, "--on-full") == 0) {
     if (strcmp(v, "block") == 0)
       o->engine.snapshot_on_full = VD_ON_FULL_BLOCK;
@@ -229,6 +241,10 @@ static int apply(serve_args *s, const char *name, const char *v, const origin *a
     long long n = parse_count(v, 1LL << 24);
     if (n < 1) return bad(at, name, "wants a number of snapshots, not", v);
     o->engine.snapshot_queue_records = (unsigned)n;
+  } else if (strcmp(name, "--snapshot-segment") == 0) {
+    long long n = parse_count(v, 1LL << 40);
+    if (n < 4096) return bad(at, name, "wants bytes (at least 4096), not", v);
+    o->engine.snapshot_segment_bytes = (unsigned long long)n;
   } else if (strcmp(name, "--drain-timeout") == 0) {
     long long n = parse_count(v, 86400000);
     if (n < 1) return bad(at, name, "wants milliseconds (at least 1), not", v);
@@ -446,7 +462,20 @@ int cmd_serve(int argc, char **argv) {
   s.o.engine.store_dir = s.no_store ? "" : s.store;
   s.o.engine.snapshots_dir = s.no_snapshots ? NULL : s.snapshots;
   s.o.engine.snapshot_durability = s.durability;
-  rc = server_run(&s.o);
+  retention *ret = NULL;
+  gc_sched *gc = NULL;
+  if (s.retention && s.no_snapshots) {
+    rc = usage_error("--retention keeps a snapshot folder: not with --no-snapshots", NULL);
+  } else if (s.retention && cli_retention_load("serve", s.retention, &ret) != 0) {
+    rc = 1;
+  } else if (ret && !(gc = cli_gc_schedule(s.snapshots, ret))) {
+    fprintf(stderr, "verdict serve: cannot start the gc thread\n");
+    rc = 1;
+  } else {
+    rc = server_run(&s.o);
+  }
+  cli_gc_unschedule(gc);
+  retention_free(ret);
   free(default_dir);
 done:
   free(settings_buf);

@@ -16,6 +16,7 @@
 #include "cli/cli.h"
 #include "core/clock.h"
 #include "policy/retention.h"
+#include "server/server.h"
 #include "snapshot/snapshot.h"
 
 int cli_retention_load(const char *cmd, const char *file, retention **out) {
@@ -50,30 +51,25 @@ typedef struct gc_sched {
   uint64_t runs;
 } gc_sched;
 
-/* One line of the server's log (docs/server.md): JSON, to stderr. */
+/* One line of the server's log (docs/server.md, "Log"). */
 static void log_run(const gc_sched *s, int rc, const snapshot_gc_stats *st, const char *err) {
-  char when[32];
-  time_t now = time(NULL);
-  struct tm tm;
-  gmtime_r(&now, &tm);
-  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
   const char *first;
   uint64_t errors = retention_errors(s->r, &first);
-  if (rc < 0)
-    fprintf(stderr,
-            "{\"time\":\"%s\",\"level\":\"warn\",\"event\":\"snapshot_gc_failed\","
-            "\"error\":\"%s\"}\n",
-            when, err);
-  else
-    fprintf(stderr,
-            "{\"time\":\"%s\",\"level\":\"info\",\"event\":\"snapshot_gc\",\"segments\":%llu,"
-            "\"rewritten\":%llu,\"deleted\":%llu,\"kept\":%llu,\"removed\":%llu,"
-            "\"bytes_before\":%llu,\"bytes_after\":%llu,\"condition_errors\":%llu}\n",
-            when, (unsigned long long)st->segments, (unsigned long long)st->segments_rewritten,
-            (unsigned long long)st->segments_deleted, (unsigned long long)st->records_kept,
-            (unsigned long long)st->records_removed, (unsigned long long)st->bytes_before,
-            (unsigned long long)st->bytes_after, (unsigned long long)errors);
-  (void)first;
+  char f[1024];
+  if (rc < 0) {
+    server_log("warn", "snapshot_gc_failed", err, NULL);
+    return;
+  }
+  snprintf(f, sizeof f,
+           ",\"segments\":%llu,\"locked\":%llu,\"rewritten\":%llu,\"deleted\":%llu,"
+           "\"kept\":%llu,\"removed\":%llu,\"bytes_before\":%llu,\"bytes_after\":%llu,"
+           "\"condition_errors\":%llu",
+           (unsigned long long)st->segments, (unsigned long long)st->segments_locked,
+           (unsigned long long)st->segments_rewritten, (unsigned long long)st->segments_deleted,
+           (unsigned long long)st->records_kept, (unsigned long long)st->records_removed,
+           (unsigned long long)st->bytes_before, (unsigned long long)st->bytes_after,
+           (unsigned long long)errors);
+  server_log(errors ? "warn" : "info", "snapshot_gc", errors ? first : NULL, f);
 }
 
 static void *sched_main(void *arg) {
