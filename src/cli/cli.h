@@ -78,6 +78,8 @@ struct snapshot_gc_opts;
 typedef struct gc_sched gc_sched;
 int cli_retention_load(const char *cmd, const char *file, struct retention **out);
 void cli_retention_gc_opts(struct retention *r, struct snapshot_gc_opts *o);
+/* snapshots_stats.c: `verdict snapshots stats` (exit status). */
+int cli_snapshots_stats(const char *dir, const char *retention_file, int as_json);
 gc_sched *cli_gc_schedule(const char *dir, struct retention *r);
 void cli_gc_unschedule(gc_sched *s);
 

@@ -7,6 +7,8 @@
  *   gc      retention and sampling (snapshot_gc), safe beside a live writer
  *   repairs what recovery did to the folder (its journal, repairs.jsonl)
  *   verify  every record's checksum and every version the records name
+ *   stats   bytes per day, per snapshot and by strategy, and a projection
+ *           of the disk the retention needs (snapshots_stats.c)
  *
  * Filters match the record headers, so no JSON is parsed to select. This is
  * a thin shell over src/snapshot/snapshot.h; docs/snapshots.md has the rest. */
@@ -32,6 +34,7 @@ const char cmd_snapshots_help[] =
     "                                [--min-confidence C] [--retention FILE] [--dry-run]\n"
     "       verdict snapshots repairs [--snapshots DIR]\n"
     "       verdict snapshots verify [--snapshots DIR | DIR]\n"
+    "       verdict snapshots stats  [--snapshots DIR] [--retention FILE] [--json]\n"
     "\n"
     "Reads the decision snapshots recorded in DIR (a segment log; see\n"
     "docs/snapshots.md). DIR comes from --snapshots, else $VERDICT_SNAPSHOTS.\n"
@@ -56,6 +59,9 @@ const char cmd_snapshots_help[] =
     "          policy and model version a record names is in DIR/versions and\n"
     "          hashes to its name (the folder replays alone); one line a problem,\n"
     "          exit 1 when there is any\n"
+    "  stats   disk bytes per UTC day and per snapshot, snapshots and bytes by\n"
+    "          strategy, and a projection of the disk the retention needs at the\n"
+    "          current rate (the built-in rule, or --retention FILE's); --json\n"
     "\n"
     "options:\n"
     "  -s, --snapshots DIR         the snapshot folder (default: $VERDICT_SNAPSHOTS)\n"
@@ -256,12 +262,13 @@ static int run_repairs(const char *dir) {
 
 int cmd_snapshots(int argc, char **argv) {
   if (argc < 2)
-    return usage_error("give a subcommand: list, show, export, gc, repairs or verify", NULL);
+    return usage_error("give a subcommand: list, show, export, gc, repairs, verify or stats", NULL);
   const char *sub = argv[1];
   int is_list = strcmp(sub, "list") == 0, is_show = strcmp(sub, "show") == 0,
       is_export = strcmp(sub, "export") == 0, is_gc = strcmp(sub, "gc") == 0,
-      is_repairs = strcmp(sub, "repairs") == 0, is_verify = strcmp(sub, "verify") == 0;
-  if (!is_list && !is_show && !is_export && !is_gc && !is_repairs && !is_verify)
+      is_repairs = strcmp(sub, "repairs") == 0, is_verify = strcmp(sub, "verify") == 0,
+      is_stats = strcmp(sub, "stats") == 0;
+  if (!is_list && !is_show && !is_export && !is_gc && !is_repairs && !is_verify && !is_stats)
     return usage_error("unknown subcommand", sub);
 
   const char *dir = getenv("VERDICT_SNAPSHOTS"), *id_text = NULL, *retention_file = NULL;
@@ -270,7 +277,7 @@ int cmd_snapshots(int argc, char **argv) {
   snapshot_filter_init(&f);
   snapshot_gc_opts g;
   snapshot_gc_opts_init(&g);
-  int compact = 0;
+  int compact = 0, as_json = 0;
   long long limit = -1; /* none */
   int64_t now = clock_wall_ns();
   for (int i = 2; i < argc; i++) {
@@ -290,6 +297,10 @@ int cmd_snapshots(int argc, char **argv) {
     }
     if (strcmp(a, "--pretty") == 0 && is_show) {
       compact = 0;
+      continue;
+    }
+    if (strcmp(a, "--json") == 0 && is_stats) {
+      as_json = 1;
       continue;
     }
     if (strcmp(a, "--dry-run") == 0 && is_gc) {
@@ -339,7 +350,7 @@ int cmd_snapshots(int argc, char **argv) {
       limit = strtoll(val, &end, 10);
       if (errno || *end || !*val || limit < 0)
         return usage_error("--limit wants a count, got", val);
-    } else if (is_gc && strcmp(opt, "--retention") == 0) {
+    } else if ((is_gc || is_stats) && strcmp(opt, "--retention") == 0) {
       retention_file = val;
     } else if (is_gc && (strcmp(opt, "--keep-days") == 0 || strcmp(opt, "--sample") == 0 ||
                          strcmp(opt, "--min-confidence") == 0)) {
@@ -367,12 +378,14 @@ int cmd_snapshots(int argc, char **argv) {
     return usage_error("--until must be later than --since", NULL);
 
   if (retention_file && gc_rule_given)
-    return usage_error("--retention declares the rule: not with --keep-days, --sample or "
-                       "--min-confidence",
-                       NULL);
+    return usage_error(
+        "--retention declares the rule: not with --keep-days, --sample or "
+        "--min-confidence",
+        NULL);
   if (is_gc) return run_gc(dir, &g, retention_file);
   if (is_repairs) return run_repairs(dir);
   if (is_verify) return run_verify(dir);
+  if (is_stats) return cli_snapshots_stats(dir, retention_file, as_json);
 
   uint8_t id[16];
   if (is_show) {

@@ -248,3 +248,39 @@ int snapshot_verify(const char *dir, snapshot_verify_cb cb, void *ud, snapshot_v
   free(v.versions);
   return rc;
 }
+
+int snapshot_folder_usage(const char *dir, snapshot_day_usage **out, size_t *n, char *err,
+                          size_t errlen) {
+  *out = NULL;
+  *n = 0;
+  seg_entry *segs;
+  size_t ns;
+  if (seg_list(dir, &segs, &ns) < 0) {
+    snprintf(err, errlen, "cannot read the snapshot folder %s: %s", dir, strerror(errno));
+    return SNAPSHOT_EIO;
+  }
+  snapshot_day_usage *days = calloc(ns ? ns : 1, sizeof *days);
+  if (!days) {
+    free(segs);
+    snprintf(err, errlen, "out of memory");
+    return SNAPSHOT_ENOMEM;
+  }
+  size_t nd = 0;
+  for (size_t i = 0; i < ns; i++) {
+    char path[4096];
+    struct stat st;
+    uint64_t bytes = 0;
+    for (int idx = 0; idx < 2; idx++)
+      if (seg_path(path, sizeof path, dir, segs[i].name, idx) == 0 && stat(path, &st) == 0)
+        bytes += (uint64_t)st.st_size;
+    size_t k = 0;
+    while (k < nd && days[k].day != segs[i].day) k++;
+    if (k == nd) days[nd++].day = segs[i].day;
+    days[k].segments++;
+    days[k].bytes += bytes;
+  }
+  free(segs);
+  *out = days;
+  *n = nd;
+  return 0;
+}

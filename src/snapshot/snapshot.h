@@ -469,4 +469,15 @@ typedef struct snapshot_verify_stats {
 int snapshot_verify(const char *dir, snapshot_verify_cb cb, void *ud, snapshot_verify_stats *stats,
                     char *err, size_t errlen);
 
+/* Disk use by the UTC day of each segment's first record (a segment holds
+ * one day's records: it rotates at midnight UTC): segment and index bytes.
+ * *out malloc'd, in day order. 0, or SNAPSHOT_E* with err. */
+typedef struct snapshot_day_usage {
+  uint32_t day; /* YYYYMMDD */
+  uint32_t segments;
+  uint64_t bytes;
+} snapshot_day_usage;
+int snapshot_folder_usage(const char *dir, snapshot_day_usage **out, size_t *n, char *err,
+                          size_t errlen);
+
 #endif
