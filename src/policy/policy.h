@@ -102,6 +102,13 @@ typedef struct policy_rule {
 #define POLICY_MAX_EVAL_DEPTH 4096
 #define POLICY_LET_READ_DEPTH 16
 
+/* A path into the request context: "card.number" -> {"card", "number"}. */
+typedef struct policy_path {
+  const char *text;
+  const char *const *parts;
+  uint32_t nparts;
+} policy_path;
+
 typedef struct policy_let {
   const char *name;
   uint32_t name_len;
@@ -202,6 +209,15 @@ typedef struct strategy {
   const policy_limit *limits; /* in the order written */
   uint32_t nlimits;
   const rule_index *index;
+  /* snapshot: {mask: [...], hash: [...]} (strategy_snapshot.c): context
+   * fields never stored in the clear, as rules name them ("card.number"),
+   * split into their parts; and what reads them, for replay and check */
+  const policy_path *snap_mask;
+  uint32_t nsnap_mask;
+  const policy_path *snap_hash;
+  uint32_t nsnap_hash;
+  const uint8_t *let_masked;  /* per let: reads a masked or hashed field; NULL: none does */
+  const uint8_t *rule_masked; /* per rule: the same */
   char version[65]; /* hex SHA-256 of the canonical form */
 } strategy;
 

@@ -276,17 +276,7 @@ int32_t strategy_let_index(const strategy_build *b, const char *name, size_t len
   return b->let_tab ? ntab_find(b->let_tab, name, len) : -1;
 }
 
-typedef struct let_info {
-  const ynode *node;
-  const ast *tree;
-  uint32_t *deps; /* the lets it reads, each once */
-  uint32_t ndeps;
-  bool model_direct;
-  bool model;          /* reads model, possibly through other lets */
-  bool bad;            /* over a bound (reported), or reads such a let */
-  uint8_t mark;        /* graph walk: 0 new, 1 on the path, 2 done */
-  uint32_t nest, eval; /* ast_depths, through the lets it reads */
-} let_info;
+/* let_info: strategy_cc.h */
 
 typedef struct reads {
   cc *c;
@@ -931,7 +921,8 @@ size_t strategy_compile(const strategy_input *in, strategy *s, strategy_marks *m
   static const char *const keys[] = {
       "strategy", "description", "decision_points", "actions",  "constants",
       "let",      "rules",       "default",         "on_error", "on_no_candidate",
-      "fallback", "tests",       "input",           "limits",   "route"};
+      "fallback", "tests",       "input",           "limits",   "route",
+      "snapshot"};
   check_keys(&c, root, "", keys, sizeof keys / sizeof keys[0]);
 
   const ynode *x;
@@ -1019,6 +1010,10 @@ size_t strategy_compile(const strategy_input *in, strategy *s, strategy_marks *m
       }
   }
 
+  if ((x = get(root, "snapshot"))) {
+    parse_snapshot(&c, x);
+    snapshot_reads(&c, rinfo, lets);
+  }
   if ((x = get(root, "default"))) {
     parse_outcome(&c, x, "default", &s->default_outcome);
   } else if (!get(root, "fallback")) {
