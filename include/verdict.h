@@ -122,6 +122,11 @@ typedef struct vd_engine_opts {
                                        * the writer's buffer; 0 = 65536 */
   unsigned long long snapshot_segment_bytes; /* a segment rotates past this size; 0 = 64 MiB
                                               * (gc works on sealed segments only) */
+  /* A file holding this node's secret for the keyed hashes of the fields
+   * strategies list under `snapshot: {hash: [...]}` (HMAC-SHA256; at least
+   * 16 bytes, a final newline not counted). Needed when snapshots are on and
+   * a strategy hashes fields; never written anywhere. NULL: none. */
+  const char *snapshot_secret_file;
   const char *node;                   /* node name in snapshots; NULL = the host name */
 
   /* Rate-limit counters (docs/policy.md "Limits", docs/deploy.md): NULL or

@@ -65,6 +65,8 @@ const char cmd_serve_help[] =
     "      --store DIR        keep the policy versions in DIR too (default: versions\n"
     "                         beside the snapshot folder); --no-store: none. The\n"
     "                         snapshot folder carries its own in any case\n"
+    "      --snapshot-secret FILE  this node's secret for the fields strategies\n"
+    "                         keyed-hash in their snapshots (snapshot: {hash})\n"
     "      --retention FILE   run gc on the snapshot folder on a schedule, under the\n"
     "                         rule the retention file declares (its `every`,\n"
     "                         default 1h), on a thread of its own: decisions go on\n"
@@ -164,7 +166,7 @@ static const struct {
     {"--admin-token-file", 1, 0}, {"--access-log", 1, 0},    {"--authz-redact", 1, 0},
     {"--snapshot-reads", 1, 0},   {"--watch", 0, 0},         {"--authz-redact-query", 1, 0},
     {"--snapshot-queue", 1, 0},   {"--drain-timeout", 1, 0}, {"--retention", 1, 0},
-    {"--snapshot-segment", 1, 0},
+    {"--snapshot-segment", 1, 0}, {"--snapshot-secret", 1, 0},
 };
 enum { NSETTINGS = sizeof settings / sizeof settings[0] };
 
@@ -241,6 +243,9 @@ static int apply(serve_args *s, const char *name, const char *v, const origin *a
     long long n = parse_count(v, 1LL << 24);
     if (n < 1) return bad(at, name, "wants a number of snapshots, not", v);
     o->engine.snapshot_queue_records = (unsigned)n;
+  } else if (strcmp(name, "--snapshot-secret") == 0) {
+    if (!*v) return bad(at, name, "needs a file", NULL);
+    o->engine.snapshot_secret_file = v;
   } else if (strcmp(name, "--snapshot-segment") == 0) {
     long long n = parse_count(v, 1LL << 40);
     if (n < 4096) return bad(at, name, "wants bytes (at least 4096), not", v);

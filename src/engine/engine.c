@@ -39,6 +39,7 @@
 /* What a reload swaps: the bundle and what the engine derives from it. */
 typedef struct live {
   policy_bundle *bundle;
+  int any_mask;      /* a strategy declares snapshot: {mask, hash} (mask.c) */
   name_table *names; /* one per strategy, in mem */
   arena mem;
   /* once replaced, with snapshots on: kept until the snapshot writer has
@@ -53,6 +54,8 @@ struct vd_engine {
   char *dir;
   char *store_dir; /* engine_store_path's; "": none */
   char *pin_dir;   /* <snapshots_dir>/versions: the folder's own versions; NULL: snapshots off */
+  uint8_t *secret; /* snapshot_secret_file's bytes (snapshot: {hash}); NULL: none */
+  size_t secret_len;
   int warnings_as_errors;
   char *only_point; /* NULL: every strategy file */
   int lazy;         /* vd_engine_opts.lazy_compile */
@@ -135,9 +138,24 @@ static int load(vd_engine *e, live **out, vd_error *err) {
     return rc;
   }
   policy_diags_free(&diags);
+  int any_mask = 0;
+  for (uint32_t i = 0; i < b->nstrategies; i++) {
+    const strategy *s = &b->strategies[i];
+    any_mask |= s->nsnap_mask || s->nsnap_hash;
+    if (s->nsnap_hash && e->pin_dir && !e->secret) {
+      int code = engine_error(err, VD_EPOLICY, 0, 0, NULL,
+                              "strategy '%s' (%s) keyed-hashes fields in its snapshots "
+                              "(snapshot.hash): give this node's secret with --snapshot-secret "
+                              "FILE (vd_engine_opts.snapshot_secret_file)",
+                              s->name ? s->name : "?", s->file ? s->file : e->dir);
+      policy_bundle_free(b);
+      return code;
+    }
+  }
   live *l = calloc(1, sizeof *l);
   if (l) {
     l->bundle = b;
+    l->any_mask = any_mask;
     arena_init(&l->mem, NULL, 0, 0);
     l->names = name_tables_build(&l->mem, b);
   }
@@ -169,6 +187,30 @@ int engine_store_path(const char *bundle, const char *store_dir, const char *sna
   }
   if (asprintf(out, "%s/.verdict/versions", bundle) < 0) *out = NULL;
   return *out ? 0 : -1;
+}
+
+/* The node secret for snapshot.hash: the file's bytes, a final newline
+ * dropped (an editor's). Kept in memory only. */
+static int read_secret(vd_engine *e, const char *path, vd_error *err) {
+  FILE *f = fopen(path, "rb");
+  uint8_t buf[4097];
+  size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+  int bad = !f || ferror(f);
+  if (f) fclose(f);
+  if (bad)
+    return engine_error(err, VD_EINVAL, 0, 0, NULL, "cannot read the snapshot secret %s", path);
+  if (n && buf[n - 1] == '\n') n--;
+  if (n && buf[n - 1] == '\r') n--;
+  if (n < 16 || n > 4096)
+    return engine_error(err, VD_EINVAL, 0, 0, NULL,
+                        "the snapshot secret %s holds %zu bytes: give 16 to 4096 (for example "
+                        "`head -c 32 /dev/urandom | base64 > FILE`)",
+                        path, n);
+  if (!(e->secret = malloc(n))) return engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory");
+  memcpy(e->secret, buf, n);
+  e->secret_len = n;
+  explicit_bzero(buf, sizeof buf);
+  return 0;
 }
 
 int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out, vd_error *err) {
@@ -214,6 +256,11 @@ int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out,
       vd_engine_close(e);
       return engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory");
     }
+  }
+  if (opts && opts->snapshot_secret_file && opts->snapshot_secret_file[0] &&
+      read_secret(e, opts->snapshot_secret_file, err) != 0) {
+    vd_engine_close(e);
+    return VD_EINVAL;
   }
   live *l;
   int rc = load(e, &l, err);
@@ -312,6 +359,8 @@ void vd_engine_close_stats(vd_engine *e, vd_engine_counters *out) {
   free(e->dir);
   free(e->store_dir);
   free(e->pin_dir);
+  if (e->secret) explicit_bzero(e->secret, e->secret_len);
+  free(e->secret);
   free(e->only_point);
   free(e);
 }
@@ -376,7 +425,10 @@ static int decide_live(vd_engine *e, const decide_request *req, vd_decision *d, 
   if (rc == 0) { /* the answer, once, snapshots on or off; with them, it carries the id */
     if (rin) record_id(e->rec, d, rin);
     decision_answer(d);
-    if (rin) rc = record_commit(e->rec, d, rin);
+    const strategy *ms = rin && l->any_mask ? mask_strategy(l->bundle, d->strategy) : NULL;
+    if (ms && mask_for_record(ms, req, d, e->secret, e->secret_len, rin) != 0)
+      rc = engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory masking the snapshot");
+    if (rin && rc == 0) rc = record_commit(e->rec, d, rin);
   }
   if (d->trace_borrow) { /* names into the bundle: gone with it */
     d->ntrace = 0;

@@ -6,8 +6,9 @@
  *     hash: [email]                                HMAC-SHA256 with the node secret
  *
  * Paths are written as rules name the fields (`card.number` is
- * request.context.card.number; a leading `ctx.`/`context.` is allowed and
- * means the same). This file checks the key (errors at file:line:col), and
+ * request.context.card.number; a leading `context.` is allowed and means
+ * the same, as `context.card.number` and `request.context.card.number` do
+ * in a rule). This file checks the key (errors at file:line:col), and
  * finds what reads those fields: a rule or let whose expression selects a
  * path that is the field, inside it or around it (`card` reads
  * card.number), or reads a let that does. A rule that reads one gets a
@@ -22,7 +23,8 @@
 
 #define MAX_PARTS 32
 
-/* "ctx.card.number" -> {card, number}; NULL after an error. */
+/* "card.number" (or "context.card.number") -> {card, number}; NULL after
+ * an error. */
 static const char *const *split_path(cc *c, const ynode *n, const char *key, uint32_t *nparts) {
   if (n->kind != Y_SCALAR || n->v.kind != V_STRING || !n->len) {
     err_at(c, n, key, "expected a field path as rules name it (card.number), got %s", kind_name(n));
@@ -46,7 +48,7 @@ static const char *const *split_path(cc *c, const ynode *n, const char *key, uin
     np++;
     p = q + 1;
   }
-  uint32_t skip = np > 1 && (!strcmp(parts[0], "ctx") || !strcmp(parts[0], "context"));
+  uint32_t skip = np > 1 && !strcmp(parts[0], "context");
   const char **out = arena_alloc(c->mem, (np - skip) * sizeof *out);
   if (!out) {
     nomem(c);
@@ -137,7 +139,8 @@ static const char *meets(const finder *f, const ast *e) {
   uint32_t lens[MAX_PARTS];
   uint32_t n = chain(e, parts, lens);
   if (!n) return NULL;
-  uint32_t skip = n > 1 && (same("ctx", parts[0], lens[0]) || same("context", parts[0], lens[0]));
+  uint32_t skip = n > 1 && same("context", parts[0], lens[0]);
+  if (n > 2 && same("request", parts[0], lens[0]) && same("context", parts[1], lens[1])) skip = 2;
   for (int pass = 0; pass < 2; pass++) {
     const policy_path *v = pass ? f->s->snap_hash : f->s->snap_mask;
     uint32_t nv = pass ? f->s->nsnap_hash : f->s->nsnap_mask;
