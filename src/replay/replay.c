@@ -771,6 +771,33 @@ static void time_reference(replayer *rp, version_entry *ref, const vd_engine_opt
     rp->ref_us = (double)(clock_cpu_ns() - c0) / 1000.0;
 }
 
+/* The first rule the recorded decision tried (its trace) that reads a
+ * field its strategy keeps out of snapshots, or NULL (strategy_snapshot.c
+ * flags those rules): such a decision was made from a value the snapshot
+ * does not hold. */
+static const char *masked_read(arena *a, const policy_bundle *b, const char *name, span rules) {
+  const strategy *s = NULL;
+  for (uint32_t i = 0; i < b->nstrategies && !s; i++)
+    if (b->nstrategies == 1 ||
+        (name && b->strategies[i].name && !strcmp(b->strategies[i].name, name)))
+      s = &b->strategies[i];
+  if (!s || !s->rule_masked || !rules.s) return NULL;
+  value v = parse_span(a, rules);
+  if (v.kind != V_LIST) return NULL;
+  for (uint32_t i = 0; i < v.n; i++) {
+    const value *rn = value_map_get(&v.items[i], "rule", 4);
+    const value *rr = value_map_get(&v.items[i], "result", 6);
+    if (!rn || rn->kind != V_STRING || !rr || rr->kind != V_STRING ||
+        (rr->n == 21 && !memcmp(rr->s, "skipped-not-candidate", 21)))
+      continue;
+    for (uint32_t k = 0; k < s->nrules; k++)
+      if (s->rule_masked[k] && s->rules[k].name && strlen(s->rules[k].name) == rn->n &&
+          !memcmp(s->rules[k].name, rn->s, rn->n))
+        return s->rules[k].name;
+  }
+  return NULL;
+}
+
 /* Everything for one snapshot but the callback. Returns 0, or a negative
  * VD_E* code with rp->msg set (the item is then an error item). */
 static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
@@ -929,6 +956,7 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
     snprintf(rp->msg, sizeof rp->msg, "%s", err.message);
     return rc;
   }
+  it->masked = masked_read(a, ve->bundle, span_str(a, f[F_STRATEGY]), t[0]);
   const vd_decision *d = rp->d;
   replay_side *r = &it->replayed;
   r->action = vd_decision_action(d);
@@ -1071,7 +1099,9 @@ int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *
     } else {
       stats->replayed++;
       it.same = sides_same(&it.recorded, &it.replayed);
-      if (it.same)
+      if (it.masked)
+        stats->masked++;
+      else if (it.same)
         stats->reproduced++;
       else
         stats->changed++;

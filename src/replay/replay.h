@@ -68,9 +68,14 @@ typedef struct replay_item {
   replay_side replayed; /* valid when error == 0 */
   int error;            /* 0, or the negative VD_E* code the replay got */
   const char *error_message;
-  int same;        /* action, allowed, source, rule and confidence all equal */
-  int complete;    /* the snapshot carries every field docs/snapshots.md requires */
-  uint64_t cpu_ns; /* CPU time of this replayed decision (thread CPU clock) */
+  int same;                 /* action, allowed, source, rule and confidence all equal */
+  int complete;             /* the snapshot carries every field docs/snapshots.md requires */
+  /* The rule, tried by the recorded decision, that reads a field its
+   * strategy keeps out of snapshots (`snapshot: {mask, hash}`): the
+   * decision cannot be re-proven from the snapshot, and is counted in
+   * stats.masked, not as reproduced or changed. NULL: none. */
+  const char *masked;
+  uint64_t cpu_ns;          /* CPU time of this replayed decision (thread CPU clock) */
 } replay_item;
 
 /* Return non-zero to stop the walk. */
@@ -100,6 +105,7 @@ typedef struct replay_stats {
   uint64_t changed;    /* same == 0 */
   uint64_t errors;     /* could not be replayed (missing version, bad request) */
   uint64_t incomplete; /* complete == 0 */
+  uint64_t masked;     /* replayed, but read a masked field: cannot be re-proven */
 } replay_stats;
 
 /* Returns 0 (also when some items failed: see stats.errors), or -1 with a

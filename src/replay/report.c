@@ -330,6 +330,9 @@ void report_text(FILE *out, const score_report *r, const report_info *info) {
   }
   fputc('\n', out);
   fprintf(out, "  errors     %12s  %5.1f%%\n", count_text(r->errors, c1), pct(r->errors, r->seen));
+  if (r->masked)
+    fprintf(out, "  masked     %12s  %5.1f%%   (read masked fields: cannot be re-proven)\n",
+            count_text(r->masked, c1), pct(r->masked, r->seen));
   if (info->wall_seconds > 0 && r->seen)
     fprintf(out, "  time       %12.2fs  %s snapshots/s\n", info->wall_seconds,
             count_text((uint64_t)((double)r->seen / info->wall_seconds), c1));
@@ -379,11 +382,16 @@ void report_text(FILE *out, const score_report *r, const report_info *info) {
   if (r->mode == SCORE_DETERMINISM) {
     if (r->seen && r->reproduced == r->seen)
       fprintf(out, "result: every decision reproduced exactly\n");
+    else if (r->seen && r->reproduced + r->masked == r->seen)
+      fprintf(out,
+              "result: every decision reproduced exactly but %s that read masked fields "
+              "(cannot be re-proven)\n",
+              count_text(r->masked, c1));
     else if (!r->seen)
       fprintf(out, "result: no snapshot matched\n");
     else
       fprintf(out, "result: %s of %s snapshots did NOT reproduce (listed above)\n",
-              count_text(r->seen - r->reproduced, c1), count_text(r->seen, c2));
+              count_text(r->seen - r->reproduced - r->masked, c1), count_text(r->seen, c2));
   } else {
     fprintf(out, "result: %s of %s decisions would change\n", count_text(r->changed, c1),
             count_text(r->seen, c2));
@@ -544,7 +552,9 @@ int report_json(json_buf *b, const score_report *r, const report_info *info) {
     j_num(b, "recorded_score", r->recorded_score, 2);
   else
     j_str(b, "recorded_score", NULL);
-  if (r->mode == SCORE_DETERMINISM) j_bool(b, "deterministic", r->seen && r->reproduced == r->seen);
+  j_u64(b, "masked", r->masked);
+  if (r->mode == SCORE_DETERMINISM)
+    j_bool(b, "deterministic", r->seen && r->reproduced + r->masked == r->seen);
   j_open(b, "changes", '{');
   j_u64(b, "action", r->changed_action);
   j_u64(b, "allowed", r->changed_allowed);

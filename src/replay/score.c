@@ -482,7 +482,7 @@ struct score_acc {
   score_mode mode;
   score_weights w;
   const score_labels *labels;
-  uint64_t seen, replayed, reproduced, changed, errors, complete;
+  uint64_t seen, replayed, reproduced, changed, errors, complete, masked;
   uint64_t changed_action, changed_allowed, changed_rule, changed_other;
   uint64_t labelled, rec_correct, rep_correct;
   tally transitions, rules, errkinds, conf_rec, conf_rep;
@@ -573,7 +573,9 @@ int score_add(score_acc *s, const replay_item *it) {
     s->replayed++;
     score_hist_add(&s->lat, us_to_ns(it->replayed.latency_us));
     if (it->cpu_ns) score_hist_add(&s->cpu, it->cpu_ns);
-    if (it->same) {
+    if (it->masked) { /* read a field the snapshot holds masked: not re-proven */
+      s->masked++;
+    } else if (it->same) {
       s->reproduced++;
     } else {
       s->changed++;
@@ -972,6 +974,7 @@ void score_finish(score_acc *s, score_report *r) {
   r->seen = s->seen;
   r->replayed = s->replayed;
   r->reproduced = s->reproduced;
+  r->masked = s->masked;
   r->changed = s->changed;
   r->errors = s->errors;
   r->complete = s->complete;

@@ -209,6 +209,7 @@ typedef struct score_report {
   uint64_t replayed;   /* error == 0 */
   uint64_t reproduced; /* replayed and same */
   uint64_t changed;    /* replayed and not same */
+  uint64_t masked;     /* replayed, but read a masked field (replay_item.masked): neither */
   uint64_t errors;     /* error != 0 */
   uint64_t complete;   /* complete == 1 */
   /* what changed, among `changed` (one decision may count in several) */
