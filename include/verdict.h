@@ -127,7 +127,7 @@ typedef struct vd_engine_opts {
    * 16 bytes, a final newline not counted). Needed when snapshots are on and
    * a strategy hashes fields; never written anywhere. NULL: none. */
   const char *snapshot_secret_file;
-  const char *node;                   /* node name in snapshots; NULL = the host name */
+  const char *node; /* node name in snapshots; NULL = the host name */
 
   /* Rate-limit counters (docs/policy.md "Limits", docs/deploy.md): NULL or
    * "local" keeps them in this process; "redis://HOST:PORT[/DB]" in Redis,

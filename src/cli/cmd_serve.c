@@ -158,14 +158,14 @@ static const struct {
   char value;
   char alias;
 } settings[] = {
-    {"--policy", 1, 'p'},         {"--listen", 1, 'l'},      {"--threads", 1, 't'},
-    {"--snapshots", 1, 's'},      {"--no-snapshots", 0, 0},  {"--store", 1, 0},
-    {"--no-store", 0, 0},         {"--durability", 1, 0},    {"--on-full", 1, 0},
-    {"--max-body", 1, 0},         {"--max-header", 1, 0},    {"--idle-timeout", 1, 0},
-    {"--request-timeout", 1, 0},  {"--max-conns", 1, 0},     {"--max-batch", 1, 0},
-    {"--admin-token-file", 1, 0}, {"--access-log", 1, 0},    {"--authz-redact", 1, 0},
-    {"--snapshot-reads", 1, 0},   {"--watch", 0, 0},         {"--authz-redact-query", 1, 0},
-    {"--snapshot-queue", 1, 0},   {"--drain-timeout", 1, 0}, {"--retention", 1, 0},
+    {"--policy", 1, 'p'},         {"--listen", 1, 'l'},        {"--threads", 1, 't'},
+    {"--snapshots", 1, 's'},      {"--no-snapshots", 0, 0},    {"--store", 1, 0},
+    {"--no-store", 0, 0},         {"--durability", 1, 0},      {"--on-full", 1, 0},
+    {"--max-body", 1, 0},         {"--max-header", 1, 0},      {"--idle-timeout", 1, 0},
+    {"--request-timeout", 1, 0},  {"--max-conns", 1, 0},       {"--max-batch", 1, 0},
+    {"--admin-token-file", 1, 0}, {"--access-log", 1, 0},      {"--authz-redact", 1, 0},
+    {"--snapshot-reads", 1, 0},   {"--watch", 0, 0},           {"--authz-redact-query", 1, 0},
+    {"--snapshot-queue", 1, 0},   {"--drain-timeout", 1, 0},   {"--retention", 1, 0},
     {"--snapshot-segment", 1, 0}, {"--snapshot-secret", 1, 0},
 };
 enum { NSETTINGS = sizeof settings / sizeof settings[0] };

@@ -218,7 +218,7 @@ typedef struct strategy {
   uint32_t nsnap_hash;
   const uint8_t *let_masked;  /* per let: reads a masked or hashed field; NULL: none does */
   const uint8_t *rule_masked; /* per rule: the same */
-  char version[65]; /* hex SHA-256 of the canonical form */
+  char version[65];           /* hex SHA-256 of the canonical form */
 } strategy;
 
 typedef struct policy_bundle {

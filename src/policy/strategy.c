@@ -919,10 +919,9 @@ size_t strategy_compile(const strategy_input *in, strategy *s, strategy_marks *m
     return d->errors - c.errors0;
   }
   static const char *const keys[] = {
-      "strategy", "description", "decision_points", "actions",  "constants",
-      "let",      "rules",       "default",         "on_error", "on_no_candidate",
-      "fallback", "tests",       "input",           "limits",   "route",
-      "snapshot"};
+      "strategy", "description", "decision_points", "actions",         "constants", "let",
+      "rules",    "default",     "on_error",        "on_no_candidate", "fallback",  "tests",
+      "input",    "limits",      "route",           "snapshot"};
   check_keys(&c, root, "", keys, sizeof keys / sizeof keys[0]);
 
   const ynode *x;
