@@ -196,22 +196,6 @@ static void put_lower_key(json_buf *b, const char *s, size_t n, int underscores)
   json_write_string(b, tmp, n);
 }
 
-/* `point` from the authz URL's own query string, or NULL. */
-static const char *query_param(const http_request *r, const char *name, size_t *len) {
-  size_t nn = strlen(name);
-  const char *q = r->query, *end = r->query + r->query_len;
-  while (q < end) {
-    const char *amp = memchr(q, '&', (size_t)(end - q));
-    const char *stop = amp ? amp : end;
-    if ((size_t)(stop - q) > nn && memcmp(q, name, nn) == 0 && q[nn] == '=') {
-      *len = (size_t)(stop - q) - nn - 1;
-      return q + nn + 1;
-    }
-    q = stop + 1;
-  }
-  return NULL;
-}
-
 /* A header value safe to send back: printable ASCII only. */
 static void put_header(char *out, size_t cap, size_t *at, const char *name, const char *v) {
   if (!v) return;
@@ -250,7 +234,7 @@ void route_authz(conn *c, const http_request *r) {
   const char *host = first_of(r, host_h, &hlen);
   const char *scheme = first_of(r, scheme_h, &slen);
   const char *point = http_header_get(r, "x-verdict-point", &plen);
-  if (!point || !plen) point = query_param(r, "point", &plen);
+  if (!point || !plen) point = http_query_param(r, "point", &plen);
   if (!point || !plen) {
     point = "http_request";
     plen = strlen(point);

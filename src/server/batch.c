@@ -205,6 +205,7 @@ void route_batch(conn *c, const http_request *r) {
     const char *text = r->body + spans[i].off;
     if (vd_decide_json(w->srv->engine, text, (long)spans[i].len, d, &err) != 0) {
       metrics_count_refused(&w->m);
+      stats_count_refused(&w->st);
       element_error(&out, jsonl, (size_t)i, spans[i].line, &err);
     } else {
       const char *s;

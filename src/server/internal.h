@@ -11,6 +11,7 @@
 
 #include "core/json.h"
 #include "server/server.h"
+#include "server/stats.h"
 
 /* ---- metrics.c: counters written by one worker, read by any scrape ----
  * Each worker owns one; only it writes, so increments need no lock; a scrape
@@ -101,7 +102,8 @@ struct worker {
   conn *conns; /* doubly linked, every open connection */
   llhttp_settings_t settings;
   metrics m;
-  json_buf alog; /* access log lines not yet written */
+  stats_worker st; /* stats.c: the live figures this worker writes */
+  json_buf alog;   /* access log lines not yet written */
   char readbuf[64 * 1024];
 };
 
@@ -123,6 +125,7 @@ struct server {
   char listen_text[80];
   void *mcp;               /* the MCP session table (mcp_http.c) */
   struct reviews *reviews; /* the review queue (reviews.c); NULL: snapshots off */
+  stats *stats;            /* the live figures (stats.c); NULL: out of memory at start */
   int loopback;            /* listening on a loopback address */
 };
 
@@ -162,6 +165,9 @@ typedef struct http_request {
 
 /* The value of the first header called name (any case), or NULL. */
 const char *http_header_get(const http_request *r, const char *name, size_t *len);
+/* The raw (not %-decoded) value of the first query parameter called name,
+ * or NULL when the query has none. */
+const char *http_query_param(const http_request *r, const char *name, size_t *len);
 
 /* Queues a response on c: status, an optional extra header block (lines
  * ending in \r\n) and a JSON/text body. */

@@ -334,6 +334,7 @@ void reviews_close(reviews *rv) {
 
 void worker_count_decision(worker *w, const vd_decision *d) {
   metrics_count_decision(&w->m, d);
+  stats_count_decision(w->srv->stats, &w->st, d);
   reviews_note(w->srv->reviews, d);
 }
 

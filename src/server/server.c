@@ -119,7 +119,7 @@ typedef struct main_ctx {
   uv_timer_t debounce;
   int watching, watching_models;
   int stopping;
-  uv_timer_t disk; /* watches the snapshot log's write errors, once a second */
+  uv_timer_t disk; /* once a second: the snapshot log's write errors; stats_tick */
   unsigned long long disk_errors, disk_written; /* as of the last look */
   int disk_failing;
 } main_ctx;
@@ -155,6 +155,7 @@ int server_reload(server *s, const char *trigger, vd_error *err, char before[65]
  * meanwhile. */
 static void on_disk_check(uv_timer_t *t) {
   main_ctx *m = t->data;
+  stats_tick(m->srv); /* the live figures fold their ended seconds on the same beat */
   vd_engine_counters c;
   if (vd_engine_stats(m->srv->engine, &c) != 0 || !c.snapshots_on) return;
   char f[256];
@@ -383,6 +384,7 @@ int server_run(const server_opts *o) {
                      ? (ntohl(((struct sockaddr_in *)&addr)->sin_addr.s_addr) >> 24) == 127
                      : IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&addr)->sin6_addr);
   srv.mcp = mcp_http_new();
+  srv.stats = stats_new(); /* NULL (out of memory): /v1/stats says so, deciding goes on */
   srv.nworkers = nw;
   for (int i = 0; i < nw; i++) {
     int wrc = worker_init(&srv, &srv.workers[i], i, fds[i]);
@@ -504,6 +506,7 @@ out:
   free(fds);
   mcp_http_free(srv.mcp); /* its sessions hold decisions of the engine */
   reviews_close(srv.reviews);
+  stats_free(srv.stats);
   /* The snapshot log drains here: on a disk that refuses writes, for
    * --drain-timeout at most; what it could not write is said. */
   vd_engine_counters fin;
