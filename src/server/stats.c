@@ -370,6 +370,13 @@ static const rec *at(const stats *s, int64_t t) {
   return r->t == t ? r : NULL;
 }
 
+/* Whether f(r, i) is not 0 in some second of [from, to]. */
+static int any(const stats *s, int64_t from, int64_t to, field_fn f, unsigned i) {
+  for (int64_t t = from; t <= to; t++)
+    if (at(s, t) && f(at(s, t), i)) return 1;
+  return 0;
+}
+
 /* "key":[v, v, ...] over [from, to], and the sum into *sum. */
 static void put_series(json_buf *b, const stats *s, const char *key, int64_t from, int64_t to,
                        field_fn f, unsigned i, uint64_t *sum) {
@@ -484,6 +491,7 @@ static void render_stats(server *srv, json_buf *b, long seconds) {
   }
   PUT_LIT(b, "},\"sources\":{");
   for (unsigned i = 0; i < STATS_SOURCES; i++) {
+    if (i == STATS_SOURCES - 1 && !any(s, from, to, f_source, i)) continue;
     if (i) json_buf_putc(b, ',');
     put_series(b, s, source_names[i], from, to, f_source, i, NULL);
   }
@@ -492,6 +500,7 @@ static void render_stats(server *srv, json_buf *b, long seconds) {
   first = 1;
   for (unsigned i = 0; i <= STATS_ACTIONS; i++) {
     if (i >= na && i < STATS_ACTIONS) continue;
+    if (i == STATS_ACTIONS && !any(s, from, to, f_action, i)) continue;
     if (!first) json_buf_putc(b, ',');
     first = 0;
     put_series(b, s, name_of(s, &s->actions, i), from, to, f_action, i, NULL);

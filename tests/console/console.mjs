@@ -1,0 +1,153 @@
+// console.mjs — drives the console of a running `verdict serve` in headless
+// Chromium (playwright-core), for tests/console/console.sh:
+//
+//   node console.mjs URL SNAPSHOT_ID RULE OUT_DIR
+//
+// URL: the server; SNAPSHOT_ID and RULE: a decision the test made and the
+// rule that decided it; OUT_DIR: where the screenshots go. Prints one line a
+// check ("ok ..." or "FAIL ...") and a last "console.mjs: N passed, M failed".
+// One browser for the whole run.
+import { chromium } from "playwright-core";
+import { existsSync } from "node:fs";
+
+const [url, snapId, rule, out] = process.argv.slice(2);
+if (!url || !snapId || !rule || !out) {
+  console.error("usage: node console.mjs URL SNAPSHOT_ID RULE OUT_DIR");
+  process.exit(2);
+}
+let passed = 0, failed = 0;
+function check(cond, what, detail) {
+  if (cond) { passed++; console.log("ok " + what); }
+  else { failed++; console.log("FAIL " + what + (detail !== undefined ? ": " + detail : "")); }
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Debian's /usr/bin/chromium is a shell wrapper; the browser itself is here.
+const exe = process.env.CHROMIUM ||
+  ["/usr/lib/chromium/chromium", "/usr/bin/chromium"].find((p) => existsSync(p));
+const browser = await chromium.launch({
+  executablePath: exe,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+});
+let code = 1;
+try {
+  const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+  const errors = [], foreign = [];
+  page.on("pageerror", (e) => errors.push("pageerror: " + e.message));
+  // Chromium logs a 404 answer (the unknown id below) as a console error:
+  // not a script error.
+  page.on("console", (m) => {
+    if (m.type() === "error" && !/^Failed to load resource/.test(m.text()))
+      errors.push("console.error: " + m.text());
+  });
+  page.on("request", (r) => { if (!r.url().startsWith(url + "/")) foreign.push(r.url()); });
+
+  const resp = await page.goto(url + "/console", { waitUntil: "load" });
+  check(resp && resp.status() === 200, "GET /console answers 200", resp && resp.status());
+  await page.waitForFunction(() => document.getElementById("status").textContent === "live",
+    null, { timeout: 15000 });
+  check(true, "the page reads /v1/stats (status: live)");
+  check(await page.evaluate(() => typeof window.uPlot === "function"), "uPlot loaded from the binary");
+
+  const read = () => page.evaluate(() => ({
+    total: Number(document.getElementById("total-decisions").textContent.replace(/,/g, "")),
+    p99: document.getElementById("p99-now").textContent,
+    at: document.getElementById("p-at").textContent,
+    charts: document.querySelectorAll(".chart .uplot canvas").length,
+  }));
+  // wait for a second with decisions to be folded (the load runs meanwhile)
+  await page.waitForFunction(() => Number(document.getElementById("total-decisions")
+    .textContent.replace(/,/g, "")) > 0, null, { timeout: 15000 });
+  const first = await read();
+  check(first.charts >= 5, "five uPlot charts drawn", first.charts);
+  check(/µs|ms/.test(first.p99), "a p99 is shown", first.p99);
+
+  // The count grows with every folded second under load; the p99 of the
+  // latest second changes as seconds go by (read until it does, at most 10).
+  let second = first, moved = false;
+  for (let i = 0; i < 10 && !(moved && second.total > first.total); i++) {
+    await sleep(1000);
+    second = await read();
+    moved = moved || second.p99 !== first.p99;
+  }
+  check(second.total > first.total, "the decision count moves", first.total + " -> " + second.total);
+  check(moved, "the p99 moves", first.p99 + " (" + first.at + ") -> " + second.p99 + " (" + second.at + ")");
+  const rows = await page.locator("#strategies tbody tr").count();
+  check(rows >= 2, "a row per strategy under load", rows);
+  await page.screenshot({ path: out + "/console-live.png", fullPage: false });
+
+  // recent decisions, filtered by strategy
+  await page.waitForFunction(() => document.querySelectorAll("#recent-table tbody tr").length > 0,
+    null, { timeout: 10000 });
+  await page.selectOption("#f-strategy", "payment_fraud");
+  await page.waitForFunction(() => {
+    const cells = Array.from(document.querySelectorAll("#recent-table tbody tr td:nth-child(3)"));
+    return cells.length > 0 && cells.every((c) => c.textContent === "payment_fraud");
+  }, null, { timeout: 10000 }).then(() => check(true, "the strategy filter keeps payment_fraud only"),
+    (e) => check(false, "the strategy filter keeps payment_fraud only", e.message));
+  await page.selectOption("#f-review", "true");
+  await page.waitForFunction(() => {
+    const cells = Array.from(document.querySelectorAll("#recent-table tbody tr td:nth-child(7)"));
+    return cells.length > 0 && cells.every((c) => c.textContent === "yes");
+  }, null, { timeout: 10000 }).then(() => check(true, "the review filter keeps review-needed ones"),
+    (e) => check(false, "the review filter keeps review-needed ones", e.message));
+
+  // a decision clicked in the list opens in the viewer (the list paused,
+  // so that the row stays put)
+  await page.check("#f-pause");
+  const link = page.locator("#recent-table tbody tr td:nth-child(2) a").first();
+  const clickedId = await link.getAttribute("data-id");
+  await link.click();
+  await page.waitForFunction((id) => !document.getElementById("snap-view").hidden &&
+    document.querySelector("#snap-meta dd") && document.querySelector("#snap-meta dd").textContent === id,
+    clickedId, { timeout: 10000 }).then(() => check(true, "a clicked decision opens in the viewer"),
+    (e) => check(false, "a clicked decision opens in the viewer", e.message));
+  check((await page.textContent("#snap-source")) !== "", "the clicked one shows its source");
+
+  // the test's own decision, typed in
+  await page.uncheck("#f-pause");
+  await page.selectOption("#f-strategy", "");
+  await page.selectOption("#f-review", "");
+  await page.fill("#snap-id", snapId);
+  await page.click("#snap-show");
+  await page.waitForFunction((id) => document.querySelector("#snap-meta dd") &&
+    document.querySelector("#snap-meta dd").textContent === id, snapId, { timeout: 10000 });
+  const shown = await page.textContent("#snap-rule");
+  check(shown === rule, "a typed-in snapshot id shows its rule", shown);
+  const matched = await page.textContent("#snap-trace tr.matched td:nth-child(2)").catch(() => null);
+  check(matched === rule, "the rule trace marks the matching rule", matched);
+  const lets = await page.locator("#snap-lets tbody tr").count();
+  check(lets > 0, "its lets are laid out", lets);
+  const stages = await page.locator("#snap-latency .stage").count();
+  check(stages >= 3, "its latency by stage", stages);
+  const raw = await page.getAttribute("#snap-raw", "href");
+  check(raw === "/v1/snapshots/" + snapId, "a link to the raw JSON", raw);
+  await page.locator("#snapshot").scrollIntoViewIfNeeded();
+  await page.screenshot({ path: out + "/console-snapshot.png", fullPage: false });
+
+  // an unknown id says so, and nothing breaks
+  await page.fill("#snap-id", "01a00000-0000-7000-8000-000000000000");
+  await page.click("#snap-show");
+  await page.waitForFunction(() => document.getElementById("snap-error").textContent !== "",
+    null, { timeout: 10000 });
+  check(/snapshot_not_found/.test(await page.textContent("#snap-error")), "an unknown id is named as not found");
+
+  // the whole page, for docs/console.md
+  await page.fill("#snap-id", snapId);
+  await page.click("#snap-show");
+  await page.waitForFunction((id) => document.querySelector("#snap-meta dd") &&
+    document.querySelector("#snap-meta dd").textContent === id, snapId, { timeout: 10000 });
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({ path: out + "/console.png", fullPage: true });
+
+  check(errors.length === 0, "no script errors", errors.join(" | "));
+  check(foreign.length === 0, "nothing fetched from elsewhere", foreign.join(" "));
+  code = failed ? 1 : 0;
+} catch (e) {
+  failed++;
+  console.log("FAIL the run stopped: " + (e && e.stack ? e.stack : e));
+} finally {
+  await browser.close();
+}
+console.log(`console.mjs: ${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : code);
