@@ -102,7 +102,7 @@ static const char *name_of(stats *s, names *t, unsigned i) {
 }
 
 /* The bucket of a latency: under 128 ns, then 8 a power of two, then over. */
-static unsigned bin_of(uint64_t ns) {
+unsigned stats_bin(uint64_t ns) {
   if (ns < (1u << STATS_OCT_LO)) return 0;
   unsigned k = 63u - (unsigned)__builtin_clzll(ns);
   if (k > STATS_OCT_HI) return STATS_BINS - 1;
@@ -112,7 +112,7 @@ static unsigned bin_of(uint64_t ns) {
 
 /* The value a bucket stands for: its midpoint (the under bucket: 64 ns; the
  * over one: its lower bound). */
-static uint64_t bin_value(unsigned b) {
+uint64_t stats_bin_value(unsigned b) {
   if (b == 0) return (1u << STATS_OCT_LO) / 2;
   if (b == STATS_BINS - 1) return 1ull << (STATS_OCT_HI + 1);
   unsigned k = (b - 1) / (1u << STATS_SUB_BITS) + STATS_OCT_LO;
@@ -122,7 +122,7 @@ static uint64_t bin_value(unsigned b) {
 }
 
 /* The q-quantile (nearest rank) of a histogram of n values, 0 when empty. */
-static uint32_t quantile(const uint32_t *h, uint64_t n, double q) {
+uint32_t stats_quantile(const uint32_t *h, uint64_t n, double q) {
   if (n == 0) return 0;
   uint64_t rank = (uint64_t)(q * (double)n + 0.999999999);
   if (rank < 1) rank = 1;
@@ -130,11 +130,11 @@ static uint32_t quantile(const uint32_t *h, uint64_t n, double q) {
   for (unsigned b = 0; b < STATS_BINS; b++) {
     cum += h[b];
     if (cum >= rank) {
-      uint64_t v = bin_value(b);
+      uint64_t v = stats_bin_value(b);
       return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
     }
   }
-  return (uint32_t)bin_value(STATS_BINS - 1);
+  return (uint32_t)stats_bin_value(STATS_BINS - 1);
 }
 
 /* The worker's slot for second t, emptied first when it held an older one.
@@ -189,15 +189,26 @@ static int recent_read(stats_recent_entry *e, stats_recent_rec *out) {
   return 0;
 }
 
+/* s into out[cap], cut to fit (snprintf costs more than the rest of a count). */
+static void copy_cut(char *out, size_t cap, const char *s) {
+  size_t n = strnlen(s, cap - 1);
+  memcpy(out, s, n);
+  out[n] = '\0';
+}
+
 static unsigned source_of(const char *src) {
-  for (unsigned i = 0; i + 1 < STATS_SOURCES; i++)
-    if (src && strcmp(src, source_names[i]) == 0) return i;
-  return STATS_SOURCES - 1;
+  unsigned i = !src          ? STATS_SOURCES - 1
+               : *src == 'r' ? 0
+               : *src == 'm' ? 1
+               : *src == 'd' ? 2
+               : *src == 'e' ? 3
+                             : STATS_SOURCES - 1;
+  return i < STATS_SOURCES - 1 && strcmp(src, source_names[i]) == 0 ? i : STATS_SOURCES - 1;
 }
 
 void stats_count_decision(stats *s, stats_worker *w, const vd_decision *d) {
   if (!s) return;
-  int64_t now = clock_wall_ns();
+  int64_t now = clock_wall_coarse_ns();
   stats_sec *sec = slot_for(w, now / 1000000000);
   const char *strategy = vd_decision_strategy(d), *action = vd_decision_action(d);
   unsigned si = intern(s, &s->strategies, &w->last_strategy, strategy ? strategy : "");
@@ -209,7 +220,7 @@ void stats_count_decision(stats *s, stats_worker *w, const vd_decision *d) {
   stats_strat_sec *st = &sec->strat[si];
   bump(&st->count, 1);
   if (review) bump(&st->review, 1);
-  bump(&st->hist[bin_of(ns)], 1);
+  bump(&st->hist[stats_bin(ns)], 1);
   bump(&sec->source[src], 1);
   if (ai != NO_ACTION) bump(&sec->action[ai], 1);
 
@@ -222,13 +233,13 @@ void stats_count_decision(stats *s, stats_worker *w, const vd_decision *d) {
   r.source = (uint8_t)src;
   r.review = (uint8_t)review;
   const char *id = vd_decision_snapshot_id(d), *rule = vd_decision_rule(d);
-  if (id) snprintf(r.id, sizeof r.id, "%s", id);
-  if (rule && src == 0) snprintf(r.rule, sizeof r.rule, "%s", rule);
+  if (id) copy_cut(r.id, sizeof r.id, id);
+  if (rule && src == 0) copy_cut(r.rule, sizeof r.rule, rule);
   recent_push(w, &r);
 }
 
 void stats_count_refused(stats_worker *w) {
-  int64_t t = clock_wall_ns() / 1000000000;
+  int64_t t = clock_wall_coarse_ns() / 1000000000;
   bump(&slot_for(w, t)->refused, 1);
 }
 
@@ -277,8 +288,8 @@ static void fold(stats *s, server *srv, int64_t t) {
     r->refused += one.refused;
   }
   for (unsigned i = 0; i <= STATS_STRATEGIES; i++) {
-    r->p50[i] = quantile(s->hist[i], r->count[i], 0.50);
-    r->p99[i] = quantile(s->hist[i], r->count[i], 0.99);
+    r->p50[i] = stats_quantile(s->hist[i], r->count[i], 0.50);
+    r->p99[i] = stats_quantile(s->hist[i], r->count[i], 0.99);
   }
 }
 

@@ -78,6 +78,13 @@ struct server;
 struct conn;
 struct http_request;
 
+/* The sketch (tests/server/test_stats.c checks its error): the bucket of a
+ * latency in ns, the value a bucket stands for, and the q-quantile (nearest
+ * rank) of a histogram h[STATS_BINS] of n values (0 when n is 0). */
+unsigned stats_bin(uint64_t ns);
+uint64_t stats_bin_value(unsigned b);
+uint32_t stats_quantile(const uint32_t *h, uint64_t n, double q);
+
 /* The server-wide part (made before the workers start). NULL: out of memory. */
 stats *stats_new(void);
 void stats_free(stats *s);
