@@ -8,7 +8,7 @@
  * ring. Once a second the main loop (stats_tick) folds every worker's
  * seconds that have ended into one server-wide ring of 900 records, under a
  * mutex that only the tick and the readers take. Memory is fixed at start:
- * about 70 KB a worker and 400 KB for the ring.
+ * about 80 KB a worker and 430 KB for the ring.
  *
  * Latency sketch: a log-linear histogram, 8 sub-buckets per power of two
  * from 128 ns to 2^31 ns (about 2.1 s), one under and one over; a quantile
