@@ -1,18 +1,20 @@
 // console.mjs — drives the console of a running `verdict serve` in headless
 // Chromium (playwright-core), for tests/console/console.sh:
 //
-//   node console.mjs URL SNAPSHOT_ID RULE OUT_DIR
+//   node console.mjs URL SNAPSHOT_ID RULE OUT_DIR TOKEN
 //
-// URL: the server; SNAPSHOT_ID and RULE: a decision the test made and the
-// rule that decided it; OUT_DIR: where the screenshots go. Prints one line a
+// URL: the server, started with --snapshot-reads admin; SNAPSHOT_ID and
+// RULE: a decision the test made and the rule that decided it; OUT_DIR:
+// where the screenshots go; TOKEN: the admin token, typed into the page
+// half-way (before it, ids are hidden and the viewer is refused). Prints one line a
 // check ("ok ..." or "FAIL ...") and a last "console.mjs: N passed, M failed".
 // One browser for the whole run.
 import { chromium } from "playwright-core";
 import { existsSync } from "node:fs";
 
-const [url, snapId, rule, out] = process.argv.slice(2);
-if (!url || !snapId || !rule || !out) {
-  console.error("usage: node console.mjs URL SNAPSHOT_ID RULE OUT_DIR");
+const [url, snapId, rule, out, token] = process.argv.slice(2);
+if (!url || !snapId || !rule || !out || !token) {
+  console.error("usage: node console.mjs URL SNAPSHOT_ID RULE OUT_DIR TOKEN");
   process.exit(2);
 }
 let passed = 0, failed = 0;
@@ -32,7 +34,7 @@ const browser = await chromium.launch({
 let code = 1;
 try {
   const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
-  const errors = [], foreign = [];
+  const errors = [], foreign = [], urls = [], bearer = [];
   page.on("pageerror", (e) => errors.push("pageerror: " + e.message));
   // Chromium logs a 404 answer (the unknown id below) as a console error:
   // not a script error.
@@ -40,7 +42,13 @@ try {
     if (m.type() === "error" && !/^Failed to load resource/.test(m.text()))
       errors.push("console.error: " + m.text());
   });
-  page.on("request", (r) => { if (!r.url().startsWith(url + "/")) foreign.push(r.url()); });
+  page.on("request", (r) => {
+    if (!r.url().startsWith(url + "/")) foreign.push(r.url());
+    urls.push(r.url());
+    const h = r.headers();
+    if (h.authorization === "Bearer " + token) bearer.push(r.url());
+    if (h.cookie) errors.push("a request carried a cookie: " + r.url());
+  });
 
   const resp = await page.goto(url + "/console", { waitUntil: "load" });
   check(resp && resp.status() === 200, "GET /console answers 200", resp && resp.status());
@@ -76,9 +84,26 @@ try {
   check(rows >= 2, "a row per strategy under load", rows);
   await page.screenshot({ path: out + "/console-live.png", fullPage: false });
 
-  // recent decisions, filtered by strategy
+  // without the token (--snapshot-reads admin): ids hidden, the viewer refused
   await page.waitForFunction(() => document.querySelectorAll("#recent-table tbody tr").length > 0,
     null, { timeout: 10000 });
+  check(/snapshot ids hidden/.test(await page.textContent("#recent-note")),
+    "without the token the recent ids are hidden", await page.textContent("#recent-note"));
+  check(await page.locator("#recent-table tbody a").count() === 0, "and not linked");
+  await page.fill("#snap-id", snapId);
+  await page.click("#snap-show");
+  await page.waitForFunction(() => document.getElementById("snap-error").textContent !== "",
+    null, { timeout: 10000 });
+  check(/^unauthorized/.test(await page.textContent("#snap-error")),
+    "without the token the viewer is refused", await page.textContent("#snap-error"));
+
+  // the token typed in: sent as a header from then on
+  await page.fill("#token", token);
+  await page.waitForFunction(() => document.querySelectorAll("#recent-table tbody a").length > 0,
+    null, { timeout: 10000 }).then(() => check(true, "with the token the recent ids are linked"),
+    (e) => check(false, "with the token the recent ids are linked", e.message));
+
+  // recent decisions, filtered by strategy
   await page.selectOption("#f-strategy", "payment_fraud");
   await page.waitForFunction(() => {
     const cells = Array.from(document.querySelectorAll("#recent-table tbody tr td:nth-child(3)"));
@@ -110,7 +135,7 @@ try {
   await page.selectOption("#f-review", "");
   await page.fill("#snap-id", snapId);
   await page.click("#snap-show");
-  await page.waitForFunction((id) => document.querySelector("#snap-meta dd") &&
+  await page.waitForFunction((id) => !document.getElementById("snap-view").hidden &&
     document.querySelector("#snap-meta dd").textContent === id, snapId, { timeout: 10000 });
   const shown = await page.textContent("#snap-rule");
   check(shown === rule, "a typed-in snapshot id shows its rule", shown);
@@ -135,11 +160,21 @@ try {
   // the whole page, for docs/console.md
   await page.fill("#snap-id", snapId);
   await page.click("#snap-show");
-  await page.waitForFunction((id) => document.querySelector("#snap-meta dd") &&
+  await page.waitForFunction((id) => !document.getElementById("snap-view").hidden &&
     document.querySelector("#snap-meta dd").textContent === id, snapId, { timeout: 10000 });
   await page.evaluate(() => window.scrollTo(0, 0));
   await page.screenshot({ path: out + "/console.png", fullPage: true });
 
+  check(bearer.some((u) => u.includes("/v1/snapshots/")), "the token went in an Authorization header");
+  check(!urls.some((u) => u.includes(token)), "the token never in a URL");
+  const cookies = await page.context().cookies();
+  check(cookies.length === 0 && (await page.evaluate(() => document.cookie)) === "",
+    "no cookie set", JSON.stringify(cookies));
+  check(await page.evaluate((t) => {
+    for (const st of [localStorage, sessionStorage])
+      for (let i = 0; i < st.length; i++) if (st.getItem(st.key(i)).includes(t)) return false;
+    return true;
+  }, token), "the token not in the browser's storage");
   check(errors.length === 0, "no script errors", errors.join(" | "));
   check(foreign.length === 0, "nothing fetched from elsewhere", foreign.join(" "));
   code = failed ? 1 : 0;

@@ -4,8 +4,10 @@
 # with `npm ci` into tests/console/node_modules), against a `verdict serve`
 # kept under load by wrk for the whole run. console.mjs checks that the page
 # has no script errors, that the decision count and the p99 move, that the
-# filters of the recent decisions work, and that a snapshot id typed in (one
-# this test decided) shows its rule. Screenshots go to BUILD_DIR/console/;
+# filters of the recent decisions work, that a snapshot id typed in (one
+# this test decided) shows its rule, and that the admin token typed into the
+# page (the server reads decisions for the token alone) goes in a header,
+# never a URL, cookie or storage. Screenshots go to BUILD_DIR/console/;
 # with VERDICT_DOCS_SCREENSHOT=1 the full-page one is copied to
 # docs/console.png. Fails, saying why, when npm cannot install playwright-core.
 set -u
@@ -41,10 +43,14 @@ rm -f "$DIR/.npm.lock"
 
 mkdir -p "$T/bundle"
 for f in examples/policies/*; do cp -r "$f" "$T/bundle/"; done
+TOKEN=console-test-token-$RANDOM$RANDOM
+echo "$TOKEN" >"$T/token"
 PORT=$(free_port)
 URL="http://127.0.0.1:$PORT"
+# reads of recorded decisions need the token, even from loopback: the page
+# must send it
 "$V" serve --policy "$T/bundle" --listen "127.0.0.1:$PORT" --snapshots "$T/snap" --no-store \
-  2>"$T/log" &
+  --admin-token-file "$T/token" --snapshot-reads admin 2>"$T/log" &
 PID=$!
 wait_ready console "$T/log"
 
@@ -76,7 +82,7 @@ assert all(p50 <= p99 for p50, p99 in zip(g["p50_us"], g["p99_us"]) if p50 is no
 assert sum(s["sources"]["rule"]) > 0 and sum(s["actions"]["allow"]) > 0
 assert s["version"]["shadow"] is None and len(s["version"]["live"]) == 64
 PY
-curl -s "$URL/v1/stats/recent?strategy=request_gate&limit=5" >"$T/recent.json"
+curl -s -H "Authorization: Bearer $TOKEN" "$URL/v1/stats/recent?strategy=request_gate&limit=5" >"$T/recent.json"
 python3 - "$T/recent.json" <<'PY' && ok || bad "/v1/stats/recent?strategy=request_gate"
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -84,6 +90,13 @@ d = r["decisions"]
 assert 0 < len(d) <= 5 and all(x["strategy"] == "request_gate" for x in d), d
 assert r["snapshot_ids"]["shown"] and all(len(x["snapshot_id"]) == 36 for x in d)
 assert [x["time"] for x in d] == sorted((x["time"] for x in d), reverse=True)
+PY
+curl -s "$URL/v1/stats/recent?limit=3" >"$T/hidden.json"
+python3 - "$T/hidden.json" <<'PY' && ok || bad "/v1/stats/recent without the token: ids hidden"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert len(r["decisions"]) == 3 and all(x["snapshot_id"] is None for x in r["decisions"]), r
+assert r["snapshot_ids"]["shown"] is False and "admin token" in r["snapshot_ids"]["why"], r
 PY
 eq "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/stats?seconds=0")" 400 "seconds=0 refused"
 eq "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/stats/recent?review=maybe")" 400 "review=maybe refused"
@@ -95,7 +108,7 @@ has "$T/h" "text/javascript" "console.js's type"
 
 OUT="$BUILD/console"
 mkdir -p "$OUT"
-if node "$DIR/console.mjs" "$URL" "$ID" "$RULE" "$OUT" >"$T/browser.log" 2>&1; then
+if node "$DIR/console.mjs" "$URL" "$ID" "$RULE" "$OUT" "$TOKEN" >"$T/browser.log" 2>&1; then
   ok
 else
   bad "the console in Chromium"
