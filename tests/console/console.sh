@@ -32,14 +32,13 @@ if [ ! -f "$DIR/node_modules/playwright-core/package.json" ]; then
     flock 9
     [ -f "$DIR/node_modules/playwright-core/package.json" ] ||
       (cd "$DIR" && npm ci --no-audit --no-fund --loglevel=error >"$T/npm.log" 2>&1)
-  ) 9>"$DIR/.npm.lock"
+  ) 9>"${TMPDIR:-/tmp}/verdict-console-npm.lock"
   if [ ! -f "$DIR/node_modules/playwright-core/package.json" ]; then
     echo "console.sh: npm ci of playwright-core failed (is the npm registry reachable?):" >&2
     tail -n 5 "$T/npm.log" >&2
     exit 1
   fi
 fi
-rm -f "$DIR/.npm.lock"
 
 mkdir -p "$T/bundle"
 for f in examples/policies/*; do cp -r "$f" "$T/bundle/"; done
