@@ -220,6 +220,7 @@ void route_authz(conn *c, const http_request *r) {
   const char *uri = first_of(r, uri_h, &ulen);
   if (!uri) {
     metrics_count_refused(&w->m);
+    stats_count_refused(&w->st);
     conn_respond_error(c, 400, vd_err_name(VD_EREQUEST),
                        "/v1/authz needs the original request's URI in X-Original-URI (nginx: "
                        "proxy_set_header X-Original-URI $request_uri; see docs/nginx.md)",
@@ -367,6 +368,7 @@ void route_authz(conn *c, const http_request *r) {
   if (vd_decide_json(w->srv->engine, b.data, (long)b.len, d, &err) != 0) {
     json_buf_free(&b);
     metrics_count_refused(&w->m);
+    stats_count_refused(&w->st);
     conn_respond_error(c, route_error_status(err.code), vd_err_name(err.code), err.message,
                        err.path);
     return;

@@ -191,6 +191,7 @@ void route_batch(conn *c, const http_request *r) {
     char msg[300];
     snprintf(msg, sizeof msg, "byte %zu: %s", at, why);
     metrics_count_refused(&w->m);
+    stats_count_refused(&w->st);
     conn_respond_error(c, 400, vd_err_name(VD_EJSON), msg, "$");
     free(spans);
     return;

@@ -53,6 +53,13 @@ URL="http://127.0.0.1:$PORT"
 PID=$!
 wait_ready console "$T/log"
 
+# every decision from here on falls in a second the live figures keep: wait
+# for the first one folded
+for _ in $(seq 1 50); do
+  curl -s "$URL/v1/stats" | grep -q '"t":\[[0-9]' && break
+  sleep 0.1
+done
+
 # the load: the rotation of example requests bench/http uses, on 4 connections
 wrk -t1 -c4 -d120s -s bench/http/requests.lua "$URL" -- examples/requests/gate.json \
   examples/requests/gate_mfa.json examples/requests/gate_scanner.json \
@@ -105,6 +112,12 @@ curl -s -D "$T/h" -o /dev/null "$URL/console/console.js"
 has "$T/h" "Content-Security-Policy: default-src 'none'; script-src 'self'" "the console's CSP"
 has "$T/h" "text/javascript" "console.js's type"
 
+# decisions by other doors count too: a batch (one element refused), authz
+curl -s "$URL/v1/decide/batch" -d "[$(cat examples/requests/gate.json), {\"action\": 1}]" >"$T/batch.json"
+has "$T/batch.json" '"index":1' "the batch's bad element refused"
+curl -s -o /dev/null -H 'X-Original-URI: /wp-login.php' -H 'X-Real-IP: 81.2.69.160' \
+  "$URL/v1/authz?point=http_request"
+
 OUT="$BUILD/console"
 mkdir -p "$OUT"
 if node "$DIR/console.mjs" "$URL" "$ID" "$RULE" "$OUT" "$TOKEN" >"$T/browser.log" 2>&1; then
@@ -119,6 +132,22 @@ if [ "${VERDICT_DOCS_SCREENSHOT:-}" = 1 ] && [ -s "$OUT/console.png" ]; then
   cp "$OUT/console.png" docs/console.png
 fi
 kill -0 "$PID" 2>/dev/null && ok || bad "the server lived through the run"
+
+# With the load stopped, every decision and refusal /metrics counted is in
+# /v1/stats once its second is folded: none lost, none twice.
+kill_wait TERM "$LOAD"
+LOAD=
+counts() {
+  curl -s "$URL/metrics" | awk '/^verdict_decisions_total/ {d += $NF} /^verdict_decide_refused_total/ {r = $NF} END {printf "%d %d", d, r}'
+  curl -s "$URL/v1/stats" | python3 -c 'import json,sys; t=json.load(sys.stdin)["totals"]; print("", t["decisions"], t["refused"])'
+}
+for _ in $(seq 1 50); do
+  read -r md mr sd sr < <(counts)
+  [ "$md $mr" = "$sd $sr" ] && break
+  sleep 0.1
+done
+eq "$sd $sr" "$md $mr" "/v1/stats totals (decisions, refused) = /metrics"
+[ "${mr:-0}" -ge 1 ] && ok || bad "a refusal was counted: $mr"
 
 summary
 [ "$fail" = 0 ]
