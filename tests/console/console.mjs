@@ -96,12 +96,40 @@ try {
     null, { timeout: 10000 });
   check(/^unauthorized/.test(await page.textContent("#snap-error")),
     "without the token the viewer is refused", await page.textContent("#snap-error"));
+  await page.click("#rq-refresh");
+  await page.waitForFunction(() => /unauthorized/.test(document.getElementById("rq-note").textContent),
+    null, { timeout: 10000 }).then(() => check(true, "without the token the review queue is refused"),
+    (e) => check(false, "without the token the review queue is refused", e.message));
 
   // the token typed in: sent as a header from then on
   await page.fill("#token", token);
   await page.waitForFunction(() => document.querySelectorAll("#recent-table tbody a").length > 0,
     null, { timeout: 10000 }).then(() => check(true, "with the token the recent ids are linked"),
     (e) => check(false, "with the token the recent ids are linked", e.message));
+
+  // the review queue: a reviewer answers the oldest pending decision
+  await page.waitForFunction(() => document.querySelectorAll("#rq-table tbody tr").length > 0,
+    null, { timeout: 10000 }).then(() => check(true, "the review queue lists pending decisions"),
+    (e) => check(false, "the review queue lists pending decisions", e.message));
+  const pendingText = await page.textContent("#rq-count");
+  check(/\d+ pending/.test(pendingText), "the queue says how many wait", pendingText);
+  const row = page.locator("#rq-table tbody tr").first();
+  const reviewedId = await row.getAttribute("data-id");
+  await row.locator("input.rq-answer").fill("allow");
+  await row.locator("input.rq-text").fill("checked by the console test");
+  await row.locator("button.rq-record").click();
+  await page.waitForFunction((id) => document.querySelector('#rq-done tbody tr[data-id="' + id + '"]') &&
+    !document.querySelector('#rq-table tbody tr[data-id="' + id + '"]'), reviewedId, { timeout: 10000 })
+    .then(() => check(true, "an answer recorded leaves the queue"),
+      (e) => check(false, "an answer recorded leaves the queue", e.message));
+  const rec = await fetch(url + "/v1/reviews?state=reviewed&limit=1000",
+    { headers: { Authorization: "Bearer " + token } }).then((r) => r.json());
+  const mine = (rec.reviews || []).filter((x) => x.snapshot_id === reviewedId);
+  check(mine.length === 1 && mine[0].outcome.action === "allow" &&
+    mine[0].outcome.note === "checked by the console test",
+    "the server has the reviewer's answer", JSON.stringify(mine));
+  await page.evaluate(() => document.getElementById("reviews").scrollIntoView());
+  await page.screenshot({ path: out + "/console-reviews.png", fullPage: false });
 
   // recent decisions, filtered by strategy
   await page.selectOption("#f-strategy", "payment_fraud");
@@ -165,7 +193,8 @@ try {
   await page.evaluate(() => window.scrollTo(0, 0));
   await page.screenshot({ path: out + "/console.png", fullPage: true });
 
-  check(bearer.some((u) => u.includes("/v1/snapshots/")), "the token went in an Authorization header");
+  check(bearer.some((u) => u.includes("/v1/snapshots/")) && bearer.some((u) => u.includes("/v1/reviews/")),
+    "the token went in an Authorization header");
   check(!urls.some((u) => u.includes(token)), "the token never in a URL");
   const cookies = await page.context().cookies();
   check(cookies.length === 0 && (await page.evaluate(() => document.cookie)) === "",

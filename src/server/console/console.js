@@ -1,6 +1,7 @@
 // console.js — the console of `verdict serve` (docs/console.md). Reads
 // /v1/stats and /v1/stats/recent once a second and /v1/snapshots/{id} on
-// demand; draws with uPlot. Everything from the server is put in the page as
+// demand, the review queue from /v1/reviews; draws with uPlot. A reviewer's
+// answer goes to POST /v1/reviews/{id}. Everything from the server is put in the page as
 // text (textContent), never as markup: a request's fields are the caller's.
 // The admin token, when typed in, stays in this page's memory and goes only
 // in an Authorization header: never in a cookie, the URL or storage.
@@ -183,6 +184,9 @@
     }
     setOptions($("f-strategy"), names);
     setOptions($("f-action"), Object.keys(s.actions).filter((a) => a !== "(other)"));
+    setOptions($("rq-strategy"), names);
+    setOptions($("rq-action"), Object.keys(s.actions).filter((a) => a !== "(other)"));
+    setOptions($("rq-actions"), Object.keys(s.actions).filter((a) => a !== "(other)"));
   }
 
   function recentQuery() {
@@ -242,6 +246,95 @@
     } finally {
       busy = false;
     }
+  }
+
+  // ---- the review queue (GET /v1/reviews, POST /v1/reviews/{id}) ----
+
+  let rqBusy = false;
+  async function refreshReviews(force) {
+    // a reviewer typing in the queue keeps the rows under the cursor
+    const typing = Array.from(document.querySelectorAll("#rq-table input")).some(
+      (i) => i.value !== "" || i === document.activeElement);
+    if (rqBusy || (typing && !force)) return;
+    rqBusy = true;
+    try {
+      const q = new URLSearchParams({ state: "pending", limit: "25" });
+      for (const k of ["strategy", "action"]) if ($("rq-" + k).value) q.set(k, $("rq-" + k).value);
+      const r = await getJSON("/v1/reviews?" + q.toString());
+      $("rq-count").textContent = "(" + fmtInt(r.pending) + " pending)";
+      $("rq-note").textContent = r.next_cursor ? "the oldest " + r.reviews.length + " shown" : "";
+      const tb = document.querySelector("#rq-table tbody");
+      tb.replaceChildren();
+      for (const d of r.reviews) tb.appendChild(reviewRow(d));
+    } catch (e) {
+      $("rq-count").textContent = "";
+      $("rq-note").textContent = e.message;
+    } finally {
+      rqBusy = false;
+    }
+  }
+
+  function reviewRow(d) {
+    const tr = el("tr");
+    tr.dataset.id = d.snapshot_id;
+    tr.appendChild(el("td", d.time.slice(0, 19).replace("T", " ")));
+    const td = el("td");
+    const a = el("a", d.snapshot_id.slice(0, 13) + "…");
+    a.href = "#" + d.snapshot_id;
+    a.title = d.snapshot_id;
+    a.addEventListener("click", (ev) => { ev.preventDefault(); openSnapshot(d.snapshot_id); });
+    td.appendChild(a);
+    tr.appendChild(td);
+    tr.appendChild(el("td", d.strategy));
+    tr.appendChild(el("td", d.action));
+    tr.appendChild(el("td", d.source));
+    tr.appendChild(el("td", d.rule || ""));
+    const answer = el("input");
+    answer.setAttribute("list", "rq-actions");
+    answer.size = 12;
+    answer.className = "rq-answer";
+    answer.placeholder = "action";
+    const note = el("input");
+    note.size = 24;
+    note.className = "rq-text";
+    note.placeholder = "why (optional)";
+    tr.appendChild(el("td")).appendChild(answer);
+    tr.appendChild(el("td")).appendChild(note);
+    const btn = el("button", "Record");
+    btn.type = "button";
+    btn.className = "rq-record";
+    const msg = el("span", "", "error");
+    btn.addEventListener("click", async () => {
+      msg.textContent = "";
+      if (!answer.value.trim()) { msg.textContent = "give the right action"; return; }
+      btn.disabled = true;
+      try {
+        const body = { action: answer.value.trim() };
+        if (note.value.trim()) body.note = note.value.trim();
+        const r = await fetch("/v1/reviews/" + encodeURIComponent(d.snapshot_id), {
+          method: "POST", cache: "no-store", credentials: "omit",
+          headers: Object.assign({ "Content-Type": "application/json" }, headers()),
+          body: JSON.stringify(body),
+        });
+        const out = await r.json().catch(() => null);
+        if (!r.ok) throw new Error(out && out.error ? out.error.code + ": " + out.error.message : "HTTP " + r.status);
+        const done = el("tr");
+        done.dataset.id = d.snapshot_id;
+        for (const v of [out.reviewed_at, out.snapshot_id, out.strategy, out.decided, out.action, out.note || ""])
+          done.appendChild(el("td", v));
+        document.querySelector("#rq-done tbody").prepend(done);
+        tr.remove();
+        refreshReviews(false);
+      } catch (e) {
+        msg.textContent = e.message;
+        btn.disabled = false;
+      }
+    });
+    const last = el("td");
+    last.appendChild(btn);
+    last.appendChild(msg);
+    tr.appendChild(last);
+    return tr;
   }
 
   // ---- the snapshot viewer ----
@@ -353,7 +446,11 @@
   }
 
   function start() {
-    $("token").addEventListener("input", (ev) => { token = ev.target.value.trim(); });
+    $("token").addEventListener("input", (ev) => { token = ev.target.value.trim(); refreshReviews(true); });
+    for (const k of ["strategy", "action"]) $("rq-" + k).addEventListener("change", () => refreshReviews(true));
+    $("rq-refresh").addEventListener("click", () => refreshReviews(true));
+    refreshReviews(true);
+    setInterval(() => refreshReviews(false), 5000);
     $("snap-form").addEventListener("submit", (ev) => { ev.preventDefault(); openSnapshot($("snap-id").value); });
     for (const k of ["strategy", "action", "source", "review"]) $("f-" + k).addEventListener("change", refresh);
     if (/^#[0-9a-f-]{36}$/.test(location.hash)) openSnapshot(location.hash.slice(1));
