@@ -258,7 +258,7 @@
     if (rqBusy || (typing && !force)) return;
     rqBusy = true;
     try {
-      const q = new URLSearchParams({ state: "pending", limit: "25" });
+      const q = new URLSearchParams({ state: "pending", limit: "10" });
       for (const k of ["strategy", "action"]) if ($("rq-" + k).value) q.set(k, $("rq-" + k).value);
       const r = await getJSON("/v1/reviews?" + q.toString());
       $("rq-count").textContent = "(" + fmtInt(r.pending) + " pending)";
