@@ -35,10 +35,12 @@
 #include "core/clock.h"
 #include "engine/engine.h"
 #include "engine/service.h"
+#include "snapshot/snapshot.h"
 
 /* What a reload swaps: the bundle and what the engine derives from it. */
 typedef struct live {
   policy_bundle *bundle;
+  int any_mask;      /* a strategy declares snapshot: {mask, hash} (mask.c) */
   name_table *names; /* one per strategy, in mem */
   arena mem;
   /* once replaced, with snapshots on: kept until the snapshot writer has
@@ -52,6 +54,9 @@ struct vd_engine {
   live *live; /* RCU-protected: read with rcu_dereference */
   char *dir;
   char *store_dir; /* engine_store_path's; "": none */
+  char *pin_dir;   /* <snapshots_dir>/versions: the folder's own versions; NULL: snapshots off */
+  uint8_t *secret; /* snapshot_secret_file's bytes (snapshot: {hash}); NULL: none */
+  size_t secret_len;
   int warnings_as_errors;
   char *only_point; /* NULL: every strategy file */
   int lazy;         /* vd_engine_opts.lazy_compile */
@@ -119,6 +124,7 @@ static void live_free(live *l) {
 
 static int load(vd_engine *e, live **out, vd_error *err) {
   policy_load_opts lo = {.store_dir = e->store_dir,
+                         .pin_dir = e->pin_dir,
                          .warnings_as_errors = e->warnings_as_errors,
                          .only_point = e->only_point,
                          .lazy = e->lazy};
@@ -134,9 +140,24 @@ static int load(vd_engine *e, live **out, vd_error *err) {
     return rc;
   }
   policy_diags_free(&diags);
+  int any_mask = 0;
+  for (uint32_t i = 0; i < b->nstrategies; i++) {
+    const strategy *s = &b->strategies[i];
+    any_mask |= s->nsnap_mask || s->nsnap_hash;
+    if (s->nsnap_hash && e->pin_dir && !e->secret) {
+      int code = engine_error(err, VD_EPOLICY, 0, 0, NULL,
+                              "strategy '%s' (%s) keyed-hashes fields in its snapshots "
+                              "(snapshot.hash): give this node's secret with --snapshot-secret "
+                              "FILE (vd_engine_opts.snapshot_secret_file)",
+                              s->name ? s->name : "?", s->file ? s->file : e->dir);
+      policy_bundle_free(b);
+      return code;
+    }
+  }
   live *l = calloc(1, sizeof *l);
   if (l) {
     l->bundle = b;
+    l->any_mask = any_mask;
     arena_init(&l->mem, NULL, 0, 0);
     l->names = name_tables_build(&l->mem, b);
   }
@@ -170,6 +191,30 @@ int engine_store_path(const char *bundle, const char *store_dir, const char *sna
   return *out ? 0 : -1;
 }
 
+/* The node secret for snapshot.hash: the file's bytes, a final newline
+ * dropped (an editor's). Kept in memory only. */
+static int read_secret(vd_engine *e, const char *path, vd_error *err) {
+  FILE *f = fopen(path, "rb");
+  uint8_t buf[4097];
+  size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+  int bad = !f || ferror(f);
+  if (f) fclose(f);
+  if (bad)
+    return engine_error(err, VD_EINVAL, 0, 0, NULL, "cannot read the snapshot secret %s", path);
+  if (n && buf[n - 1] == '\n') n--;
+  if (n && buf[n - 1] == '\r') n--;
+  if (n < 16 || n > 4096)
+    return engine_error(err, VD_EINVAL, 0, 0, NULL,
+                        "the snapshot secret %s holds %zu bytes: give 16 to 4096 (for example "
+                        "`head -c 32 /dev/urandom | base64 > FILE`)",
+                        path, n);
+  if (!(e->secret = malloc(n))) return engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory");
+  memcpy(e->secret, buf, n);
+  e->secret_len = n;
+  explicit_bzero(buf, sizeof buf);
+  return 0;
+}
+
 int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out, vd_error *err) {
   engine_error_clear(err);
   if (!out) return engine_error(err, VD_EINVAL, 0, 0, NULL, "vd_engine_open: out is NULL");
@@ -197,6 +242,28 @@ int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out,
   }
   decide_limits_init(&e->lim, opts);
   pthread_mutex_init(&e->reload_lock, NULL);
+  if (opts && opts->snapshots_dir && opts->snapshots_dir[0]) {
+    /* The folder carries every version its records name (snapshot.h,
+     * "self-contained"): each load writes them there before any decision
+     * under them is made, so before any record naming them exists. The
+     * folder is made here, as the log makes it (0750), since the load
+     * comes first. */
+    char msg[SNAPSHOT_ERRLEN];
+    if (snapshot_folder_make(opts->snapshots_dir, msg, sizeof msg) < 0) {
+      vd_engine_close(e);
+      return engine_error(err, VD_ESNAPSHOT, 0, 0, NULL, "cannot record snapshots in %s: %s",
+                          opts->snapshots_dir, msg);
+    }
+    if (!(e->pin_dir = snapshot_versions_path(opts->snapshots_dir))) {
+      vd_engine_close(e);
+      return engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory");
+    }
+  }
+  if (opts && opts->snapshot_secret_file && opts->snapshot_secret_file[0] &&
+      read_secret(e, opts->snapshot_secret_file, err) != 0) {
+    vd_engine_close(e);
+    return VD_EINVAL;
+  }
   live *l;
   int rc = load(e, &l, err);
   if (rc) {
@@ -311,6 +378,9 @@ void vd_engine_close_stats(vd_engine *e, vd_engine_counters *out) {
   pthread_mutex_destroy(&e->reload_lock);
   free(e->dir);
   free(e->store_dir);
+  free(e->pin_dir);
+  if (e->secret) explicit_bzero(e->secret, e->secret_len);
+  free(e->secret);
   free(e->only_point);
   free(e);
 }
@@ -375,7 +445,10 @@ static int decide_live(vd_engine *e, const decide_request *req, vd_decision *d, 
   if (rc == 0) { /* the answer, once, snapshots on or off; with them, it carries the id */
     if (rin) record_id(e->rec, d, rin);
     decision_answer(d);
-    if (rin) rc = record_commit(e->rec, d, rin);
+    const strategy *ms = rin && l->any_mask ? mask_strategy(l->bundle, d->strategy) : NULL;
+    if (ms && mask_for_record(ms, req, d, e->secret, e->secret_len, rin) != 0)
+      rc = engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory masking the snapshot");
+    if (rin && rc == 0) rc = record_commit(e->rec, d, rin);
   }
   if (d->trace_borrow) { /* names into the bundle: gone with it */
     d->ntrace = 0;

@@ -92,7 +92,8 @@ struct rollout {
   int started;
   struct grave *graves; /* replaced candidates the rollout thread closes (under qlock) */
   /* the comparison: written by the rollout thread */
-  metrics m; /* decisions: compared by strategy/agreed; rules: changes; decide: latency */
+  metrics m;           /* decisions: compared by strategy/agreed; rules: changes */
+  metrics_hist decide; /* the off-path decisions' latency */
   _Atomic uint64_t compared, agreed, errors, dropped, queued;
   _Atomic uint64_t answered[3];
   _Atomic uint64_t rollbacks[RB_REASONS], promotions;
@@ -390,7 +391,7 @@ static void compare(rollout *ro, const job *j, vd_decision *d, int rc, int other
   const char *act = ok ? vd_decision_action(d) : NULL;
   act = act ? act : "";
   int agree = ok && !j->failed && !strcmp(act, j->action) && vd_decision_allowed(d) == j->allowed;
-  if (ok) metrics_hist_observe(&ro->m.decide, (uint64_t)(vd_decision_latency_us(d) * 1e3));
+  if (ok) metrics_hist_observe(&ro->decide, (uint64_t)(vd_decision_latency_us(d) * 1e3));
   if (!ok || j->failed) atomic_fetch_add(&ro->errors, 1);
   if (ok && !j->failed) {
     atomic_fetch_add(&ro->compared, 1);
@@ -811,7 +812,7 @@ void rollout_metrics(server *s, json_buf *b) {
           "counter\n");
   static const char *const ck[3] = {"strategy", "live", "candidate"};
   metrics_render_table(b, &ro->m.rules, "verdict_rollout_changes_total", ck);
-  metrics_render_hist(b, &ro->m.decide, "verdict_rollout_decide_duration_seconds",
+  metrics_render_hist(b, &ro->decide, "verdict_rollout_decide_duration_seconds",
                       "Time the side that did not answer took for one decision (beside "
                       "verdict_decide_duration_seconds, the answering side's).");
   PUT_LIT(b,

@@ -89,4 +89,9 @@ void server_opts_init(server_opts *o);
  * 0 after a clean stop, 1 when it could not start (the reason was logged). */
 int server_run(const server_opts *o);
 
+/* One line of the server's log (log.c): for work the command runs beside
+ * the server (verdict serve --retention's gc) to log as the server does.
+ * fields: ",\"key\":value..." JSON members to add, or NULL. */
+void server_log(const char *level, const char *event, const char *message, const char *fields);
+
 #endif

@@ -80,8 +80,12 @@ typedef struct gc_run {
   size_t errlen;
 } gc_run;
 
+/* The selection: everything in the full window, then the declared
+ * retention or the built-in rule. */
 static int keep(const gc_run *g, const snapshot_rec *rec) {
-  return rec->time_ns >= g->cutoff || snapshot_gc_keeps(g->o, rec);
+  if (rec->time_ns >= g->cutoff) return 1;
+  if (g->o->keeps) return g->o->keeps(g->o->keeps_ud, rec) != 0;
+  return snapshot_gc_keeps(g->o, rec);
 }
 
 /* Copies the kept frames of the segment open at fd into a new file and
@@ -152,6 +156,16 @@ done:
   return rc;
 }
 
+/* A segment gc leaves as it is still counts in the folder's bytes, before
+ * and after, so that bytes_after is what the folder holds once gc is done
+ * (and what a dry run predicts it will hold). */
+static void untouched(gc_run *g, int fd) {
+  struct stat st;
+  if (fstat(fd, &st) < 0) return;
+  g->st->bytes_before += (uint64_t)st.st_size;
+  g->st->bytes_after += (uint64_t)st.st_size;
+}
+
 static int gc_segment(gc_run *g, const seg_entry *e) {
   char path[4096], ipath[4096];
   if (seg_path(path, sizeof path, g->dir, e->name, 0) < 0 ||
@@ -163,6 +177,7 @@ static int gc_segment(gc_run *g, const seg_entry *e) {
   struct stat a, b;
   if (flock(fd, (g->o->dry_run ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
     g->st->segments_locked++;
+    untouched(g, fd);
     close(fd);
     return 0;
   }
@@ -185,6 +200,8 @@ static int gc_segment(gc_run *g, const seg_entry *e) {
   uint64_t nrec = x.records;
   seg_index_free(&x);
   if (indexed && (nrec == 0 || min_time >= g->cutoff)) { /* nothing old here */
+    untouched(g, fd);
+    g->st->records_kept += nrec;
     close(fd);
     return 0;
   }
@@ -194,17 +211,21 @@ static int gc_segment(gc_run *g, const seg_entry *e) {
     snprintf(g->err, g->errlen, "gc %s: out of memory", path);
     return SNAPSHOT_ENOMEM;
   }
-  uint64_t kept = 0, removed = 0;
+  /* kept_bytes: what a rewrite writes, frame for frame, so that a dry run
+   * reports exactly the size the segment will have */
+  uint64_t kept = 0, removed = 0, kept_bytes = 0;
   const uint8_t *body;
   uint32_t len;
   int k;
   while ((k = frame_scan_next(&s, &body, &len)) == 1) {
     snapshot_rec rec;
     rec_body_decode(body, len, &rec);
-    if (keep(g, &rec))
+    if (keep(g, &rec)) {
       kept++;
-    else
+      kept_bytes += FRAME_HEADER + (uint64_t)len;
+    } else {
       removed++;
+    }
   }
   int serr = s.err;
   frame_scan_free(&s);
@@ -223,11 +244,7 @@ static int gc_segment(gc_run *g, const seg_entry *e) {
       g->st->segments_deleted++;
     else if (removed)
       g->st->segments_rewritten++;
-    if (removed && g->o->dry_run) {
-      /* a dry run reports the size the rewrite would have: estimate from
-       * the share of records kept */
-      new_size = kept ? h.header_len + (size - h.header_len) * kept / (kept + removed) : 0;
-    }
+    if (removed && g->o->dry_run) new_size = kept ? h.header_len + kept_bytes : 0;
   } else if (kept == 0) {
     if (unlink(path) < 0) {
       snprintf(g->err, g->errlen, "gc remove %s: %s", path, strerror(errno));

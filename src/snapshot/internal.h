@@ -131,6 +131,10 @@ typedef struct frame_scan {
   int torn;          /* the scan ended at an invalid tail */
   uint64_t tail_off; /* where the valid data ends (== end when not torn) */
   int err;           /* errno of a failed read */
+  /* what a valid body is: its length range and a check of its bytes after
+   * the CRC (frame_scan_init: a snapshot record's; reviewlog.c sets its own) */
+  uint32_t min_body, max_body;
+  int (*body_ok)(const uint8_t *body, uint32_t len);
 } frame_scan;
 
 /* start: offset of the first frame (the header length). */

@@ -24,12 +24,20 @@
 
 #define SCAN_BUF 262144
 
+static int rec_body_ok(const uint8_t *body, uint32_t len) {
+  snapshot_rec rec;
+  return rec_body_decode(body, len, &rec) == 0;
+}
+
 int frame_scan_init(frame_scan *s, int fd, uint64_t start, uint64_t end) {
   memset(s, 0, sizeof *s);
   s->fd = fd;
   s->off = start;
   s->end = end;
   s->tail_off = end;
+  s->min_body = BODY_FIXED;
+  s->max_body = (uint32_t)BODY_MAX;
+  s->body_ok = rec_body_ok;
   s->buf_cap = SCAN_BUF;
   s->buf = malloc(s->buf_cap);
   return s->buf ? 0 : -1;
@@ -93,12 +101,11 @@ static int frame_at(frame_scan *s, uint64_t off, const uint8_t **body, uint32_t 
   const uint8_t *h = scan_ensure(s, off, FRAME_HEADER);
   if (!h) return s->err ? -1 : 0;
   uint32_t n = get_le32(h), crc = get_le32(h + 4);
-  if (n < BODY_FIXED || n > BODY_MAX || off + FRAME_HEADER + n > s->end) return 0;
+  if (n < s->min_body || n > s->max_body || off + FRAME_HEADER + n > s->end) return 0;
   const uint8_t *f = scan_ensure(s, off, FRAME_HEADER + (size_t)n);
   if (!f) return s->err ? -1 : 0;
   if (snapshot_crc32c(0, f + FRAME_HEADER, n) != crc) return 0;
-  snapshot_rec rec;
-  if (rec_body_decode(f + FRAME_HEADER, n, &rec) < 0) return 0;
+  if (!s->body_ok(f + FRAME_HEADER, n)) return 0;
   *body = f + FRAME_HEADER;
   *len = n;
   return 1;
@@ -110,7 +117,7 @@ int frame_scan_next(frame_scan *s, const uint8_t **body, uint32_t *len) {
   if (r < 0) return -1;
   if (r == 0) {
     uint64_t bad = s->off;
-    for (uint64_t p = bad + 1; p + FRAME_HEADER + BODY_FIXED <= s->end; p++) {
+    for (uint64_t p = bad + 1; p + FRAME_HEADER + s->min_body <= s->end; p++) {
       r = frame_at(s, p, body, len);
       if (r < 0) return -1;
       if (r == 1) {
