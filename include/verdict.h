@@ -120,7 +120,14 @@ typedef struct vd_engine_opts {
   unsigned snapshot_close_timeout_ms; /* closing retries a failing disk this long; 0 = 10000 */
   unsigned snapshot_queue_records;    /* snapshots waiting at most, in the queue and again in
                                        * the writer's buffer; 0 = 65536 */
-  const char *node;                   /* node name in snapshots; NULL = the host name */
+  unsigned long long snapshot_segment_bytes; /* a segment rotates past this size; 0 = 64 MiB
+                                              * (gc works on sealed segments only) */
+  /* A file holding this node's secret for the keyed hashes of the fields
+   * strategies list under `snapshot: {hash: [...]}` (HMAC-SHA256; at least
+   * 16 bytes, a final newline not counted). Needed when snapshots are on and
+   * a strategy hashes fields; never written anywhere. NULL: none. */
+  const char *snapshot_secret_file;
+  const char *node; /* node name in snapshots; NULL = the host name */
 
   /* Rate-limit counters (docs/policy.md "Limits", docs/deploy.md): NULL or
    * "local" keeps them in this process; "redis://HOST:PORT[/DB]" in Redis,

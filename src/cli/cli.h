@@ -35,6 +35,8 @@ int cmd_hook(int argc, char **argv);
 extern const char cmd_hook_help[];
 int cmd_store(int argc, char **argv);
 extern const char cmd_store_help[];
+int cmd_reviews(int argc, char **argv);
+extern const char cmd_reviews_help[];
 
 /* Prints "verdict CMD: msg arg" and a pointer to CMD's --help on stderr;
  * returns 2, the exit status of a usage error. arg may be NULL. */
@@ -65,6 +67,21 @@ FILE *cli_open_file(const char *cmd, const char *path, const char *mode);
 /* Reads a whole file (or "-" for stdin) into a malloc'd NUL-terminated
  * buffer. Returns NULL and prints "verdict CMD: PATH: reason" on failure. */
 char *cli_read_file(const char *cmd, const char *path, size_t *len);
+
+/* retention_gc.c: a retention file (docs/snapshots.md) loaded, its
+ * problems printed at file:line:col (0, or -1); its rule set into gc
+ * options; and gc run every `every` on a thread of its own until
+ * unscheduled (verdict serve --retention), each run logged as a JSON line
+ * on stderr. */
+struct retention;
+struct snapshot_gc_opts;
+typedef struct gc_sched gc_sched;
+int cli_retention_load(const char *cmd, const char *file, struct retention **out);
+void cli_retention_gc_opts(struct retention *r, struct snapshot_gc_opts *o);
+/* snapshots_stats.c: `verdict snapshots stats` (exit status). */
+int cli_snapshots_stats(const char *dir, const char *retention_file, int as_json);
+gc_sched *cli_gc_schedule(const char *dir, struct retention *r);
+void cli_gc_unschedule(gc_sched *s);
 
 /* state_opts.c: --state, --state-on-error, --state-timeout, --state-max-bytes.
  * When argv[*i] is one of them, takes its value (advancing *i) into o and

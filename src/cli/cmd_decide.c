@@ -42,9 +42,11 @@ const char cmd_decide_help[] =
     "      --trace        add \"trace\": the rules tried and their results, the rule\n"
     "                     that matched, the lets computed, ns per stage\n"
     "      --pretty       indent the JSON (not with --jsonl)\n"
-    "      --store DIR    keep the policy versions loaded in DIR (default: versions\n"
-    "                     beside the snapshot folder); --no-store keeps none\n"
-    "                     (then snapshots cannot be replayed under their versions)\n"
+    "      --store DIR    keep the policy versions loaded in DIR too (default:\n"
+    "                     versions beside the snapshot folder); --no-store keeps\n"
+    "                     none; the snapshot folder carries its own in any case\n"
+    "      --snapshot-secret FILE  this node's secret for the fields strategies\n"
+    "                     keyed-hash in their snapshots (snapshot: {hash: [...]})\n"
     "  -s, --snapshots DIR  record snapshots in DIR (default: $VERDICT_SNAPSHOTS,\n"
     "                     else .verdict/snapshots in the bundle)\n"
     "      --no-snapshots record nothing (\"snapshot_id\" is then null)\n"
@@ -226,7 +228,7 @@ static int report_snapshots(vd_engine *e) {
 }
 
 int cmd_decide(int argc, char **argv) {
-  const char *policy = NULL, *store = NULL, *input = NULL, *snapshots = NULL;
+  const char *policy = NULL, *store = NULL, *input = NULL, *snapshots = NULL, *secret = NULL;
   int jsonl = 0, trace = 0, pretty = 0, no_store = 0, no_snapshots = 0;
   int durability = VD_DURABILITY_INTERVAL;
   vd_engine_opts state; /* the --state options, copied into opts below */
@@ -250,6 +252,9 @@ int cmd_decide(int argc, char **argv) {
       store = argv[++i];
     } else if (strcmp(a, "--no-store") == 0) {
       no_store = 1;
+    } else if (strcmp(a, "--snapshot-secret") == 0) {
+      if (i + 1 >= argc) return usage_error("missing value after", a);
+      secret = argv[++i];
     } else if (strcmp(a, "-s") == 0 || strcmp(a, "--snapshots") == 0) {
       if (i + 1 >= argc) return usage_error("missing value after", a);
       snapshots = argv[++i];
@@ -304,6 +309,7 @@ int cmd_decide(int argc, char **argv) {
   vd_engine_opts opts;
   memset(&opts, 0, sizeof opts);
   opts.store_dir = no_store ? "" : store;
+  opts.snapshot_secret_file = secret;
   opts.snapshots_dir = no_snapshots ? NULL : snapshots;
   opts.snapshot_durability = durability;
   opts.state_url = state.state_url;

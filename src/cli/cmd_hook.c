@@ -5,6 +5,7 @@
  * failure is answered in that agent's format as a refusal (fail closed);
  * the formats themselves are src/agent/hook.c. */
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +57,8 @@ const char cmd_hook_help[] =
     "      --store DIR      keep the policy versions loaded in DIR (default: versions\n"
     "                       beside the snapshot folder); --no-store: none\n"
     "      --durability none|interval|always   as for `verdict decide` (interval:\n"
-    "                       the snapshot is written and synced before exit)\n"
+    "                       the snapshot is written before the answer and synced\n"
+    "                       by a child of the hook once the agent has it)\n"
     "      --server HOST:PORT  ask a running `verdict serve` (POST /v1/decide)\n"
     "                       instead of loading the bundle: the bundle is loaded once,\n"
     "                       the server records the snapshots; --policy is then not\n"
@@ -74,6 +76,35 @@ const char cmd_hook_help[] =
     "Configuration for each agent: docs/agents.md\n";
 
 /* Writes the answer and returns the exit status. */
+/* After the answer, the snapshot's sync (durability interval) is all that
+ * is left, and an agent waits for the hook to exit and its pipes to close:
+ * a child does the engine's close (the sync, then the segment's seal, the
+ * snapshot folder held until then, as before) with its stdio on /dev/null
+ * and in a session of its own, so the agent neither waits for the disk nor
+ * has the child stopped with its process group. The record itself was
+ * written before the answer. Returns 1 in the hook, which then exits
+ * at once without closing the engine; 0 in the child, or when there is no
+ * child (fork failed: the hook syncs, as before). */
+static int sync_after_exit(void) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid != 0) return pid > 0;
+  int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (nul >= 0) {
+    dup2(nul, 0);
+    dup2(nul, 1);
+    dup2(nul, 2);
+    if (nul > 2) close(nul);
+  } else {
+    close(0);
+    close(1);
+    close(2);
+  }
+  setsid();
+  return 0;
+}
+
 static int emit(json_buf *out, json_buf *err, int code) {
   if (out->len) fwrite(out->data, 1, out->len, stdout);
   if (err->len) fwrite(err->data, 1, err->len, stderr);
@@ -413,6 +444,10 @@ done:
     vd_engine_counters c;
     if (vd_engine_stats(e, &c) == 0 && (c.snapshots_dropped || c.snapshots_failed))
       fprintf(stderr, "verdict hook: the decision was not recorded: %s\n", c.snapshot_last_error);
+    /* the hook's own exit (nothing of its is left to flush): the child
+     * closes the engine */
+    if (snapshots && !no_snapshots && durability == VD_DURABILITY_INTERVAL && sync_after_exit())
+      _exit(code);
     vd_engine_close(e);
   }
   json_buf_free(&out);

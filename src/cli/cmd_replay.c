@@ -32,7 +32,8 @@
 #include "snapshot/snapshot.h"
 
 const char cmd_replay_help[] =
-    "usage: verdict replay --snapshots DIR [--policy BUNDLE | --against URL]\n"
+    "usage: verdict replay --snapshots DIR [--policy BUNDLE]... | [--against URL\n"
+    "                      [--against-map FIELD=EXPR]... [--against-body EXPR]]\n"
     "                      [--labels FILE] [--json] [--html FILE] [--weights A,L,C,D]\n"
     "                      [filters] [--limit N]\n"
     "\n"
@@ -44,14 +45,25 @@ const char cmd_replay_help[] =
     "  --policy BUNDLE    score a candidate bundle on the recorded traffic: decisions\n"
     "                     changed by action and by rule (with example ids), accuracy\n"
     "                     against --labels, latency, CPU, memory, audit completeness\n"
+    "  --policy A --policy B   up to three candidates in one run, scored side by\n"
+    "                     side with the recording\n"
     "  --against URL      send the recorded requests to another decision service\n"
-    "                     (POST http://host:port/v1/decide, verdict's answer format)\n"
-    "                     and score its answers the same way\n"
+    "                     (POST http://host:port/v1/decide, verdict's answer format,\n"
+    "                     or another engine's through --against-map) and score its\n"
+    "                     answers the same way\n"
     "\n"
     "options:\n"
     "  -s, --snapshots DIR    the snapshot folder (default: $VERDICT_SNAPSHOTS)\n"
     "  -p, --policy BUNDLE    the candidate bundle\n"
     "      --against URL      the other service; --timeout MS per request (5000)\n"
+    "      --against-map FIELD=EXPR  read the service's answer through a CEL\n"
+    "                         expression over `response` (the answer's JSON) and\n"
+    "                         `request`; FIELD is action (the default when only\n"
+    "                         EXPR is given), allowed, review, source, rule, reason,\n"
+    "                         id, policy_version, model_version, confidence or\n"
+    "                         latency_us (the service's own in-process time)\n"
+    "      --against-body EXPR  the body to send: a CEL map over `request`, e.g.\n"
+    "                         '{\"input\": request}' for OPA\n"
     "      --store DIR        the policy version store (default: `versions` beside\n"
     "                         DIR, where `verdict decide` keeps it)\n"
     "  -l, --labels FILE      JSON Lines of the right answers, one a line:\n"
@@ -71,11 +83,14 @@ const char cmd_replay_help[] =
     "      --policy-version HEX         (a prefix is enough)\n"
     "      --limit N                    stop after N snapshots\n"
     "\n"
-    "The score (0-100) weighs four categories, each mapped to 0..1: accuracy (label\n"
-    "accuracy; without labels the reproduced share in the determinism check, and\n"
-    "not scored otherwise), latency (p99: 1 at <= 50 us, 0 at >= 10 ms, log scale),\n"
-    "cost (CPU per decision: 1 at <= 10 us, 0 at >= 1 ms, log scale) and audit\n"
-    "(share of complete snapshots); categories that cannot be measured are left out.\n"
+    "The score (0-100) weighs four categories, each mapped to 0..1 and measured the\n"
+    "same way for the recording and the replayed side: accuracy (label accuracy;\n"
+    "without labels the reproduced share in the determinism check, and not scored\n"
+    "otherwise), latency (in-process p99: 1 at <= 50 us, 0 at >= 10 ms, log scale),\n"
+    "cost (mean in-process time per decision: 1 at <= 10 us, 0 at >= 1 ms) and audit\n"
+    "(the share of answers naming an id, a reason and their versions). Timings\n"
+    "within 2x of the recording's are a tie; a service known only by its HTTP round\n"
+    "trip leaves latency and cost unscored for both sides. Also per decision point.\n"
     "\n"
     "Exit status: determinism check: 0 every snapshot reproduced, 1 some did not (or\n"
     "could not be replayed); --policy / --against: 0 done (the changes are the\n"
@@ -84,7 +99,12 @@ const char cmd_replay_help[] =
     "examples:\n"
     "  verdict replay -s snaps\n"
     "  verdict replay -s snaps --policy candidate/ --labels labels.jsonl --html report.html\n"
-    "  verdict replay -s snaps --against http://127.0.0.1:8080 --labels labels.jsonl --json\n";
+    "  verdict replay -s snaps --policy a/ --policy b/ --labels labels.jsonl\n"
+    "  verdict replay -s snaps --against http://127.0.0.1:8080 --labels labels.jsonl --json\n"
+    "  verdict replay -s snaps --against http://127.0.0.1:8181/v1/data/verdict/decision \\\n"
+    "      --against-body '{\"input\": request}' \\\n"
+    "      --against-map 'action=response.result ? \"allow\" : \"deny\"' \\\n"
+    "      --against-map 'allowed=response.result'\n";
 
 static int usage_error(const char *msg, const char *arg) {
   return cli_usage_error("replay", msg, arg);
@@ -155,7 +175,16 @@ typedef struct run {
 static int on_item(void *user, const replay_item *it) {
   run *r = user;
   if (score_add(r->acc, it) < 0) r->oom = 1;
-  if (it->error || !it->same) {
+  if (!it->error && it->masked) {
+    /* decided from a field the snapshot holds masked: said, not a failure */
+    if (r->determinism && r->print_failures) {
+      if (r->prog.on) fprintf(stderr, "\r\033[K");
+      printf(
+          "%s  %s  masked: rule '%s' read a field `snapshot:` keeps out (cannot be "
+          "re-proven)\n",
+          it->id_text, it->point ? it->point : "", it->masked);
+    }
+  } else if (it->error || !it->same) {
     if (r->determinism && r->print_failures) {
       if (r->prog.on) fprintf(stderr, "\r\033[K");
       report_failure_line(stdout, it);
@@ -169,8 +198,121 @@ static int on_item(void *user, const replay_item *it) {
   return 0;
 }
 
+#define MAX_POLICIES (SCORE_MAX_SIDES - 1)
+
+/* One walk: a candidate (or the recorded versions, or a service) over the
+ * log, scored. */
+typedef struct walk {
+  run r;
+  replay_stats st;
+  double wall;
+  int rc;
+  char err[1024];
+} walk;
+
+static void walk_run(walk *w, const replay_opts *o, const char *against, const against_map *map,
+                     long timeout_ms) {
+  int64_t t0 = (int64_t)clock_mono_ns();
+  w->rc = against ? against_run(o, against, map, (int)timeout_ms, on_item, &w->r, &w->st, w->err,
+                                sizeof w->err)
+                  : replay_run(o, on_item, &w->r, &w->st, w->err, sizeof w->err);
+  w->wall = (double)((int64_t)clock_mono_ns() - t0) / 1e9;
+}
+
+/* --policy A --policy B ...: one walk per candidate over the same
+ * snapshots, then the candidates side by side with the recording. */
+static int replay_candidates(const char *dir, replay_opts *o, const char *store,
+                             const char *const *policies, int n, const score_weights *w,
+                             const score_labels *labels, const char *labels_path,
+                             const char *filters, int64_t now, int json, int quiet,
+                             const char *html_path) {
+  walk *ws = calloc((size_t)n, sizeof *ws);
+  score_report *reps = calloc((size_t)n, sizeof *reps);
+  report_info *infos = calloc((size_t)n, sizeof *infos);
+  int status = 0;
+  if (!ws || !reps || !infos) {
+    fprintf(stderr, "verdict replay: out of memory\n");
+    status = 1;
+    goto out;
+  }
+  for (int i = 0; i < n && !status; i++) {
+    replay_opts oi = *o;
+    oi.snapshots_dir = dir;
+    oi.policy_dir = policies[i];
+    oi.store_dir = store;
+    oi.time_reference = 1;
+    ws[i].r.acc = score_new(SCORE_CANDIDATE, w, labels);
+    if (!ws[i].r.acc) {
+      fprintf(stderr, "verdict replay: out of memory\n");
+      status = 1;
+      break;
+    }
+    report_failures_init(&ws[i].r.failures, 1000);
+    if (!quiet && isatty(2)) fprintf(stderr, "verdict replay: candidate %s...\r", policies[i]);
+    walk_run(&ws[i], &oi, NULL, NULL, 0);
+    if (!quiet && isatty(2)) fputs("\r\033[K", stderr);
+    if (ws[i].rc != 0) {
+      fprintf(stderr, "verdict replay: %s: %s\n", policies[i], ws[i].err);
+      status = 1;
+      break;
+    }
+    if (ws[i].r.oom)
+      fprintf(stderr, "verdict replay: out of memory: some figures are incomplete\n");
+    score_finish(ws[i].r.acc, &reps[i]);
+    infos[i] = (report_info){.snapshots_dir = dir,
+                             .policy_dir = policies[i],
+                             .labels_path = labels_path,
+                             .filters = filters,
+                             .wall_seconds = ws[i].wall,
+                             .generated_ns = now,
+                             .stats = &ws[i].st,
+                             .failures = &ws[i].r.failures};
+  }
+  if (status) goto out;
+  if (json) {
+    json_buf b;
+    json_buf_init(&b, NULL);
+    if (report_json_candidates(&b, reps, infos, (size_t)n) < 0) {
+      fprintf(stderr, "verdict replay: out of memory writing the JSON\n");
+      status = 1;
+    } else {
+      fwrite(b.data, 1, b.len, stdout);
+      fputc('\n', stdout);
+    }
+    json_buf_free(&b);
+  } else {
+    report_text_candidates(stdout, reps, infos, (size_t)n);
+  }
+  if (html_path) {
+    FILE *h = cli_open_file("replay", html_path, "w");
+    if (!h || report_html_candidates(h, reps, infos, (size_t)n) < 0) status = 1;
+    if (h && fclose(h) != 0) status = 1;
+    if (status) fprintf(stderr, "verdict replay: %s: write error\n", html_path);
+  }
+  if (labels && reps[0].labelled == 0)
+    fprintf(stderr,
+            "verdict replay: warning: no snapshot matched a label in %s (labels name snapshot "
+            "ids or request keys)\n",
+            labels_path);
+  if (reps[0].seen == 0) fprintf(stderr, "verdict replay: warning: no snapshot matched\n");
+  if (fflush(stdout) != 0) status = 1;
+out:
+  for (int i = 0; ws && i < n; i++) {
+    report_failures_free(&ws[i].r.failures);
+    score_free(ws[i].r.acc);
+  }
+  free(ws);
+  free(reps);
+  free(infos);
+  return status;
+}
+
 int cmd_replay(int argc, char **argv) {
   const char *dir = getenv("VERDICT_SNAPSHOTS"), *policy = NULL, *against = NULL, *store = NULL;
+  const char *policies[MAX_POLICIES];
+  int npolicies = 0;
+  against_map *map = NULL;
+  int mapped = 0;
   const char *labels_path = NULL, *html_path = NULL, *weights_text = NULL;
   int json = 0, quiet = 0;
   long timeout_ms = 5000;
@@ -206,9 +348,22 @@ int cmd_replay(int argc, char **argv) {
     if (!strcmp(opt, "-s") || !strcmp(opt, "--snapshots")) {
       dir = val;
     } else if (!strcmp(opt, "-p") || !strcmp(opt, "--policy")) {
-      policy = val;
+      if (npolicies == MAX_POLICIES) {
+        against_map_free(map);
+        return usage_error("at most 3 candidates (--policy) in one run, got another:", val);
+      }
+      policy = policies[npolicies++] = val;
     } else if (!strcmp(opt, "--against")) {
       against = val;
+    } else if (!strcmp(opt, "--against-map") || !strcmp(opt, "--against-body")) {
+      char merr[1400];
+      int mrc = !strcmp(opt, "--against-map") ? against_map_add(&map, val, merr, sizeof merr)
+                                              : against_map_body(&map, val, merr, sizeof merr);
+      if (mrc < 0) {
+        against_map_free(map);
+        return usage_error(merr, NULL);
+      }
+      mapped = 1;
     } else if (!strcmp(opt, "--store")) {
       store = val;
     } else if (!strcmp(opt, "-l") || !strcmp(opt, "--labels")) {
@@ -254,31 +409,48 @@ int cmd_replay(int argc, char **argv) {
       o.limit = (uint64_t)l;
       is_filter = 1;
     } else {
+      against_map_free(map);
       return usage_error("unknown option", a);
     }
     if (is_filter && flen < sizeof filters - 1)
       flen += (size_t)snprintf(filters + flen, sizeof filters - flen, "%s%s %s", flen ? " " : "",
                                opt, val);
   }
-  if (!dir || !*dir) return usage_error("no snapshot folder: give --snapshots DIR", NULL);
-  if (policy && against) return usage_error("give --policy or --against, not both", NULL);
-  if (o.since_ns && o.until_ns && o.until_ns <= o.since_ns)
-    return usage_error("--until must be later than --since", NULL);
+  const char *bad = !dir || !*dir        ? "no snapshot folder: give --snapshots DIR"
+                    : policy && against  ? "give --policy or --against, not both"
+                    : mapped && !against ? "--against-map and --against-body go with --against"
+                    : o.since_ns && o.until_ns && o.until_ns <= o.since_ns
+                        ? "--until must be later than --since"
+                        : NULL;
+  if (bad) {
+    against_map_free(map);
+    return usage_error(bad, NULL);
+  }
   score_weights w;
   score_weights_default(&w);
   char err[1024];
-  if (weights_text && score_weights_parse(weights_text, &w, err, sizeof err) < 0)
+  if (weights_text && score_weights_parse(weights_text, &w, err, sizeof err) < 0) {
+    against_map_free(map);
     return usage_error(err, NULL);
+  }
 
   score_labels *labels = NULL;
   if (labels_path && score_labels_load(labels_path, &labels, err, sizeof err) < 0) {
     fprintf(stderr, "verdict replay: %s\n", err);
+    against_map_free(map);
     return 1;
+  }
+  if (npolicies > 1) {
+    int st = replay_candidates(dir, &o, store, policies, npolicies, &w, labels, labels_path,
+                               filters, now, json, quiet, html_path);
+    score_labels_free(labels);
+    return st;
   }
   score_mode mode = against ? SCORE_AGAINST : policy ? SCORE_CANDIDATE : SCORE_DETERMINISM;
   o.snapshots_dir = dir;
   o.policy_dir = policy;
   o.store_dir = store;
+  o.time_reference = policy != NULL; /* timings on the recording's scale */
 
   run r;
   memset(&r, 0, sizeof r);
@@ -310,9 +482,11 @@ int cmd_replay(int argc, char **argv) {
 
   replay_stats st;
   int64_t t0 = (int64_t)clock_mono_ns();
-  int rc = against ? against_run(&o, against, (int)timeout_ms, on_item, &r, &st, err, sizeof err)
-                   : replay_run(&o, on_item, &r, &st, err, sizeof err);
+  int rc = against
+               ? against_run(&o, against, map, (int)timeout_ms, on_item, &r, &st, err, sizeof err)
+               : replay_run(&o, on_item, &r, &st, err, sizeof err);
   double wall = (double)((int64_t)clock_mono_ns() - t0) / 1e9;
+  against_map_free(map);
   if (r.prog.on) progress_draw(&r.prog, 1);
   int status = 0;
   if (rc != 0) {
@@ -365,7 +539,7 @@ int cmd_replay(int argc, char **argv) {
               "ids or request keys)\n",
               labels_path);
     if (rep.seen == 0) fprintf(stderr, "verdict replay: warning: no snapshot matched\n");
-    if (r.determinism && rep.reproduced != rep.seen) status = 1;
+    if (r.determinism && rep.reproduced + rep.masked != rep.seen) status = 1;
     if (fflush(stdout) != 0) status = 1;
   }
   report_failures_free(&r.failures);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "policy/retention.h"
 #include "server/server.h"
 
 const char cmd_serve_help[] =
@@ -29,6 +30,8 @@ const char cmd_serve_help[] =
     "  GET  /v1/policies        the live policy version and the versions kept\n"
     "  POST /v1/policies/reload reload from disk (admin: needs the bearer token)\n"
     "  POST /mcp                MCP over Streamable HTTP (JSON answers)\n"
+    "  GET  /v1/reviews         decisions waiting for a reviewer; the outcomes\n"
+    "  POST /v1/reviews/ID      a reviewer's outcome (admin: needs the bearer token)\n"
     "  GET  /healthz, /readyz   alive; ready (bundle compiled, warm-up done)\n"
     "  GET  /metrics            Prometheus text\n"
     "\n"
@@ -54,11 +57,20 @@ const char cmd_serve_help[] =
     "      --snapshot-queue N snapshots the queue holds while the disk is slow or\n"
     "                         refuses writes (default 65536; as many again in the\n"
     "                         writer's buffer): what a stop then could lose\n"
+    "      --snapshot-segment BYTES  a segment file rotates past this size (default\n"
+    "                         67108864); gc rewrites sealed segments only\n"
     "      --drain-timeout MS at stop, how long unwritten snapshots are retried on a\n"
     "                         disk that refuses them (default 10000); then the stop\n"
     "                         line says how many are lost\n"
-    "      --store DIR        keep the policy versions in DIR (default: versions\n"
-    "                         beside the snapshot folder); --no-store: none\n"
+    "      --store DIR        keep the policy versions in DIR too (default: versions\n"
+    "                         beside the snapshot folder); --no-store: none. The\n"
+    "                         snapshot folder carries its own in any case\n"
+    "      --snapshot-secret FILE  this node's secret for the fields strategies\n"
+    "                         keyed-hash in their snapshots (snapshot: {hash})\n"
+    "      --retention FILE   run gc on the snapshot folder on a schedule, under the\n"
+    "                         rule the retention file declares (its `every`,\n"
+    "                         default 1h), on a thread of its own: decisions go on\n"
+    "                         (docs/snapshots.md)\n"
     "      --max-body BYTES   largest request body (default 1048576; 413 past it)\n"
     "      --max-header BYTES request line + headers (default 16384; 431 past it)\n"
     "      --idle-timeout MS  close a keep-alive connection idle this long (30000)\n"
@@ -84,7 +96,23 @@ const char cmd_serve_help[] =
     "      --authz-redact-query LIST  query parameters whose values /v1/authz masks\n"
     "                         in the original URI and in URLs in headers (\"*x\": any\n"
     "                         name ending in x; default: docs/nginx.md; '' for none).\n"
-    "                         A URL's user:password@ is always masked\n" CLI_STATE_HELP
+    "                         A URL's user:password@ is always masked\n"
+    "      --shadow DIR       a candidate bundle that decides every request off the\n"
+    "                         answer's path and never answers (docs/rollout.md)\n"
+    "      --shadow-queue N   off-path decisions waiting at most (1024; dropped past it)\n"
+    "      --canary DIR       a candidate bundle that answers --canary-percent P of\n"
+    "                         the requests, by a hash of the request's key\n"
+    "      --canary-no-key live|canary  the side of requests without a key (live)\n"
+    "      --canary-max-disagreement S  roll the canary back when more than this\n"
+    "                         share (0..1) of the window differs from live\n"
+    "      --canary-max-errors S  ... when more than this share of the window was\n"
+    "                         refused by the canary\n"
+    "      --canary-max-latency-us US  ... when its p99 decision time on the\n"
+    "                         requests it answered is above US microseconds\n"
+    "      --canary-window N  the compared decisions the limits watch (1000)\n"
+    "      --canary-min-decisions M  judged once the window holds M (100)\n"
+    "      --rollout-settings FILE  the canary's percent and limits (NAME = VALUE\n"
+    "                         lines), re-read on SIGHUP\n" CLI_STATE_HELP
     "  -h, --help             this text\n"
     "\n"
     "Exit status: 0 stopped by a signal; 1 could not start (the bundle, the\n"
@@ -111,7 +139,7 @@ typedef struct origin {
  * pair the command line gave (it overrides the file's). */
 typedef struct serve_args {
   server_opts o;
-  const char *snapshots, *store;
+  const char *snapshots, *store, *retention;
   int no_snapshots, no_store;
   int durability;
   int snapshots_cli, store_cli;
@@ -146,14 +174,43 @@ static const struct {
   char value;
   char alias;
 } settings[] = {
-    {"--policy", 1, 'p'},         {"--listen", 1, 'l'},      {"--threads", 1, 't'},
-    {"--snapshots", 1, 's'},      {"--no-snapshots", 0, 0},  {"--store", 1, 0},
-    {"--no-store", 0, 0},         {"--durability", 1, 0},    {"--on-full", 1, 0},
-    {"--max-body", 1, 0},         {"--max-header", 1, 0},    {"--idle-timeout", 1, 0},
-    {"--request-timeout", 1, 0},  {"--max-conns", 1, 0},     {"--max-batch", 1, 0},
-    {"--admin-token-file", 1, 0}, {"--access-log", 1, 0},    {"--authz-redact", 1, 0},
-    {"--snapshot-reads", 1, 0},   {"--watch", 0, 0},         {"--authz-redact-query", 1, 0},
-    {"--snapshot-queue", 1, 0},   {"--drain-timeout", 1, 0},
+    {"--policy", 1, 'p'},
+    {"--listen", 1, 'l'},
+    {"--threads", 1, 't'},
+    {"--snapshots", 1, 's'},
+    {"--no-snapshots", 0, 0},
+    {"--store", 1, 0},
+    {"--no-store", 0, 0},
+    {"--durability", 1, 0},
+    {"--on-full", 1, 0},
+    {"--max-body", 1, 0},
+    {"--max-header", 1, 0},
+    {"--idle-timeout", 1, 0},
+    {"--request-timeout", 1, 0},
+    {"--max-conns", 1, 0},
+    {"--max-batch", 1, 0},
+    {"--admin-token-file", 1, 0},
+    {"--access-log", 1, 0},
+    {"--authz-redact", 1, 0},
+    {"--snapshot-reads", 1, 0},
+    {"--watch", 0, 0},
+    {"--authz-redact-query", 1, 0},
+    {"--snapshot-queue", 1, 0},
+    {"--drain-timeout", 1, 0},
+    {"--retention", 1, 0},
+    {"--snapshot-segment", 1, 0},
+    {"--snapshot-secret", 1, 0},
+    {"--shadow", 1, 0},
+    {"--shadow-queue", 1, 0},
+    {"--canary", 1, 0},
+    {"--canary-percent", 1, 0},
+    {"--canary-no-key", 1, 0},
+    {"--canary-max-disagreement", 1, 0},
+    {"--canary-max-errors", 1, 0},
+    {"--canary-max-latency-us", 1, 0},
+    {"--canary-window", 1, 0},
+    {"--canary-min-decisions", 1, 0},
+    {"--rollout-settings", 1, 0},
 };
 enum { NSETTINGS = sizeof settings / sizeof settings[0] };
 
@@ -199,6 +256,9 @@ static int apply(serve_args *s, const char *name, const char *v, const origin *a
     else
       s->store = v;
     s->store_cli |= cli;
+  } else if (strcmp(name, "--retention") == 0) {
+    if (!*v) return bad(at, name, "needs a file", NULL);
+    s->retention = v;
   } else if (strcmp(name, "--on-full") == 0) {
     if (strcmp(v, "block") == 0)
       o->engine.snapshot_on_full = VD_ON_FULL_BLOCK;
@@ -227,6 +287,13 @@ static int apply(serve_args *s, const char *name, const char *v, const origin *a
     long long n = parse_count(v, 1LL << 24);
     if (n < 1) return bad(at, name, "wants a number of snapshots, not", v);
     o->engine.snapshot_queue_records = (unsigned)n;
+  } else if (strcmp(name, "--snapshot-secret") == 0) {
+    if (!*v) return bad(at, name, "needs a file", NULL);
+    o->engine.snapshot_secret_file = v;
+  } else if (strcmp(name, "--snapshot-segment") == 0) {
+    long long n = parse_count(v, 1LL << 40);
+    if (n < 4096) return bad(at, name, "wants bytes (at least 4096), not", v);
+    o->engine.snapshot_segment_bytes = (unsigned long long)n;
   } else if (strcmp(name, "--drain-timeout") == 0) {
     long long n = parse_count(v, 86400000);
     if (n < 1) return bad(at, name, "wants milliseconds (at least 1), not", v);
@@ -275,6 +342,9 @@ static int apply(serve_args *s, const char *name, const char *v, const origin *a
     o->authz_redact_query = v;
   } else if (strcmp(name, "--watch") == 0) {
     o->watch = 1;
+  } else {
+    const char *why;
+    if (rollout_setting(&o->rollout, name, v, &why) > 0) return bad(at, name, why, v);
   }
   return 0;
 }
@@ -435,6 +505,13 @@ int cmd_serve(int argc, char **argv) {
     goto done;
   }
 
+  {
+    char why[300];
+    if (rollout_opts_check(&s.o.rollout, why, sizeof why) != 0) {
+      rc = usage_error(why, NULL);
+      goto done;
+    }
+  }
   char *default_dir = NULL;
   if (cli_default_snapshots(s.o.policy_dir, s.no_snapshots, &s.snapshots, &default_dir) != 0) {
     fprintf(stderr, "verdict serve: out of memory\n");
@@ -444,7 +521,20 @@ int cmd_serve(int argc, char **argv) {
   s.o.engine.store_dir = s.no_store ? "" : s.store;
   s.o.engine.snapshots_dir = s.no_snapshots ? NULL : s.snapshots;
   s.o.engine.snapshot_durability = s.durability;
-  rc = server_run(&s.o);
+  retention *ret = NULL;
+  gc_sched *gc = NULL;
+  if (s.retention && s.no_snapshots) {
+    rc = usage_error("--retention keeps a snapshot folder: not with --no-snapshots", NULL);
+  } else if (s.retention && cli_retention_load("serve", s.retention, &ret) != 0) {
+    rc = 1;
+  } else if (ret && !(gc = cli_gc_schedule(s.snapshots, ret))) {
+    fprintf(stderr, "verdict serve: cannot start the gc thread\n");
+    rc = 1;
+  } else {
+    rc = server_run(&s.o);
+  }
+  cli_gc_unschedule(gc);
+  retention_free(ret);
   free(default_dir);
 done:
   free(settings_buf);

@@ -6,6 +6,9 @@
  *   export  the snapshots' JSON as JSON Lines, for analysis elsewhere
  *   gc      retention and sampling (snapshot_gc), safe beside a live writer
  *   repairs what recovery did to the folder (its journal, repairs.jsonl)
+ *   verify  every record's checksum and every version the records name
+ *   stats   bytes per day, per snapshot and by strategy, and a projection
+ *           of the disk the retention needs (snapshots_stats.c)
  *
  * Filters match the record headers, so no JSON is parsed to select. This is
  * a thin shell over src/snapshot/snapshot.h; docs/snapshots.md has the rest. */
@@ -20,6 +23,7 @@
 #include "core/clock.h"
 #include "core/json.h"
 #include "core/timefmt.h"
+#include "policy/retention.h"
 #include "snapshot/snapshot.h"
 
 const char cmd_snapshots_help[] =
@@ -27,8 +31,10 @@ const char cmd_snapshots_help[] =
     "       verdict snapshots show   [--snapshots DIR] [--compact] ID\n"
     "       verdict snapshots export [--snapshots DIR] [filters] [--limit N]\n"
     "       verdict snapshots gc     [--snapshots DIR] [--keep-days N] [--sample F]\n"
-    "                                [--min-confidence C] [--dry-run]\n"
+    "                                [--min-confidence C] [--retention FILE] [--dry-run]\n"
     "       verdict snapshots repairs [--snapshots DIR]\n"
+    "       verdict snapshots verify [--snapshots DIR | DIR]\n"
+    "       verdict snapshots stats  [--snapshots DIR] [--retention FILE] [--json]\n"
     "\n"
     "Reads the decision snapshots recorded in DIR (a segment log; see\n"
     "docs/snapshots.md). DIR comes from --snapshots, else $VERDICT_SNAPSHOTS.\n"
@@ -42,10 +48,20 @@ const char cmd_snapshots_help[] =
     "          0.8), or in the sample: a fraction --sample (default 0.01) chosen by\n"
     "          a hash of the id, so every run keeps the same ones. Safe while a\n"
     "          writer is appending (its active segment is skipped). --dry-run\n"
-    "          counts without changing anything.\n"
+    "          counts without changing anything, and predicts the gc after it\n"
+    "          exactly. --retention FILE: the rule a retention file declares\n"
+    "          instead (keep_days, a CEL keep condition, sample rates by class;\n"
+    "          docs/snapshots.md)\n"
     "  repairs what opening the log repaired, one JSON line each (time, segment,\n"
     "          repair: cut_tail, moved_corrupt, removed_empty or damaged_kept,\n"
     "          bytes, records); a count on stderr\n"
+    "  verify  reads every record and checks its checksum, and checks that every\n"
+    "          policy and model version a record names is in DIR/versions and\n"
+    "          hashes to its name (the folder replays alone); one line a problem,\n"
+    "          exit 1 when there is any\n"
+    "  stats   disk bytes per UTC day and per snapshot, snapshots and bytes by\n"
+    "          strategy, and a projection of the disk the retention needs at the\n"
+    "          current rate (the built-in rule, or --retention FILE's); --json\n"
     "\n"
     "options:\n"
     "  -s, --snapshots DIR         the snapshot folder (default: $VERDICT_SNAPSHOTS)\n"
@@ -56,6 +72,8 @@ const char cmd_snapshots_help[] =
     "                              the id (0.01)\n"
     "      --min-confidence C      gc: keep older ones below this confidence (0.8)\n"
     "      --dry-run               gc: count what would go, change nothing\n"
+    "      --retention FILE        gc: the retention file's rule (not with --keep-days,\n"
+    "                              --sample, --min-confidence)\n"
     "  -h, --help                  this text\n"
     "\n"
     "filters (list, export; all must match):\n"
@@ -68,8 +86,8 @@ const char cmd_snapshots_help[] =
     "      --policy-version HEX    policy version (a prefix is enough)\n"
     "      --limit N               stop after N snapshots\n"
     "\n"
-    "Exit status: 0 done; 1 the directory or a snapshot could not be read, or no\n"
-    "snapshot has that id; 2 bad usage.\n"
+    "Exit status: 0 done; 1 the directory or a snapshot could not be read, no\n"
+    "snapshot has that id, or verify found a problem; 2 bad usage.\n"
     "\n"
     "examples:\n"
     "  verdict snapshots list --snapshots /var/lib/verdict/snapshots --since 1h\n"
@@ -154,10 +172,24 @@ static void print_list_line(const snapshot_rec *r) {
          r->point, (int)r->action_len, r->action, src ? src : "?");
 }
 
-static int run_gc(const char *dir, const snapshot_gc_opts *o) {
+static int run_gc(const char *dir, snapshot_gc_opts *o, const char *retention_file) {
   snapshot_gc_stats st;
   char err[SNAPSHOT_ERRLEN];
-  if (snapshot_gc(dir, o, &st, err, sizeof err) < 0) {
+  retention *ret = NULL;
+  if (retention_file) {
+    if (cli_retention_load("snapshots gc", retention_file, &ret) != 0) return 1;
+    cli_retention_gc_opts(ret, o);
+  }
+  int rc = snapshot_gc(dir, o, &st, err, sizeof err);
+  const char *first = "";
+  uint64_t errors = ret ? retention_errors(ret, &first) : 0;
+  if (errors)
+    fprintf(stderr,
+            "verdict snapshots gc: warning: the retention conditions failed on %llu snapshot "
+            "reading%s (kept); the first: %s\n",
+            (unsigned long long)errors, errors == 1 ? "" : "s", first);
+  retention_free(ret);
+  if (rc < 0) {
     fprintf(stderr, "verdict snapshots gc: %s\n", err);
     return 1;
   }
@@ -170,6 +202,32 @@ static int run_gc(const char *dir, const snapshot_gc_opts *o) {
          (unsigned long long)st.records_removed, (unsigned long long)st.bytes_before,
          (unsigned long long)st.bytes_after);
   return 0;
+}
+
+static void print_problem(void *ud, const char *kind, const char *file, const char *detail) {
+  (void)ud;
+  printf("%-10s  %s  %s\n", kind, file, detail);
+}
+
+/* Every record's checksum, every version present and whole (folder.c). */
+static int run_verify(const char *dir) {
+  snapshot_verify_stats st;
+  char err[SNAPSHOT_ERRLEN];
+  if (snapshot_verify(dir, print_problem, NULL, &st, err, sizeof err) < 0) {
+    fprintf(stderr, "verdict snapshots verify: %s\n", err);
+    return 1;
+  }
+  printf("%s: %llu segment%s, %llu records, %llu version%s named: %s\n", dir,
+         (unsigned long long)st.segments, st.segments == 1 ? "" : "s",
+         (unsigned long long)st.records, (unsigned long long)st.versions,
+         st.versions == 1 ? "" : "s",
+         st.problems ? "PROBLEMS (listed above)" : "every record and version checks");
+  if (st.problems)
+    printf("%llu problem%s: %llu damaged byte%s, %llu version%s missing or changed\n",
+           (unsigned long long)st.problems, st.problems == 1 ? "" : "s",
+           (unsigned long long)st.damaged_bytes, st.damaged_bytes == 1 ? "" : "s",
+           (unsigned long long)st.versions_bad, st.versions_bad == 1 ? "" : "s");
+  return st.problems ? 1 : 0;
 }
 
 /* The folder's repair journal (src/snapshot/repairs.c), as it is. */
@@ -203,25 +261,32 @@ static int run_repairs(const char *dir) {
 }
 
 int cmd_snapshots(int argc, char **argv) {
-  if (argc < 2) return usage_error("give a subcommand: list, show, export, gc or repairs", NULL);
+  if (argc < 2)
+    return usage_error("give a subcommand: list, show, export, gc, repairs, verify or stats", NULL);
   const char *sub = argv[1];
   int is_list = strcmp(sub, "list") == 0, is_show = strcmp(sub, "show") == 0,
       is_export = strcmp(sub, "export") == 0, is_gc = strcmp(sub, "gc") == 0,
-      is_repairs = strcmp(sub, "repairs") == 0;
-  if (!is_list && !is_show && !is_export && !is_gc && !is_repairs)
+      is_repairs = strcmp(sub, "repairs") == 0, is_verify = strcmp(sub, "verify") == 0,
+      is_stats = strcmp(sub, "stats") == 0;
+  if (!is_list && !is_show && !is_export && !is_gc && !is_repairs && !is_verify && !is_stats)
     return usage_error("unknown subcommand", sub);
 
-  const char *dir = getenv("VERDICT_SNAPSHOTS"), *id_text = NULL;
+  const char *dir = getenv("VERDICT_SNAPSHOTS"), *id_text = NULL, *retention_file = NULL;
+  int gc_rule_given = 0;
   snapshot_filter f;
   snapshot_filter_init(&f);
   snapshot_gc_opts g;
   snapshot_gc_opts_init(&g);
-  int compact = 0;
+  int compact = 0, as_json = 0;
   long long limit = -1; /* none */
   int64_t now = clock_wall_ns();
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     if (a[0] != '-' || strcmp(a, "-") == 0) {
+      if (is_verify && !id_text) { /* verify S: the folder itself */
+        dir = id_text = a;
+        continue;
+      }
       if (!is_show || id_text) return usage_error("unexpected argument", a);
       id_text = a;
       continue;
@@ -232,6 +297,10 @@ int cmd_snapshots(int argc, char **argv) {
     }
     if (strcmp(a, "--pretty") == 0 && is_show) {
       compact = 0;
+      continue;
+    }
+    if (strcmp(a, "--json") == 0 && is_stats) {
+      as_json = 1;
       continue;
     }
     if (strcmp(a, "--dry-run") == 0 && is_gc) {
@@ -281,8 +350,11 @@ int cmd_snapshots(int argc, char **argv) {
       limit = strtoll(val, &end, 10);
       if (errno || *end || !*val || limit < 0)
         return usage_error("--limit wants a count, got", val);
+    } else if ((is_gc || is_stats) && strcmp(opt, "--retention") == 0) {
+      retention_file = val;
     } else if (is_gc && (strcmp(opt, "--keep-days") == 0 || strcmp(opt, "--sample") == 0 ||
                          strcmp(opt, "--min-confidence") == 0)) {
+      gc_rule_given = 1;
       char *end;
       errno = 0;
       double d = strtod(val, &end);
@@ -305,8 +377,15 @@ int cmd_snapshots(int argc, char **argv) {
   if (f.since_ns && f.until_ns && f.until_ns <= f.since_ns)
     return usage_error("--until must be later than --since", NULL);
 
-  if (is_gc) return run_gc(dir, &g);
+  if (retention_file && gc_rule_given)
+    return usage_error(
+        "--retention declares the rule: not with --keep-days, --sample or "
+        "--min-confidence",
+        NULL);
+  if (is_gc) return run_gc(dir, &g, retention_file);
   if (is_repairs) return run_repairs(dir);
+  if (is_verify) return run_verify(dir);
+  if (is_stats) return cli_snapshots_stats(dir, retention_file, as_json);
 
   uint8_t id[16];
   if (is_show) {

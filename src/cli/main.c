@@ -35,6 +35,8 @@ static const command commands[] = {
     {"hook", "answer a coding agent's pre-tool-call hook (claude, codex, gemini, opencode)",
      cmd_hook, cmd_hook_help},
     {"store", "show a policy version store, clean its caches", cmd_store, cmd_store_help},
+    {"reviews", "the review queue of a snapshot folder, its outcomes as a labels file", cmd_reviews,
+     cmd_reviews_help},
 };
 
 static void usage(FILE *out) {

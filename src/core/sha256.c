@@ -11,7 +11,9 @@
  * standard's pseudo-code, checked against its test vectors
  * (tests/core/test_sha256.c) and against `sha256sum` on the stored files.
  *
- * Not here: HMAC, streaming over many calls (nothing needs them). */
+ * HMAC-SHA256 (RFC 2104) is here too, for the keyed hashes of snapshot
+ * fields a strategy declares (`snapshot: {hash: [...]}`). Not here:
+ * streaming over many calls (nothing needs it). */
 #include "core/sha256.h"
 
 #include <string.h>
@@ -73,9 +75,12 @@ static void block(uint32_t h[8], const unsigned char *p) {
   h[7] += k;
 }
 
-void sha256(const void *data, size_t len, unsigned char out[32]) {
+/* The digest of pre[0..64) (when pre is not NULL) followed by data: HMAC
+ * hashes a key block and the message without copying them together. */
+static void digest(const unsigned char *pre, const void *data, size_t len, unsigned char out[32]) {
   uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  if (pre) block(h, pre);
   const unsigned char *p = data;
   size_t n = len;
   while (n >= 64) {
@@ -89,7 +94,7 @@ void sha256(const void *data, size_t len, unsigned char out[32]) {
   if (n) memcpy(last, p, n);
   last[n] = 0x80;
   size_t total = n + 1 + 8 <= 64 ? 64 : 128;
-  uint64_t bits = (uint64_t)len * 8;
+  uint64_t bits = ((uint64_t)len + (pre ? 64 : 0)) * 8;
   for (int i = 0; i < 8; i++) last[total - 1 - i] = (unsigned char)(bits >> (8 * i));
   block(h, last);
   if (total == 128) block(h, last + 64);
@@ -99,6 +104,26 @@ void sha256(const void *data, size_t len, unsigned char out[32]) {
     out[4 * i + 2] = (unsigned char)(h[i] >> 8);
     out[4 * i + 3] = (unsigned char)h[i];
   }
+}
+
+void sha256(const void *data, size_t len, unsigned char out[32]) { digest(NULL, data, len, out); }
+
+/* RFC 2104: H((K ^ opad) || H((K ^ ipad) || m)), K padded to the block
+ * (hashed first when longer than it). */
+void hmac_sha256(const void *key, size_t key_len, const void *data, size_t len,
+                 unsigned char out[32]) {
+  unsigned char k[64], ipad[64], opad[64], inner[32];
+  memset(k, 0, sizeof k);
+  if (key_len > 64)
+    sha256(key, key_len, k);
+  else if (key_len)
+    memcpy(k, key, key_len);
+  for (int i = 0; i < 64; i++) {
+    ipad[i] = k[i] ^ 0x36;
+    opad[i] = k[i] ^ 0x5c;
+  }
+  digest(ipad, data, len, inner);
+  digest(opad, inner, sizeof inner, out);
 }
 
 void sha256_hex(const void *data, size_t len, char out[65]) {

@@ -44,7 +44,7 @@ typedef struct dctx {
   value *let_vals; /* allocated on the first let read */
   uint8_t *let_state;
   uint32_t let_depth; /* lets being evaluated, each inside the one before */
-  value request; /* the `request` variable, built on first read */
+  value request;      /* the `request` variable, built on first read */
   int have_request;
   value model; /* the `model` variable, built on first read */
   int have_model;

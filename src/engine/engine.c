@@ -34,10 +34,13 @@
 
 #include "core/clock.h"
 #include "engine/engine.h"
+#include "engine/service.h"
+#include "snapshot/snapshot.h"
 
 /* What a reload swaps: the bundle and what the engine derives from it. */
 typedef struct live {
   policy_bundle *bundle;
+  int any_mask;      /* a strategy declares snapshot: {mask, hash} (mask.c) */
   name_table *names; /* one per strategy, in mem */
   arena mem;
   /* once replaced, with snapshots on: kept until the snapshot writer has
@@ -51,6 +54,9 @@ struct vd_engine {
   live *live; /* RCU-protected: read with rcu_dereference */
   char *dir;
   char *store_dir; /* engine_store_path's; "": none */
+  char *pin_dir;   /* <snapshots_dir>/versions: the folder's own versions; NULL: snapshots off */
+  uint8_t *secret; /* snapshot_secret_file's bytes (snapshot: {hash}); NULL: none */
+  size_t secret_len;
   int warnings_as_errors;
   char *only_point; /* NULL: every strategy file */
   int lazy;         /* vd_engine_opts.lazy_compile */
@@ -60,6 +66,7 @@ struct vd_engine {
   int rec_always;     /* durability ALWAYS: a decision waits for its snapshot (record_wait) */
   live *retired;      /* replaced bundles the snapshot writer may still read */
   state_store *state; /* rate-limit counters, shared by every decision */
+  int beside;         /* a rollout's engine: rec and state are the host's (not closed here) */
   _Atomic unsigned long long model_calls, model_deadline_misses;
 };
 
@@ -117,6 +124,7 @@ static void live_free(live *l) {
 
 static int load(vd_engine *e, live **out, vd_error *err) {
   policy_load_opts lo = {.store_dir = e->store_dir,
+                         .pin_dir = e->pin_dir,
                          .warnings_as_errors = e->warnings_as_errors,
                          .only_point = e->only_point,
                          .lazy = e->lazy};
@@ -132,9 +140,24 @@ static int load(vd_engine *e, live **out, vd_error *err) {
     return rc;
   }
   policy_diags_free(&diags);
+  int any_mask = 0;
+  for (uint32_t i = 0; i < b->nstrategies; i++) {
+    const strategy *s = &b->strategies[i];
+    any_mask |= s->nsnap_mask || s->nsnap_hash;
+    if (s->nsnap_hash && e->pin_dir && !e->secret) {
+      int code = engine_error(err, VD_EPOLICY, 0, 0, NULL,
+                              "strategy '%s' (%s) keyed-hashes fields in its snapshots "
+                              "(snapshot.hash): give this node's secret with --snapshot-secret "
+                              "FILE (vd_engine_opts.snapshot_secret_file)",
+                              s->name ? s->name : "?", s->file ? s->file : e->dir);
+      policy_bundle_free(b);
+      return code;
+    }
+  }
   live *l = calloc(1, sizeof *l);
   if (l) {
     l->bundle = b;
+    l->any_mask = any_mask;
     arena_init(&l->mem, NULL, 0, 0);
     l->names = name_tables_build(&l->mem, b);
   }
@@ -168,6 +191,30 @@ int engine_store_path(const char *bundle, const char *store_dir, const char *sna
   return *out ? 0 : -1;
 }
 
+/* The node secret for snapshot.hash: the file's bytes, a final newline
+ * dropped (an editor's). Kept in memory only. */
+static int read_secret(vd_engine *e, const char *path, vd_error *err) {
+  FILE *f = fopen(path, "rb");
+  uint8_t buf[4097];
+  size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+  int bad = !f || ferror(f);
+  if (f) fclose(f);
+  if (bad)
+    return engine_error(err, VD_EINVAL, 0, 0, NULL, "cannot read the snapshot secret %s", path);
+  if (n && buf[n - 1] == '\n') n--;
+  if (n && buf[n - 1] == '\r') n--;
+  if (n < 16 || n > 4096)
+    return engine_error(err, VD_EINVAL, 0, 0, NULL,
+                        "the snapshot secret %s holds %zu bytes: give 16 to 4096 (for example "
+                        "`head -c 32 /dev/urandom | base64 > FILE`)",
+                        path, n);
+  if (!(e->secret = malloc(n))) return engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory");
+  memcpy(e->secret, buf, n);
+  e->secret_len = n;
+  explicit_bzero(buf, sizeof buf);
+  return 0;
+}
+
 int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out, vd_error *err) {
   engine_error_clear(err);
   if (!out) return engine_error(err, VD_EINVAL, 0, 0, NULL, "vd_engine_open: out is NULL");
@@ -195,6 +242,28 @@ int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out,
   }
   decide_limits_init(&e->lim, opts);
   pthread_mutex_init(&e->reload_lock, NULL);
+  if (opts && opts->snapshots_dir && opts->snapshots_dir[0]) {
+    /* The folder carries every version its records name (snapshot.h,
+     * "self-contained"): each load writes them there before any decision
+     * under them is made, so before any record naming them exists. The
+     * folder is made here, as the log makes it (0750), since the load
+     * comes first. */
+    char msg[SNAPSHOT_ERRLEN];
+    if (snapshot_folder_make(opts->snapshots_dir, msg, sizeof msg) < 0) {
+      vd_engine_close(e);
+      return engine_error(err, VD_ESNAPSHOT, 0, 0, NULL, "cannot record snapshots in %s: %s",
+                          opts->snapshots_dir, msg);
+    }
+    if (!(e->pin_dir = snapshot_versions_path(opts->snapshots_dir))) {
+      vd_engine_close(e);
+      return engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory");
+    }
+  }
+  if (opts && opts->snapshot_secret_file && opts->snapshot_secret_file[0] &&
+      read_secret(e, opts->snapshot_secret_file, err) != 0) {
+    vd_engine_close(e);
+    return VD_EINVAL;
+  }
   live *l;
   int rc = load(e, &l, err);
   if (rc) {
@@ -280,8 +349,26 @@ void vd_engine_close_stats(vd_engine *e, vd_engine_counters *out) {
   if (out) memset(out, 0, sizeof *out);
   if (!e) return;
   if (out) vd_engine_stats(e, out);
-  recorder_close(e->rec, out); /* formats every record: nothing reads a bundle after */
-  state_close(e->state);
+  if (e->beside) {
+    /* the host's log and counters: wait until its writer is past this
+     * engine's records (they name rules in its bundles), at most 5 s, then
+     * let them go; the host closes both */
+    uint64_t mark = e->rec ? recorder_mark(e->rec) : 0;
+    for (int ms = 0; e->rec && ms < 5000 && !recorder_past(e->rec, mark); ms++) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+    if (e->rec && !recorder_past(e->rec, mark)) {
+      /* a writer stuck on a failing disk may still read them: the bundles
+       * are kept (leaked) rather than freed under it */
+      e->live = NULL;
+      e->retired = NULL;
+    }
+    recorder_forget(e->rec);
+  } else {
+    recorder_close(e->rec, out); /* formats every record: nothing reads a bundle after */
+    state_close(e->state);
+  }
   live_free(e->live);
   while (e->retired) {
     live *r = e->retired;
@@ -291,6 +378,9 @@ void vd_engine_close_stats(vd_engine *e, vd_engine_counters *out) {
   pthread_mutex_destroy(&e->reload_lock);
   free(e->dir);
   free(e->store_dir);
+  free(e->pin_dir);
+  if (e->secret) explicit_bzero(e->secret, e->secret_len);
+  free(e->secret);
   free(e->only_point);
   free(e);
 }
@@ -303,11 +393,11 @@ int vd_engine_snapshot_repair(vd_engine *e, unsigned i, vd_snapshot_repair *out)
 int vd_engine_stats(vd_engine *e, vd_engine_counters *out) {
   if (!e || !out) return VD_EINVAL;
   memset(out, 0, sizeof *out);
-  if (e->rec) recorder_counters(e->rec, out);
+  if (e->rec && !e->beside) recorder_counters(e->rec, out);
   out->model_calls = atomic_load_explicit(&e->model_calls, memory_order_relaxed);
   out->model_deadline_misses =
       atomic_load_explicit(&e->model_deadline_misses, memory_order_relaxed);
-  if (e->state) {
+  if (e->state && !e->beside) {
     state_stats st;
     state_get_stats(e->state, &st);
     out->limit_charges = st.charges;
@@ -348,14 +438,17 @@ static int decide_stages(const policy_bundle *b, const name_table *names, const 
  * The append may wait for room (on_full BLOCK, 1 s at most), delaying a reload meanwhile;
  * waiting for the disk (durability ALWAYS) comes after. */
 static int decide_live(vd_engine *e, const decide_request *req, vd_decision *d, uint64_t t0,
-                       record_input *rin, vd_error *err) {
+                       record_input *rin, int always, vd_error *err) {
   rcu_read_lock();
   const live *l = rcu_dereference(e->live);
   int rc = decide_stages(l->bundle, l->names, &e->lim, req, d, t0, err);
   if (rc == 0) { /* the answer, once, snapshots on or off; with them, it carries the id */
     if (rin) record_id(e->rec, d, rin);
     decision_answer(d);
-    if (rin) rc = record_commit(e->rec, d, rin);
+    const strategy *ms = rin && l->any_mask ? mask_strategy(l->bundle, d->strategy) : NULL;
+    if (ms && mask_for_record(ms, req, d, e->secret, e->secret_len, rin) != 0)
+      rc = engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory masking the snapshot");
+    if (rin && rc == 0) rc = record_commit(e->rec, d, rin);
   }
   if (d->trace_borrow) { /* names into the bundle: gone with it */
     d->ntrace = 0;
@@ -369,7 +462,7 @@ static int decide_live(vd_engine *e, const decide_request *req, vd_decision *d, 
       atomic_fetch_add_explicit(&e->model_deadline_misses, 1, memory_order_relaxed);
   }
   /* Only ALWAYS waits: the others spare the call. */
-  if (rc == 0 && rin && e->rec_always) rc = record_wait(e->rec, d, rin);
+  if (rc == 0 && rin && always) rc = record_wait(e->rec, d, rin);
   if (rc == VD_ESNAPSHOT && rin) { /* decided, but not to be answered: its snapshot was refused */
     d->decided = 0;
     return record_refusal(e->rec, rin, err);
@@ -405,11 +498,70 @@ int vd_decide_json(vd_engine *e, const char *json, long len, vd_decision *d, vd_
   size_t n = len < 0 ? strlen(json) : (size_t)len;
   record_input in = {.req = &req, .json = json, .json_len = n, .lim = &e->lim};
   rc = request_parse_json(&d->mem, json, n, &e->lim, &req, err);
-  if (rc == 0) rc = decide_live(e, &req, d, t0, e->rec ? &in : NULL, err);
+  if (rc == 0) rc = decide_live(e, &req, d, t0, e->rec ? &in : NULL, e->rec_always, err);
   d->trace_on = trace;
   d->trace_borrow = 0;
   return rc;
 }
+
+int service_decide_side(vd_engine *e, const char *json, size_t len, const service_side *side,
+                        vd_decision *d, vd_error *err) {
+  if (!side) return vd_decide_json(e, json, (long)len, d, err);
+  int rc = check_args(e, json, d, err, "service_decide_side");
+  if (rc) return rc;
+  if (side->clock_ns) d->clock_ns = side->clock_ns;
+  if (side->off_path) d->state = NULL;
+  int trace = d->trace_on;
+  if (e->rec && !trace) d->trace_on = d->trace_borrow = 1;
+  uint64_t t0 = clock_mono_ns();
+  decide_request req;
+  record_input in = {.req = &req, .json = json, .json_len = len, .lim = &e->lim, .side = side};
+  int always = e->rec_always;
+  rc = request_parse_json(&d->mem, json, len, &e->lim, &req, err);
+  if (rc == 0) {
+    /* off the answer's path nothing waits for the disk: the answered
+     * decision's record is the one durability speaks of */
+    rc = decide_live(e, &req, d, t0, e->rec ? &in : NULL, side->off_path ? 0 : always, err);
+  }
+  d->trace_on = trace;
+  d->trace_borrow = 0;
+  return rc;
+}
+
+int service_engine_open_beside(const char *dir, vd_engine *host, vd_engine **out, vd_error *err) {
+  engine_error_clear(err);
+  if (!host || !out) return engine_error(err, VD_EINVAL, 0, 0, NULL, "no host engine");
+  vd_engine_opts o;
+  memset(&o, 0, sizeof o);
+  o.store_dir = host->store_dir;
+  o.cost_limit = host->lim.cost_limit;
+  o.regex_match_limit = host->lim.regex_match_limit;
+  o.memory_limit = host->lim.memory_limit;
+  o.max_request_bytes = host->lim.max_request_bytes;
+  o.warnings_as_errors = host->warnings_as_errors;
+  o.state_max_bytes = 4096; /* a placeholder store, closed at once: the host's is used */
+  int rc = vd_engine_open(dir, &o, out, err);
+  if (rc) return rc;
+  vd_engine *e = *out;
+  state_close(e->state);
+  e->state = host->state;
+  e->rec = host->rec;
+  e->rec_always = host->rec_always;
+  e->beside = 1;
+  return 0;
+}
+
+int service_engine_set_dir(vd_engine *e, const char *dir) {
+  char *d = strdup(dir);
+  if (!d) return VD_ENOMEM;
+  pthread_mutex_lock(&e->reload_lock);
+  free(e->dir);
+  e->dir = d;
+  pthread_mutex_unlock(&e->reload_lock);
+  return 0;
+}
+
+const char *service_engine_dir(const vd_engine *e) { return e ? e->dir : NULL; }
 
 int vd_decide(vd_engine *e, const vd_request *r, vd_decision *d, vd_error *err) {
   int rc = check_args(e, r, d, err, "vd_decide");
@@ -420,7 +572,7 @@ int vd_decide(vd_engine *e, const vd_request *r, vd_decision *d, vd_error *err) 
   decide_request req;
   record_input in = {.req = &req, .creq = r, .lim = &e->lim};
   rc = request_from_c(&d->mem, r, &e->lim, &req, err);
-  if (rc == 0) rc = decide_live(e, &req, d, t0, e->rec ? &in : NULL, err);
+  if (rc == 0) rc = decide_live(e, &req, d, t0, e->rec ? &in : NULL, e->rec_always, err);
   d->trace_on = trace;
   d->trace_borrow = 0;
   return rc;

@@ -291,6 +291,9 @@ typedef struct record_input {
   size_t json_len;
   const vd_request *creq; /* or the request built in C */
   const decide_limits *lim;
+  /* a rollout's side of this decision (service.h), or NULL: none, and the
+   * snapshot has no side members */
+  const struct service_side *side;
   /* filled by record_id and record_commit */
   uint8_t id[16];
   const char *payload; /* a capture in d's arena, when it did not fit the queue slot */
@@ -314,6 +317,14 @@ typedef struct record_input {
  * without the id), except where answering would break
  * the setting's promise: under BLOCK a queue that stays full, and under
  * ALWAYS a disk that refuses the record, refuse the decision instead. */
+/* mask.c: the strategy of the bundle named name when it declares
+ * `snapshot: {mask, hash}`, else NULL; and the record's inputs masked as it
+ * says (in->json becomes the request written again with those fields
+ * replaced or keyed-hashed under key, in d's arena; the lets read from them
+ * recorded masked). 0, or -1 out of memory. */
+const strategy *mask_strategy(const policy_bundle *b, const char *name);
+int mask_for_record(const strategy *s, const decide_request *req, vd_decision *d,
+                    const uint8_t *key, size_t key_len, record_input *in);
 void record_id(recorder *r, vd_decision *d, record_input *in);
 /* record_commit and record_wait return 0, or VD_ESNAPSHOT when the log
  * refused the record (on_full BLOCK and no room; ALWAYS and the disk did not

@@ -130,6 +130,7 @@ int recorder_open(const char *dir, const vd_engine_opts *opts, recorder **out, v
   if (opts->snapshot_interval_ms) o.interval_ms = opts->snapshot_interval_ms;
   if (opts->snapshot_close_timeout_ms) o.close_timeout_ms = opts->snapshot_close_timeout_ms;
   if (opts->snapshot_queue_records) o.queue_records = opts->snapshot_queue_records;
+  if (opts->snapshot_segment_bytes) o.segment_bytes = opts->snapshot_segment_bytes;
   r->full_wait_ms = o.full_wait_ms;
   o.node = r->node;
   o.format = recorder_format;

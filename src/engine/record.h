@@ -70,7 +70,8 @@
   X(reason, HEAD, "reason")                 \
   X(latency_ns, HEAD, "latency_ns")         \
   X(limits, HEAD, "limits")                 \
-  X(inputs, BODY, "inputs")
+  X(inputs, BODY, "inputs")                 \
+  X(side, BODY, "side")
 
 /* The capture's head: the fixed-size fields, X(type, name, value) with
  * value an expression over the decision d and the input in (and the locals
@@ -125,6 +126,12 @@
   X(action_len, v->action_n)                                                   \
   X(policy_version, v->policy_version)                                         \
   X(policy_version_len, v->policy_version_n)
+
+/* cap_side's first byte: which of the side members follow (none for a
+ * decision made outside a rollout, whose bytes stay as they were). */
+#define CAP_SIDE_SET 1u       /* "side" */
+#define CAP_SIDE_COMPLETES 2u /* "completes": the answered record's id */
+#define CAP_SIDE_ROLLOUT 4u   /* "rollout" */
 
 #define CAP_NULL 0xFFFFFFFFu /* the length of a NULL string */
 #define CAP_SOURCE_TEXT 0xFF /* d->source is not one of the four names: copied */

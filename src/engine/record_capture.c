@@ -27,6 +27,7 @@
 #include "core/json.h"
 #include "engine/engine.h"
 #include "engine/record.h"
+#include "engine/service.h"
 #include "snapshot/snapshot.h"
 
 #define HOT static inline __attribute__((always_inline))
@@ -386,6 +387,27 @@ HOT void cap_inputs(cap_ctx *x) {
     cap_u8(c, lr->r.penalized);
     cap_u8(c, lr->r.charged);
     cap_u8(c, lr->r.degraded);
+  }
+}
+
+/* the rollout's members (service_side): one byte 0 outside a rollout */
+HOT void cap_side(cap_ctx *x) {
+  const service_side *s = x->in->side;
+  json_buf *c = x->c;
+  if (!s) {
+    cap_u8(c, 0);
+    return;
+  }
+  uint8_t f = (s->side ? CAP_SIDE_SET : 0) | (s->completes ? CAP_SIDE_COMPLETES : 0) |
+              (s->answered ? CAP_SIDE_ROLLOUT : 0);
+  cap_u8(c, f);
+  if (s->side) cap_str(c, s->side);
+  if (s->completes) cap_str(c, s->completes);
+  if (s->answered) {
+    cap_str(c, s->answered);
+    cap_str(c, s->by ? s->by : "no key");
+    cap_u32(c, (uint32_t)s->bucket);
+    json_put_raw(c, (const char *)&s->percent, sizeof s->percent);
   }
 }
 

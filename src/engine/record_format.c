@@ -907,6 +907,39 @@ HOT void fmt_inputs(fmt_view *v, const char *key, size_t keyn) {
   JSON_PUT(b, "},\"random\":{}}");
 }
 
+/* a rollout's members (docs/snapshots.md, "Shadow and canary"): the side
+ * this decision is, the answered record it completes, how the side was
+ * chosen; nothing at all outside a rollout */
+static void fmt_side(fmt_view *v, const char *key, size_t keyn) {
+  (void)key;
+  (void)keyn;
+  json_buf *b = v->b;
+  cap_cur *c = &v->c;
+  uint8_t f = get_u8(c);
+  if (f & CAP_SIDE_SET) {
+    JSON_PUT(b, ",\"side\":");
+    fmt_str(b, c);
+  }
+  if (f & CAP_SIDE_COMPLETES) {
+    JSON_PUT(b, ",\"completes\":");
+    fmt_str(b, c);
+  }
+  if (f & CAP_SIDE_ROLLOUT) {
+    JSON_PUT(b, ",\"rollout\":{\"answered\":");
+    fmt_str(b, c);
+    JSON_PUT(b, ",\"by\":");
+    fmt_str(b, c);
+    uint32_t bucket = 0;
+    double pct = 0;
+    if (cur_take(c, &bucket, 4) || cur_take(c, &pct, sizeof pct)) return;
+    JSON_PUT(b, ",\"bucket\":");
+    json_put_u64(b, bucket);
+    JSON_PUT(b, ",\"percent\":");
+    json_write_double(b, pct);
+    json_put_char(b, '}');
+  }
+}
+
 int format_capture(const char *capture, size_t clen, const char *id, const char *node,
                    json_buf *out, snapshot_rec *hdr, name_cache *nc) {
   fmt_view view = {.c = {capture, capture + clen, 0}, .b = out, .node = node, .nc = nc};

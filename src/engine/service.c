@@ -12,6 +12,7 @@
  *
  * Not here: the live bundle's swap and the decide calls (engine.c), the
  * snapshot log's format (src/snapshot/). */
+#define _GNU_SOURCE
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,6 +222,79 @@ void vd_bundle_free(vd_bundle *b) {
 }
 
 /* ---- a recorded decision by id ---- */
+/* A member of a parsed snapshot, or NULL. */
+static const value *member(const value *v, const char *k) {
+  return v && v->kind == V_MAP ? value_map_get(v, k, strlen(k)) : NULL;
+}
+
+static void put_member(json_buf *b, const char *key, const value *v) {
+  json_buf_putc(b, ',');
+  json_write_string(b, key, strlen(key));
+  json_buf_putc(b, ':');
+  if (v)
+    json_write(b, v, 1);
+  else
+    JSON_PUT(b, "null");
+}
+
+/* A rollout's answered decision, read by id, with the decision that
+ * completes it (its off-path side: docs/snapshots.md, "Shadow and
+ * canary") merged in as "shadow": the completing record has the answered
+ * one's time, so only the records of that nanosecond are read. b holds the
+ * answered payload; nothing changes when none completes it. */
+static void merge_completion(const char *dir, const snapshot_rec *rec, const char *id,
+                             json_buf *b) {
+  snapshot_filter f;
+  snapshot_filter_init(&f);
+  f.since_ns = rec->time_ns;
+  f.until_ns = rec->time_ns + 1;
+  snapshot_reader *rd;
+  char why[SNAPSHOT_ERRLEN];
+  if (!rec->time_ns || b->len < 2 || b->data[b->len - 1] != '}' ||
+      snapshot_reader_open(dir, &f, &rd, why, sizeof why) < 0)
+    return;
+  char want[64];
+  int wn = snprintf(want, sizeof want, "\"completes\":\"%s\"", id);
+  snapshot_rec r;
+  while (snapshot_reader_next(rd, &r) == 1) {
+    if (r.payload_len < (size_t)wn || !memmem(r.payload, r.payload_len, want, (size_t)wn)) continue;
+    arena a;
+    arena_init(&a, NULL, 0, 0);
+    value v;
+    const value *c;
+    if (json_parse(&a, r.payload, r.payload_len, NULL, &v, NULL) == 0 &&
+        (c = member(&v, "completes")) && c->kind == V_STRING && c->n == strlen(id) &&
+        !memcmp(c->s, id, c->n)) {
+      b->len--; /* the answered payload's closing brace */
+      JSON_PUT(b, ",\"shadow\":{\"side\":");
+      const value *side = member(&v, "side");
+      if (side)
+        json_write(b, side, 1);
+      else
+        JSON_PUT(b, "null");
+      put_member(b, "id", member(&v, "id"));
+      static const char *const keys[] = {"policy_version", "bundle_version", "model_version",
+                                         "action",         "allowed",        "review",
+                                         "source"};
+      for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        put_member(b, keys[i], member(&v, keys[i]));
+      put_member(b, "rule", member(member(&v, "reason"), "rule"));
+      put_member(b, "confidence", member(&v, "confidence"));
+      const value *t = member(member(&v, "latency_ns"), "total");
+      JSON_PUT(b, ",\"latency_us\":");
+      if (t && t->kind == V_INT)
+        json_write_double(b, (double)t->i / 1000.0);
+      else
+        JSON_PUT(b, "null");
+      JSON_PUT(b, "}}");
+      arena_free(&a);
+      break;
+    }
+    arena_free(&a);
+  }
+  snapshot_reader_close(rd);
+}
+
 int vd_snapshot_read(const char *dir, const char *id, long id_len, char **out, size_t *len,
                      vd_error *err) {
   engine_error_clear(err);
@@ -250,12 +324,21 @@ int vd_snapshot_read(const char *dir, const char *id, long id_len, char **out, s
                       "no snapshot %.*s (unknown, removed by retention, or not written to disk "
                       "yet)",
                       (int)(n > 40 ? 40 : n), id);
-  } else if (!(*out = malloc(rec.payload_len + 1))) {
-    rc = engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory reading a snapshot");
   } else {
-    memcpy(*out, rec.payload, rec.payload_len);
-    (*out)[rec.payload_len] = '\0';
-    if (len) *len = rec.payload_len;
+    json_buf b;
+    json_buf_init(&b, NULL);
+    json_buf_put(&b, rec.payload, rec.payload_len);
+    char idtext[SNAPSHOT_ID_TEXT];
+    snapshot_id_format(raw, idtext);
+    merge_completion(dir, &rec, idtext, &b);
+    if (b.oom || !(*out = malloc(b.len + 1))) {
+      rc = engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory reading a snapshot");
+    } else {
+      memcpy(*out, b.data, b.len);
+      (*out)[b.len] = '\0';
+      if (len) *len = b.len;
+    }
+    json_buf_free(&b);
   }
   snapshot_reader_close(rd);
   return rc;
@@ -378,4 +461,25 @@ int service_decide_json(const struct policy_bundle *b, const struct name_table *
   decide_limits_init(&lim, limits);
   return engine_decide_json_inputs(b, names, &lim, json, len, clock_ns, model_deadline, counters, d,
                                    err);
+}
+
+/* ---- a rollout's side ---- */
+typedef struct rollout_key_ctx {
+  const char *point;
+  size_t len;
+  char *out;
+  size_t n;
+} rollout_key_ctx;
+
+static void rollout_key_live(void *ud, const policy_bundle *b) {
+  rollout_key_ctx *k = ud;
+  const strategy *s = policy_bundle_find(b, k->point, k->len);
+  if (s && s->rollout_key) snprintf(k->out, k->n, "%s", s->rollout_key);
+}
+
+void service_rollout_key(vd_engine *e, const char *point, size_t len, char *out, size_t n) {
+  if (!n) return;
+  out[0] = '\0';
+  rollout_key_ctx k = {point, len, out, n};
+  engine_with_live_bundle(e, rollout_key_live, &k);
 }

@@ -117,4 +117,40 @@ int service_decide_json(const struct policy_bundle *b, const struct name_table *
                         int64_t clock_ns, int model_deadline, const struct value *counters,
                         vd_decision *d, vd_error *err);
 
+/* ---- a rollout's second engine (`verdict serve --shadow/--canary`) ----
+ * A candidate bundle decides beside the live one. Its engine shares the
+ * live engine's snapshot log, version store, limits and counter store: a
+ * canary's answers are recorded, and charge the counters, as the live
+ * bundle's are; and both sides' versions are kept where replay looks. */
+
+/* How one decision sits in a rollout: the snapshot's side members
+ * (docs/snapshots.md, "Shadow and canary"). */
+typedef struct service_side {
+  const char *side;      /* "live", "shadow" or "canary"; NULL: no "side" */
+  const char *completes; /* the answered decision's snapshot id: this one was made off the
+                          * answer's path to compare with it; NULL when it answered */
+  const char *answered;  /* "live" or "canary": "rollout" is written; NULL: it is not */
+  const char *by;        /* "key", "field NAME" or "no key" */
+  int bucket;            /* 0..9999 */
+  double percent;        /* the canary's share when it was chosen */
+  int64_t clock_ns;      /* request.time: the answered decision's; 0: read the clock */
+  int off_path;          /* made off the answer's path: no counter store (every limit reads
+                          * empty and nothing is charged), and no wait for the disk */
+} service_side;
+
+/* Opens the bundle folder dir as an engine beside host (see above). The
+ * engine is closed with vd_engine_close, before host. */
+int service_engine_open_beside(const char *dir, vd_engine *host, vd_engine **out, vd_error *err);
+/* Decides as vd_decide_json, as side says (NULL: exactly vd_decide_json). */
+int service_decide_side(vd_engine *e, const char *json, size_t len, const service_side *side,
+                        vd_decision *d, vd_error *err);
+/* The bundle folder e loads on reload; set before a reload that promotes
+ * another folder. 0, or VD_ENOMEM. */
+int service_engine_set_dir(vd_engine *e, const char *dir);
+const char *service_engine_dir(const vd_engine *e);
+/* The `rollout_key:` of the strategy serving decision point point in e's
+ * live bundle, copied into out (n bytes); "" when it names none (the
+ * request's key picks the side) or no strategy serves the point. */
+void service_rollout_key(vd_engine *e, const char *point, size_t len, char *out, size_t n);
+
 #endif

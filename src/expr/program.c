@@ -80,11 +80,20 @@ int program_call_site(arena *a, const builtin *first, uint32_t count, const char
                       size_t msg_size) {
   uint32_t ncand = 0;
   for (uint32_t j = 0; j < count; j++) ncand += fits_call(&first[j], receiver, nk);
-  const builtin **cand = arena_zalloc(a, (ncand ? ncand : 1) * sizeof *cand);
-  void **aux = arena_zalloc(a, (ncand ? ncand : 1) * sizeof *aux);
-  pcall_sig *sig = arena_zalloc(a, (ncand ? ncand : 1) * sizeof *sig);
-  const char *s = arena_strndup(a, name, name_len);
-  if (!cand || !aux || !sig || !s) return -1;
+  /* the three per-candidate arrays in one piece (a program reads hundreds
+   * of call sites); pointers first, for their alignment */
+  const size_t m = ncand ? ncand : 1;
+  char *block = arena_zalloc(a, m * (sizeof(builtin *) + sizeof(void *) + sizeof(pcall_sig)));
+  const builtin **cand = (const builtin **)(void *)block;
+  void **aux = block ? (void **)(void *)(block + m * sizeof(builtin *)) : NULL;
+  pcall_sig *sig =
+      block ? (pcall_sig *)(void *)(block + m * (sizeof(builtin *) + sizeof(void *))) : NULL;
+  /* the registry's own name when it is this one (static, so it outlives
+   * every program); a copy otherwise */
+  const char *s = count && strlen(first->name) == name_len && !memcmp(first->name, name, name_len)
+                      ? first->name
+                      : arena_strndup(a, name, name_len);
+  if (!block || !s) return -1;
   uint32_t k = 0;
   *has_prepare = 0;
   for (uint32_t j = 0; j < count; j++) {

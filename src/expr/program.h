@@ -118,7 +118,7 @@ typedef struct pcall_sig {
 /* One call site: the overloads that fit its style and arity, in registry
  * order, with what each one's prepare returned (NULL when none). */
 typedef struct pcall {
-  const char *name; /* NUL-terminated, program-owned */
+  const char *name; /* NUL-terminated: the registry's own, or the program's copy */
   uint32_t name_len;
   uint32_t ncand;
   const builtin *const *cand;

@@ -141,8 +141,22 @@ static uint32_t index_min(const policy_load_opts *opts) {
   return opts && opts->index_min_rules ? opts->index_min_rules : DEFAULT_INDEX_MIN_RULES;
 }
 
+/* The stored form into the snapshot folder's own versions too (pin_dir),
+ * unless that is the store itself. */
+static void pin_put(const char *pin, const char *store, const char *file, const char *version,
+                    const char *canon, size_t clen, policy_diags *d) {
+  if (!pin || !*pin || (store && !strcmp(pin, store))) return;
+  char err[512];
+  if (policy_store_put(pin, version, canon, clen, err, sizeof err))
+    diag_add(d, DIAG_ERROR, file, 0, 0, "",
+             "version %.12s cannot be kept in the snapshot folder (its decisions could not be "
+             "replayed from it): %s",
+             version, err);
+}
+
 static void load_text(policy_bundle *b, strategy_marks *marks, const char *file, const char *src,
-                      size_t len, const char *store, uint32_t min_rules, policy_diags *d) {
+                      size_t len, const char *store, const char *pin, uint32_t min_rules,
+                      policy_diags *d) {
   size_t first = d->n;
   arena scratch;
   arena_init(&scratch, NULL, 0, 0);
@@ -150,7 +164,7 @@ static void load_text(policy_bundle *b, strategy_marks *marks, const char *file,
   strategy *s = (strategy *)&b->strategies[b->nstrategies];
   if (yaml_load(&scratch, file, src, len, &root, d) == 0) {
     b->nstrategies++; /* counted now so that free_programs sees its programs */
-    strategy_input in = {&b->mem, &scratch, file, src, len, root, min_rules, 0};
+    strategy_input in = {&b->mem, &scratch, file, src, len, root, min_rules, 0, NULL, 0};
     strategy_compile(&in, s, &marks[b->nstrategies - 1], d);
     size_t clen = 0;
     char *canon = policy_canonical_json(root, &clen);
@@ -163,6 +177,7 @@ static void load_text(policy_bundle *b, strategy_marks *marks, const char *file,
                  "version %.12s not kept in the store (replays of it will need this file): %s",
                  s->version, err);
     }
+    if (canon) pin_put(pin, store, file, s->version, canon, clen, d);
     free(canon);
   }
   arena_free(&scratch);
@@ -173,7 +188,8 @@ static void load_text(policy_bundle *b, strategy_marks *marks, const char *file,
  * or -1 having added nothing when the text does not give a usable tree. */
 static int load_cached(policy_bundle *b, strategy_marks *marks, const char *file, const char *canon,
                        size_t clen, uint32_t crc, const char *version, uint32_t min_rules,
-                       unsigned flags, const char *store, int *wrote, policy_diags *d) {
+                       unsigned flags, const char *store, const char *pin, int *wrote,
+                       policy_diags *d) {
   size_t first = d->n, errors = d->errors, warnings = d->warnings;
   arena scratch;
   arena_init(&scratch, NULL, 0, 0);
@@ -191,8 +207,27 @@ static int load_cached(policy_bundle *b, strategy_marks *marks, const char *file
   }
   strategy *s = (strategy *)&b->strategies[b->nstrategies];
   b->nstrategies++;
-  strategy_input in = {&b->mem, &scratch, file, canon, clen, root, min_rules, flags};
+  /* A compiled/ file of this user's, its CRC checked, exists only because
+   * this build loaded this very text without an error and wrote it: the
+   * lets need not be checked again (STRATEGY_LETS_CHECKED). */
+  const unsigned checked = compiled && compiled_cache_own(compiled) ? STRATEGY_LETS_CHECKED : 0;
+  strategy_input in = {&b->mem,   &scratch,        file, canon, clen, root,
+                       min_rules, flags | checked, NULL, 0};
+  if (checked) in.rule_parts = compiled_cache_rule_parts(compiled, &in.nrule_parts);
   strategy_compile(&in, s, &marks[b->nstrategies - 1], d);
+  memcpy(s->version, version, 65); /* attach names the file by it */
+  int attached = 0;
+  if (checked && d->errors == errors && !(attached = compiled_cache_attach(compiled, s, store))) {
+    /* the file did not fit after all (and is gone): compiled again with
+     * every check, before a new file is written from it */
+    free_strategy_programs(s);
+    memset(s, 0, sizeof *s);
+    memset(&marks[b->nstrategies - 1], 0, sizeof marks[0]);
+    in.flags = flags;
+    in.rule_parts = NULL;
+    compiled = NULL;
+    strategy_compile(&in, s, &marks[b->nstrategies - 1], d);
+  }
   if (d->errors != errors && !tree_kept) {
     /* The stored form, checksum and all, stored when it loaded cleanly by
      * a build that checked less (the bounds on lets came later): the file
@@ -209,11 +244,13 @@ static int load_cached(policy_bundle *b, strategy_marks *marks, const char *file
     return -1;
   }
   memcpy(s->version, version, 65);
+  if (d->errors == errors) pin_put(pin, store, file, version, canon, clen, d);
   /* lazily: its programs from the store, or compiled now and kept there;
    * a kept tree that does not compile (a damaged file whose checksum
    * fits, or one kept by a build that checked less) is dropped, for the
    * next load to read the stored form again */
-  if (lazy && d->errors == errors && !(compiled && compiled_cache_attach(compiled, s, store)))
+  if (lazy && d->errors == errors && !attached &&
+      !(compiled && !checked && compiled_cache_attach(compiled, s, store)))
     *wrote |= compiled_cache_fill(s, tree_kept ? NULL : root, crc, clen, store, &hints);
   else if (tree_kept && d->errors != errors)
     compiled_cache_drop(store, version);
@@ -381,6 +418,7 @@ int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bun
     snprintf(store_buf, sizeof store_buf, "%.*s/.verdict/versions", (int)dlen, dir);
     store = store_buf;
   }
+  const char *pin = opts ? opts->pin_dir : NULL;
 
   policy_bundle *b = oom ? NULL : bundle_new(dir, nnames);
   strategy_marks *marks = calloc(nnames + 1, sizeof *marks);
@@ -422,7 +460,7 @@ int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bun
       int used = point && !memmem(canon, clen, point, strlen(point));
       if (!used)
         used = load_cached(b, marks, file, canon, clen, crc, ver, index_min(opts),
-                           opts && opts->lazy ? STRATEGY_LAZY : 0, store, &wrote, d) == 0;
+                           opts && opts->lazy ? STRATEGY_LAZY : 0, store, pin, &wrote, d) == 0;
       parse_cache_put_back(canon, clen);
       if (used) continue;
     }
@@ -439,7 +477,7 @@ int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bun
     }
     size_t diags0 = d->n;
     uint32_t n0 = b->nstrategies;
-    load_text(b, marks, file, src, len, store, index_min(opts), d);
+    load_text(b, marks, file, src, len, store, pin, index_min(opts), d);
     free(src);
     /* Not a file changed in the last seconds: file times are coarser than
      * edits can be, so another edit could still keep this key (the rule git
@@ -465,7 +503,7 @@ int policy_bundle_load(const char *dir, const policy_load_opts *opts, policy_bun
   if (d->errors == errors0) {
     char mdir[4200];
     snprintf(mdir, sizeof mdir, "%.*s/models", (int)dlen, dir);
-    bundle_link_models(b, mdir, store, d);
+    bundle_link_models(b, mdir, store, pin, d);
   }
   finish(b, marks, d);
   free(marks);
@@ -489,9 +527,9 @@ int policy_bundle_from_text_opts(const char *file, const char *text, size_t len,
     return -1;
   }
   strategy_marks marks[1];
-  load_text(b, marks, f, text, len, "", index_min(opts), d);
+  load_text(b, marks, f, text, len, "", NULL, index_min(opts), d);
   if (opts && opts->models_dir && d->errors == errors0)
-    bundle_link_models(b, opts->models_dir, "", d);
+    bundle_link_models(b, opts->models_dir, "", NULL, d);
   finish(b, marks, d);
   return done(b, opts, out, d, errors0, warnings0);
 }
@@ -523,7 +561,8 @@ int policy_bundle_from_stored(const char *file, const char *text, size_t len, po
     strategy_marks marks[1] = {{0}};
     strategy *s = (strategy *)&b->strategies[0];
     b->nstrategies = 1; /* counted now so that free_programs sees its programs */
-    strategy_input in = {&b->mem, &scratch, f, text, len, root, DEFAULT_INDEX_MIN_RULES, 0};
+    strategy_input in = {&b->mem, &scratch, f, text, len, root, DEFAULT_INDEX_MIN_RULES,
+                         0,       NULL,     0};
     strategy_compile(&in, s, &marks[0], &own);
     policy_sha256_hex(text, len, s->version);
     if (own.errors == 0) finish(b, marks, &own);

@@ -483,8 +483,10 @@ ynode *parse_cache_tree(arena *a, const char *canon, size_t len, int without_tes
  *   then per rule: u32 offset, u32 length (0: none, that one is compiled
  *   as before), u32 bytes of memory its program takes, u32 offset and u32
  *   length of its regexes' compiled code (image.h, expr_image_write_codes;
- *   0: none); the tree; the images (each read back once before it is
- *   kept), each followed by its codes.
+ *   0: none); per rule a byte, 1 when a part of its condition is one the
+ *   rule index can use (policy_rule.index_part: a rule without one is not
+ *   parsed by a later load, which trusts the file); the tree; the images
+ *   (each read back once before it is kept), each followed by its codes.
  *
  * The file is used only with the stored form it was made from (its CRC32C
  * and length: a stored form edited by hand, under the same version name,
@@ -505,7 +507,7 @@ ynode *parse_cache_tree(arena *a, const char *canon, size_t len, int without_tes
  * touches most of it once, and page-cache pages mapped many at a time cost
  * less than fresh ones filled by read(). */
 
-#define COMPILED_MAGIC "VDPROGS5"
+#define COMPILED_MAGIC "VDPROGS6"
 #define COMPILED_ENTRY 20 /* bytes a let or rule takes in the table */
 #define COMPILED_HEAD 72
 
@@ -689,10 +691,23 @@ void compiled_cache_drop(const char *store, const char *version) {
   unlink(path);
 }
 
+int compiled_cache_own(const compiled_map *m) { return m->own; }
+
+const uint8_t *compiled_cache_rule_parts(const compiled_map *m, uint32_t *n) {
+  const char *f = m->at;
+  uint64_t nlets = rd32(f + 8), nrules = rd32(f + 12);
+  uint64_t at = COMPILED_HEAD + COMPILED_ENTRY * (nlets + nrules);
+  *n = 0;
+  if (at > m->len || nrules > m->len - at) return NULL;
+  *n = (uint32_t)nrules;
+  return (const uint8_t *)f + at;
+}
+
 int compiled_cache_attach(const compiled_map *m, strategy *s, const char *store) {
   const char *f = m->at;
   const size_t len = m->len;
-  const uint64_t n = (uint64_t)s->nlets + s->nrules, table_end = COMPILED_HEAD + COMPILED_ENTRY * n;
+  const uint64_t n = (uint64_t)s->nlets + s->nrules,
+                 table_end = COMPILED_HEAD + COMPILED_ENTRY * n + s->nrules; /* and rule parts */
   int ok = rd32(f + 8) == s->nlets && rd32(f + 12) == s->nrules && table_end <= len;
   for (uint64_t i = 0; ok && i < n; i++) {
     const char *e = f + COMPILED_HEAD + COMPILED_ENTRY * i;
@@ -752,6 +767,7 @@ int compiled_cache_fill(strategy *s, const ynode *root, uint32_t canon_crc, size
   json_buf_put(&out, head, sizeof head);
   for (uint32_t i = 0; i < COMPILED_ENTRY / 4 * n; i++)
     json_buf_put(&out, "\0\0\0\0", 4); /* the table, below */
+  for (uint32_t i = 0; i < s->nrules; i++) json_buf_putc(&out, s->rules[i].index_part ? 1 : 0);
   if (root && !out.oom) {
     uint64_t at = out.len;
     tree_put(&out, root);

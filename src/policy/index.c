@@ -484,6 +484,8 @@ int rule_index_build(arena *mem, arena *scratch, const strategy_build *b, policy
   for (uint32_t r = 0; r < n; r++) {
     const ast *cond = b->rules ? b->rules[r].cond : NULL;
     first[r] = nall;
+    policy_rule *rule = (policy_rule *)&s->rules[r]; /* this load's own, being built */
+    rule->index_part = false;
     if (!cond || s->rules[r].reads_model) continue;
     const ast *parts[MAX_CONJ];
     uint32_t np = ast_conjuncts(cond, parts, MAX_CONJ);
@@ -492,6 +494,10 @@ int rule_index_build(arena *mem, arena *scratch, const strategy_build *b, policy
       conj_info ci;
       if (!classify(&x, parts[i], &ci)) continue;
       if (x.oom) goto out;
+      /* (kept in the compiled/ file: a rule without such a part files
+       * nothing and counts for no path, so a later load of the same text
+       * need not parse it for the index: cache.c) */
+      rule->index_part = true;
       if (nall == cap) {
         conj_info *more = realloc(found, 2 * cap * sizeof *more);
         if (!more) goto out;

@@ -166,6 +166,13 @@ typedef struct strategy_marks {
  * policy_load_opts.lazy): lets and rules are parsed, not compiled (see
  * strategy_rule_program), and neither tests nor warnings are made. */
 #define STRATEGY_LAZY 1u
+/* With STRATEGY_LAZY: this build already loaded this very text without an
+ * error (its compiled/ file, this user's own, says so: bundle.c), so when
+ * no fallback model needs the lets' model reads, the lets are not parsed at
+ * load nor their graph walked again, and rule names are not checked for
+ * repeats again; a let is parsed, if its image does not read back, the
+ * first time a decision needs it. */
+#define STRATEGY_LETS_CHECKED 2u
 typedef struct strategy_input {
   arena *mem, *scratch;
   const char *file; /* the name diagnostics give */
@@ -174,6 +181,13 @@ typedef struct strategy_input {
   const ynode *root;        /* the parsed document */
   uint32_t index_min_rules; /* policy_load_opts.index_min_rules */
   unsigned flags;           /* STRATEGY_* */
+  /* With STRATEGY_LETS_CHECKED: per rule, 1 when a part of its condition is
+   * one the rule index can use (policy_rule.index_part, as the load that
+   * wrote the compiled/ file found it); a rule with 0 is not parsed at load
+   * (it would file nothing), only when first needed without an image. NULL,
+   * or a count that is not the rules': every rule is parsed. */
+  const uint8_t *rule_parts;
+  uint32_t nrule_parts;
 } strategy_input;
 size_t strategy_compile(const strategy_input *in, strategy *s, strategy_marks *m, policy_diags *d);
 
@@ -246,6 +260,13 @@ typedef struct compiled_map compiled_map;
 const compiled_map *compiled_cache_open(policy_bundle *b, const char *version, uint32_t canon_crc,
                                         size_t canon_len, const char *store, cache_hints *hints);
 int compiled_cache_attach(const compiled_map *m, strategy *s, const char *store);
+/* 1 when m is a file of this user's that no one else may write (its CRC
+ * checked by compiled_cache_open): the bytes this build wrote, itself, after
+ * a load of the same text that had no error. */
+int compiled_cache_own(const compiled_map *m);
+/* Per rule of the file, its policy_rule.index_part as the load that wrote
+ * it found it (a byte each, *n of them); NULL when the file has none. */
+const uint8_t *compiled_cache_rule_parts(const compiled_map *m, uint32_t *n);
 /* The tree the stored form gave the load that wrote the file (without its
  * tests, as parse_cache_tree gives it to a lazy load), in a (its texts in
  * the file, mapped as long as the bundle); NULL when the file has none or
@@ -265,10 +286,11 @@ void compiled_cache_release(policy_bundle *b);
 /* ---- models.c ---- */
 /* Loads the models the bundle's strategies name (models_dir/NAME.json and
  * its feature spec), checks each against its strategy's fallback settings,
- * keeps a copy of both files in <store>/models (store "" or NULL: none) and
- * points each strategy's `model` at its entry. Errors go to d. */
+ * keeps a copy of both files in <store>/models and in <pin>/models (either
+ * "" or NULL: none; policy_load_opts.pin_dir) and points each strategy's
+ * `model` at its entry. Errors go to d. */
 void bundle_link_models(policy_bundle *b, const char *models_dir, const char *store,
-                        policy_diags *d);
+                        const char *pin, policy_diags *d);
 void bundle_free_models(policy_bundle *b);
 
 #endif

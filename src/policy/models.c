@@ -69,7 +69,7 @@ static char *slurp(const char *path, size_t *len, char *err, size_t errlen) {
 
 /* Loads one model and its spec into m. Returns 0, or -1 with a message. */
 static int load_pair(bundle_model *m, const char *model_path, const char *spec_path,
-                     const char *store, char *err, size_t errlen) {
+                     const char *store, const char *pin, char *err, size_t errlen) {
   size_t mlen = 0, flen = 0;
   char why[256] = "";
   char *mtext = slurp(model_path, &mlen, why, sizeof why);
@@ -94,13 +94,18 @@ static int load_pair(bundle_model *m, const char *model_path, const char *spec_p
         snprintf(err, errlen, "out of memory hashing %s", spec_path);
         rc = -1;
       }
-      if (rc == 0 && store && store[0]) {
+      /* the store, then the snapshot folder's own versions (policy.h,
+       * pin_dir): both before any decision can name the model */
+      const char *to[2] = {store, pin && (!store || strcmp(pin, store)) ? pin : NULL};
+      for (int k = 0; k < 2 && rc == 0; k++) {
+        if (!to[k] || !to[k][0]) continue;
         char dir[4200], serr[512];
-        snprintf(dir, sizeof dir, "%s/models", store);
+        snprintf(dir, sizeof dir, "%s/models", to[k]);
         if (policy_store_put_as(dir, m->version, ".json", mtext, mlen, serr, sizeof serr) ||
             policy_store_put_as(dir, m->features_version, ".features.yaml", ftext, flen, serr,
                                 sizeof serr)) {
-          snprintf(err, errlen, "cannot keep the model in the version store: %s", serr);
+          snprintf(err, errlen, "cannot keep the model in the %s: %s",
+                   k ? "snapshot folder's versions" : "version store", serr);
           rc = -1;
         }
       }
@@ -196,7 +201,8 @@ static void check_feature_limits(const strategy *s, const bundle_model *m, polic
 }
 
 static int add_model(policy_bundle *b, const char *name, const char *model_path,
-                     const char *spec_path, const char *store, const strategy *s, policy_diags *d) {
+                     const char *spec_path, const char *store, const char *pin, const strategy *s,
+                     policy_diags *d) {
   for (uint32_t i = 0; i < b->nmodels; i++)
     if (!strcmp(b->models[i].path, model_path) && !strcmp(b->models[i].features_path, spec_path))
       return (int)i;
@@ -217,7 +223,7 @@ static int add_model(policy_bundle *b, const char *name, const char *model_path,
     return -1;
   }
   char err[2048];
-  if (load_pair(m, model_path, spec_path, store, err, sizeof err)) {
+  if (load_pair(m, model_path, spec_path, store, pin, err, sizeof err)) {
     diag_add(d, DIAG_ERROR, s->file, s->fallback_line, s->fallback_col, "fallback.model",
              "model '%s': %s", name, err);
     return -1;
@@ -226,7 +232,7 @@ static int add_model(policy_bundle *b, const char *name, const char *model_path,
 }
 
 void bundle_link_models(policy_bundle *b, const char *models_dir, const char *store,
-                        policy_diags *d) {
+                        const char *pin, policy_diags *d) {
   for (uint32_t i = 0; i < b->nstrategies; i++) {
     strategy *s = (strategy *)&b->strategies[i];
     if (!s->fallback_model) continue;
@@ -243,7 +249,7 @@ void bundle_link_models(policy_bundle *b, const char *models_dir, const char *st
     } else {
       snprintf(fp, sizeof fp, "%s/%s.features.yaml", models_dir, s->fallback_model);
     }
-    int k = add_model(b, s->fallback_model, mp, fp, store, s, d);
+    int k = add_model(b, s->fallback_model, mp, fp, store, pin, s, d);
     if (k < 0) continue;
     s->model = &b->models[k];
     check_fit(s, s->model, d);
@@ -259,7 +265,7 @@ int policy_bundle_attach_model(policy_bundle *b, uint32_t si, const char *model_
   }
   strategy *s = (strategy *)&b->strategies[si];
   size_t e0 = d->errors;
-  int k = add_model(b, s->fallback_model, model_path, features_path, NULL, s, d);
+  int k = add_model(b, s->fallback_model, model_path, features_path, NULL, NULL, s, d);
   if (k < 0) return -1;
   s->model = &b->models[k];
   check_fit(s, s->model, d);

@@ -87,6 +87,7 @@ typedef struct policy_rule {
   policy_lazy lazy;
   int line, column;  /* of the rule's `if` value, for traces and messages */
   bool reads_model;  /* reads `model`, directly or through a let: never indexed */
+  bool index_part;   /* one of its `&&` parts is one the rule index can use (index.c) */
   double confidence; /* how sure the rule's author is: (0, 1], default 1 */
 } policy_rule;
 
@@ -100,6 +101,13 @@ typedef struct policy_rule {
 #define POLICY_MAX_LET_NEST 512
 #define POLICY_MAX_EVAL_DEPTH 4096
 #define POLICY_LET_READ_DEPTH 16
+
+/* A path into the request context: "card.number" -> {"card", "number"}. */
+typedef struct policy_path {
+  const char *text;
+  const char *const *parts;
+  uint32_t nparts;
+} policy_path;
 
 typedef struct policy_let {
   const char *name;
@@ -190,6 +198,9 @@ typedef struct strategy {
    * only when the request's candidates are all its actions (bundle.c,
    * policy_bundle_route); other requests go to the point's other strategy */
   bool route_candidates;
+  /* rollout_key: the context field whose value picks a canary's side
+   * instead of the request's key (docs/rollout.md); NULL: the key */
+  const char *rollout_key;
   const int32_t *classes; /* multiclass: class index -> action index */
   uint32_t nclasses;
   policy_outcome on_timeout;       /* the model missed its deadline (-1: default, else on_error) */
@@ -201,7 +212,16 @@ typedef struct strategy {
   const policy_limit *limits; /* in the order written */
   uint32_t nlimits;
   const rule_index *index;
-  char version[65]; /* hex SHA-256 of the canonical form */
+  /* snapshot: {mask: [...], hash: [...]} (strategy_snapshot.c): context
+   * fields never stored in the clear, as rules name them ("card.number"),
+   * split into their parts; and what reads them, for replay and check */
+  const policy_path *snap_mask;
+  uint32_t nsnap_mask;
+  const policy_path *snap_hash;
+  uint32_t nsnap_hash;
+  const uint8_t *let_masked;  /* per let: reads a masked or hashed field; NULL: none does */
+  const uint8_t *rule_masked; /* per rule: the same */
+  char version[65];           /* hex SHA-256 of the canonical form */
 } strategy;
 
 typedef struct policy_bundle {
@@ -218,6 +238,13 @@ typedef struct policy_bundle {
 
 typedef struct policy_load_opts {
   const char *store_dir; /* content-addressed store; NULL: <dir>/.verdict/versions; "" none */
+  /* A second folder every version loaded is written to (stored form and
+   * model files, none of the caches), before the load returns: the
+   * snapshot folder's own `versions`, which makes the folder replayable
+   * alone (docs/snapshots.md, "Self-contained folders"). Unlike the store,
+   * a version that cannot be written there is an error: the decisions
+   * recorded under it could not be re-proven. NULL or "": none. */
+  const char *pin_dir;
   int warnings_as_errors;
   /* A field gets a rule index when at least this many rules test it
    * (index.c says why); 0: the default, 8. 1 indexes every indexable rule. */

@@ -276,17 +276,7 @@ int32_t strategy_let_index(const strategy_build *b, const char *name, size_t len
   return b->let_tab ? ntab_find(b->let_tab, name, len) : -1;
 }
 
-typedef struct let_info {
-  const ynode *node;
-  const ast *tree;
-  uint32_t *deps; /* the lets it reads, each once */
-  uint32_t ndeps;
-  bool model_direct;
-  bool model;          /* reads model, possibly through other lets */
-  bool bad;            /* over a bound (reported), or reads such a let */
-  uint8_t mark;        /* graph walk: 0 new, 1 on the path, 2 done */
-  uint32_t nest, eval; /* ast_depths, through the lets it reads */
-} let_info;
+/* let_info: strategy_cc.h */
 
 typedef struct reads {
   cc *c;
@@ -435,6 +425,25 @@ static void parse_lets(cc *c, const ynode *n, const char *const *consts, uint32_
   s->lets = lets;
   s->nlets = k;
   c->let_seen = seen;
+  /* A text this build loaded cleanly before (STRATEGY_LETS_CHECKED): the
+   * bounds and cycles the graph below checks held then and hold now, and
+   * without a fallback model no one needs the lets' reads; each let keeps
+   * its text, parsed at first use (compile_later). */
+  for (uint32_t i = 0; c->lets_checked && i < k; i++) {
+    const ynode *v = info[i].node;
+    if (v->kind != Y_SCALAR || v->v.kind == V_NULL) {
+      err_at(c, v, "let", "expected an expression, got %s", kind_name(v));
+      continue;
+    }
+    lets[i].lazy.text = dup(c, v->text, v->len);
+    lets[i].lazy.len = v->len;
+    if (!lets[i].lazy.text) return;
+  }
+  if (c->lets_checked) {
+    *names_out = names;
+    *info_out = info;
+    return;
+  }
   /* Compile after every name is known, so a let may read any other. */
   reads r = {c, &c->lets_tab, NULL, seen, 0, NULL, 0, 0, false, false, false};
   for (uint32_t i = 0; i < k; i++) {
@@ -602,13 +611,21 @@ static void parse_rules(cc *c, const ynode *n, let_info *lets, rule_info **info_
     pr->column = x->col;
     info[i].node = x;
     if (x->kind == Y_SCALAR) pr->source = dup(c, x->text, x->len);
+    /* nothing for the index in it (the compiled/ file says): its text
+     * alone, parsed at first use if its image does not read back */
+    if (c->rule_parts && c->nrule_parts == n->n && !c->rule_parts[i] && pr->source) {
+      pr->lazy.text = pr->source;
+      pr->lazy.len = x->len;
+      continue;
+    }
     pr->cond = compile_expr(c, x, sub, &info[i].cond, c->lazy ? &pr->lazy : NULL);
     if (!info[i].cond) continue;
-    uint32_t nest, eval;
-    char what[96];
-    snprintf(what, sizeof what, "rule '%.64s'", pr->name ? pr->name : "?");
-    if (lets)
+    if (lets && !c->lets_checked) {
+      uint32_t nest, eval;
+      char what[96];
+      snprintf(what, sizeof what, "rule '%.64s'", pr->name ? pr->name : "?");
       (void)check_depths(c, &c->lets_tab, lets, info[i].cond, x, sub, what, false, &nest, &eval);
+    }
     if (c->lets_unread) continue;
     reads_next(&rd);
     ast_free_idents(info[i].cond, on_ident, &rd);
@@ -616,6 +633,8 @@ static void parse_rules(cc *c, const ynode *n, let_info *lets, rule_info **info_
     pr->reads_model = rd.model || rd.via_let;
   }
   free(rd.deps);
+  /* (a text this build loaded without an error before has no repeats) */
+  if (c->lets_checked) return;
   /* Rule names are unique in a strategy (traces and tests name them). The
    * rules sorted by name (then place) put each repeat right after the first
    * rule of that name: n log n, where comparing every pair cost minutes for
@@ -879,6 +898,11 @@ size_t strategy_compile(const strategy_input *in, strategy *s, strategy_marks *m
    * are what keep a decision's evaluation off the end of the C stack,
    * whether the file was read now or long ago by another build. */
   c.lets_unread = c.lazy && root->kind == Y_MAP && !get(root, "fallback");
+  c.lets_checked = c.lets_unread && (flags & STRATEGY_LETS_CHECKED) != 0;
+  if (c.lets_checked) {
+    c.rule_parts = in->rule_parts;
+    c.nrule_parts = in->nrule_parts;
+  }
   memset(m, 0, sizeof *m);
   m->name_line = root->line;
   m->name_col = root->col;
@@ -895,9 +919,9 @@ size_t strategy_compile(const strategy_input *in, strategy *s, strategy_marks *m
     return d->errors - c.errors0;
   }
   static const char *const keys[] = {
-      "strategy", "description", "decision_points", "actions",  "constants",
-      "let",      "rules",       "default",         "on_error", "on_no_candidate",
-      "fallback", "tests",       "input",           "limits",   "route"};
+      "strategy", "description", "decision_points", "actions",         "constants", "let",
+      "rules",    "default",     "on_error",        "on_no_candidate", "fallback",  "tests",
+      "input",    "limits",      "route",           "rollout_key",     "snapshot"};
   check_keys(&c, root, "", keys, sizeof keys / sizeof keys[0]);
 
   const ynode *x;
@@ -908,6 +932,8 @@ size_t strategy_compile(const strategy_input *in, strategy *s, strategy_marks *m
   } else
     err_at(&c, root, "", "missing 'strategy' (the strategy's name)");
   if ((x = get(root, "description"))) s->description = want_text(&c, x, "description");
+  if ((x = get(root, "rollout_key")))
+    s->rollout_key = want_name(&c, x, "rollout_key", "context field name");
   if ((x = get(root, "route"))) {
     if (x->kind == Y_SCALAR && x->v.kind == V_STRING && !strcmp(x->text, "candidates"))
       s->route_candidates = true;
@@ -947,13 +973,13 @@ size_t strategy_compile(const strategy_input *in, strategy *s, strategy_marks *m
   let_info *lets = NULL;
   if ((x = get(root, "let"))) parse_lets(&c, x, const_names, nconsts, &let_names, &lets);
   c.let_info = lets;
-  if (lets && s->nlets) let_graph(&c, lets);
+  if (lets && s->nlets && !c.lets_checked) let_graph(&c, lets);
 
   rule_info *rinfo = NULL;
   if ((x = get(root, "rules"))) parse_rules(&c, x, lets, &rinfo);
   limit_info *linfo = NULL;
   if ((x = get(root, "limits"))) parse_limits(&c, x, &linfo);
-  for (uint32_t i = 0; lets && linfo && i < s->nlimits; i++) { /* they read lets too */
+  for (uint32_t i = 0; lets && !c.lets_checked && linfo && i < s->nlimits; i++) { /* lets too */
     static const char *const part[3] = {"key", "when", "charge"};
     for (int k = 0; k < 3 && s->limits[i].name; k++) {
       if (!linfo[i].tree[k]) continue;
@@ -985,6 +1011,10 @@ size_t strategy_compile(const strategy_input *in, strategy *s, strategy_marks *m
       }
   }
 
+  if ((x = get(root, "snapshot"))) {
+    parse_snapshot(&c, x);
+    snapshot_reads(&c, rinfo, lets);
+  }
   if ((x = get(root, "default"))) {
     parse_outcome(&c, x, "default", &s->default_outcome);
   } else if (!get(root, "fallback")) {

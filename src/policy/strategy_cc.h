@@ -32,6 +32,18 @@ typedef struct ntab {
   const char *const *names; /* NUL-terminated */
 } ntab;
 
+typedef struct let_info {
+  const ynode *node;
+  const ast *tree;
+  uint32_t *deps; /* the lets it reads, each once */
+  uint32_t ndeps;
+  bool model_direct;
+  bool model;          /* reads model, possibly through other lets */
+  bool bad;            /* over a bound (reported), or reads such a let */
+  uint8_t mark;        /* graph walk: 0 new, 1 on the path, 2 done */
+  uint32_t nest, eval; /* ast_depths, through the lets it reads */
+} let_info;
+
 typedef struct cc {
   arena *mem;     /* the bundle's */
   arena *scratch; /* this file's; ASTs and the YAML tree live here */
@@ -44,8 +56,11 @@ typedef struct cc {
   actvec acts;
   int declared_actions; /* `actions` was given */
   strategy_marks *marks;
-  int lazy;           /* STRATEGY_LAZY */
-  int lets_unread;    /* lazy, and no fallback model: rules are not searched for model reads */
+  int lazy;         /* STRATEGY_LAZY */
+  int lets_unread;  /* lazy, and no fallback model: rules are not searched for model reads */
+  int lets_checked; /* lets_unread, and STRATEGY_LETS_CHECKED: lets are not even parsed */
+  const uint8_t *rule_parts; /* strategy_input.rule_parts, when lets_checked */
+  uint32_t nrule_parts;
   ntab lets_tab;      /* the lets' names (parse_lets) */
   uint32_t *let_seen; /* per let, for reads */
   struct let_info *let_info;
@@ -245,6 +260,11 @@ void parse_decision_points(cc *c, const ynode *n);
 int want_number(cc *c, const ynode *n, const char *key, double *out);
 void parse_fallback(cc *c, const ynode *n);
 void parse_tests(cc *c, const ynode *n);
+/* strategy_snapshot.c: the `snapshot:` key, then (once rules and lets are
+ * compiled: their trees and the lets' reads) which of them read a field it
+ * masks or hashes, with a warning for each rule that does. */
+void parse_snapshot(cc *c, const ynode *n);
+void snapshot_reads(cc *c, const rule_info *rules, const struct let_info *lets);
 
 /* ---- strategy_inline.c ---- */
 

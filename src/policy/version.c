@@ -165,5 +165,13 @@ int policy_store_put_as(const char *dir, const char *hex, const char *ext, const
     unlink(tmp);
     return -1;
   }
+  /* The name too, once, when the file is new: a snapshot folder's records
+   * may be made durable right after, and must not outlive the version
+   * they name in a crash. */
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)fsync(dfd);
+    close(dfd);
+  }
   return 0;
 }

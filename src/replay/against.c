@@ -26,6 +26,7 @@
 
 #include "core/arena.h"
 #include "core/json.h"
+#include "expr/expr.h"
 #include "verdict.h"
 
 #define MAX_HEADER 65536
@@ -43,6 +44,7 @@ struct against_client {
   size_t len, cap;
   arena a; /* the parsed answer */
   char abuf[4096];
+  json_buf out; /* a mapped body */
 };
 
 static int parse_url(against_client *c, const char *url, char *err, size_t errlen) {
@@ -118,6 +120,7 @@ int against_open(const char *url, int timeout_ms, against_client **out, char *er
     return -1;
   }
   c->fd = -1;
+  json_buf_init(&c->out, NULL);
   c->timeout_ms = timeout_ms > 0 ? timeout_ms : 5000;
   arena_init(&c->a, c->abuf, sizeof c->abuf, 0);
   if (parse_url(c, url, err, errlen) < 0) {
@@ -151,6 +154,7 @@ void against_close(against_client *c) {
   if (c->addrs) freeaddrinfo(c->addrs);
   free(c->buf);
   arena_free(&c->a);
+  json_buf_free(&c->out);
   free(c);
 }
 
@@ -441,20 +445,248 @@ static int exchange(against_client *c, const char *body, size_t len, int64_t dea
   return 0;
 }
 
-static const char *str_field(arena *a, const value *m, const char *k) {
-  const value *v = value_map_get(m, k, strlen(k));
-  if (!v || v->kind != V_STRING) return NULL;
-  return arena_strndup(a, v->s, v->n);
+/* ---- the answer mapping ---- */
+
+enum {
+  M_ACTION,
+  M_ALLOWED,
+  M_REVIEW,
+  M_SOURCE,
+  M_RULE,
+  M_REASON,
+  M_ID,
+  M_POLICY_VERSION,
+  M_MODEL_VERSION,
+  M_CONFIDENCE,
+  M_LATENCY_US,
+  M_COUNT
+};
+
+static const char *const map_fields[M_COUNT] = {
+    "action", "allowed",        "review",        "source",     "rule",      "reason",
+    "id",     "policy_version", "model_version", "confidence", "latency_us"};
+
+struct against_map {
+  expr_program *field[M_COUNT];
+  char *text[M_COUNT];
+  expr_program *body;
+  char *body_text;
+};
+
+#define MAP_COST_LIMIT 1000000u /* a peer's answer is not ours: evaluation is bounded */
+
+void against_map_free(against_map *m) {
+  if (!m) return;
+  for (int i = 0; i < M_COUNT; i++) {
+    expr_free(m->field[i]);
+    free(m->text[i]);
+  }
+  expr_free(m->body);
+  free(m->body_text);
+  free(m);
 }
 
-static int bool_field(const value *m, const char *k, int dflt) {
-  const value *v = value_map_get(m, k, strlen(k));
-  return v && v->kind == V_BOOL ? v->b : dflt;
+static int map_compile(const char *what, const char *src, const char *const *names, size_t nnames,
+                       expr_program **out, char *err, size_t errlen) {
+  expr_opts o;
+  memset(&o, 0, sizeof o);
+  o.declared = names;
+  o.ndeclared = nnames;
+  o.simple_names = 1;
+  expr_error xe;
+  memset(&xe, 0, sizeof xe);
+  if (expr_compile(src, strlen(src), &o, out, &xe) != 0) {
+    snprintf(err, errlen, "%s: %s", what, xe.message);
+    return -1;
+  }
+  return 0;
 }
+
+static against_map *map_get(against_map **m) {
+  if (!*m) *m = calloc(1, sizeof **m);
+  return *m;
+}
+
+int against_map_add(against_map **m, const char *spec, char *err, size_t errlen) {
+  if (!map_get(m)) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  /* "field=EXPR" when it starts with a name and a single '=' (CEL has no
+   * assignment, so an expression never does), else EXPR for the action */
+  int f = M_ACTION;
+  const char *expr = spec;
+  size_t n = 0;
+  while ((spec[n] >= 'a' && spec[n] <= 'z') || spec[n] == '_') n++;
+  size_t e = n;
+  while (spec[e] == ' ') e++;
+  if (n && spec[e] == '=' && spec[e + 1] != '=') {
+    for (f = 0; f < M_COUNT; f++)
+      if (strlen(map_fields[f]) == n && memcmp(map_fields[f], spec, n) == 0) break;
+    if (f == M_COUNT) {
+      snprintf(err, errlen,
+               "--against-map %.*s=...: no such field (want action, allowed, review, source, "
+               "rule, reason, id, policy_version, model_version, confidence or latency_us)",
+               (int)n, spec);
+      return -1;
+    }
+    expr = spec + e + 1;
+  }
+  char what[64];
+  snprintf(what, sizeof what, "--against-map %s", map_fields[f]);
+  if (!*expr) {
+    snprintf(err, errlen, "%s: the expression is empty", what);
+    return -1;
+  }
+  if ((*m)->field[f]) {
+    snprintf(err, errlen, "%s is given twice", what);
+    return -1;
+  }
+  static const char *const names[] = {"response", "request"};
+  if (map_compile(what, expr, names, 2, &(*m)->field[f], err, errlen) < 0) return -1;
+  (*m)->text[f] = strdup(expr);
+  return 0;
+}
+
+int against_map_body(against_map **m, const char *expr, char *err, size_t errlen) {
+  if (!map_get(m)) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  if ((*m)->body) {
+    snprintf(err, errlen, "--against-body is given twice");
+    return -1;
+  }
+  static const char *const names[] = {"request"};
+  if (map_compile("--against-body", expr, names, 1, &(*m)->body, err, errlen) < 0) return -1;
+  (*m)->body_text = strdup(expr);
+  return 0;
+}
+
+typedef struct map_vars {
+  const value *response, *request;
+} map_vars;
+
+static int map_lookup(void *user, const char *name, size_t len, value *out) {
+  const map_vars *v = user;
+  if (len == 8 && memcmp(name, "response", 8) == 0 && v->response) {
+    *out = *v->response;
+    return 0;
+  }
+  if (len == 7 && memcmp(name, "request", 7) == 0 && v->request) {
+    *out = *v->request;
+    return 0;
+  }
+  return -1;
+}
+
+static value map_eval(const expr_program *p, arena *a, const map_vars *vars) {
+  expr_activation act = {.lookup = map_lookup, .user = (void *)vars};
+  eval_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  ctx.arena = a;
+  ctx.cost_limit = MAP_COST_LIMIT;
+  return expr_eval(p, &act, &ctx);
+}
+
+/* The body to send for a recorded request: the request itself, or the
+ * body expression's map written as JSON into *out (valid until the next
+ * call on c). 0, or AGAINST_EREFUSED with err. */
+static int map_body(against_client *c, const against_map *m, const char *req, size_t len,
+                    const char **out, size_t *outlen, json_buf *buf, char *err, size_t errlen);
 
 /* The answer body as a decision. 0, or AGAINST_EREFUSED with err. */
-static int read_decision(against_client *c, const http_answer *ans, replay_side *side, char *err,
-                         size_t errlen) {
+/* The value of field f: mapped when the map has it, else native (NULL:
+ * absent). 0, or AGAINST_EREFUSED with err when the mapping fails. */
+static int field_value(against_client *c, const against_map *m, int f, const map_vars *vars,
+                       const value *native, value *out, int *have, char *err, size_t errlen) {
+  *have = 0;
+  if (m && m->field[f]) {
+    value v = map_eval(m->field[f], &c->a, vars);
+    if (v.kind == V_ERROR) {
+      v = value_error_text(&c->a, v);
+      snprintf(err, errlen, "--against-map %s: %.*s", map_fields[f], (int)(v.n < 300 ? v.n : 300),
+               v.s);
+      return AGAINST_EREFUSED;
+    }
+    *out = v;
+    *have = 1;
+    return 0;
+  }
+  if (native) {
+    *out = *native;
+    *have = 1;
+  }
+  return 0;
+}
+
+/* A mapped or native value that must be a string (or null/absent). */
+static int want_string(against_client *c, const against_map *m, int f, const map_vars *vars,
+                       const value *native, const char **out, char *err, size_t errlen) {
+  value v;
+  int have, rc = field_value(c, m, f, vars, native, &v, &have, err, errlen);
+  *out = NULL;
+  if (rc || !have || v.kind == V_NULL) return rc;
+  if (v.kind != V_STRING) {
+    if (m && m->field[f]) {
+      snprintf(err, errlen, "--against-map %s: the expression gave a %s, want a string or null",
+               map_fields[f], value_kind_name((value_kind)v.kind));
+      return AGAINST_EREFUSED;
+    }
+    return 0; /* a native field of another type: as absent */
+  }
+  *out = arena_strndup(&c->a, v.s, v.n);
+  return 0;
+}
+
+static int want_number(against_client *c, const against_map *m, int f, const map_vars *vars,
+                       const value *native, double *out, int *have_out, char *err, size_t errlen) {
+  value v;
+  int have, rc = field_value(c, m, f, vars, native, &v, &have, err, errlen);
+  *have_out = 0;
+  if (rc || !have || v.kind == V_NULL) return rc;
+  if (v.kind == V_DOUBLE)
+    *out = v.d;
+  else if (v.kind == V_INT)
+    *out = (double)v.i;
+  else if (v.kind == V_UINT)
+    *out = (double)v.u;
+  else if (m && m->field[f]) {
+    snprintf(err, errlen, "--against-map %s: the expression gave a %s, want a number",
+             map_fields[f], value_kind_name((value_kind)v.kind));
+    return AGAINST_EREFUSED;
+  } else {
+    return 0;
+  }
+  *have_out = 1;
+  return 0;
+}
+
+/* -1 absent, else 0 or 1. */
+static int want_bool(against_client *c, const against_map *m, int f, const map_vars *vars,
+                     const value *native, int *out, char *err, size_t errlen) {
+  value v;
+  int have, rc = field_value(c, m, f, vars, native, &v, &have, err, errlen);
+  *out = -1;
+  if (rc || !have || v.kind == V_NULL) return rc;
+  if (v.kind == V_BOOL) {
+    *out = v.b ? 1 : 0;
+    return 0;
+  }
+  if (m && m->field[f]) {
+    snprintf(err, errlen, "--against-map %s: the expression gave a %s, want a bool", map_fields[f],
+             value_kind_name((value_kind)v.kind));
+    return AGAINST_EREFUSED;
+  }
+  return 0;
+}
+
+static const value *get(const value *m, const char *k) {
+  return m && m->kind == V_MAP ? value_map_get(m, k, strlen(k)) : NULL;
+}
+
+static int read_decision(against_client *c, const against_map *m, const value *request,
+                         const http_answer *ans, replay_side *side, char *err, size_t errlen) {
   value v;
   json_error je;
   int parsed = json_parse(&c->a, ans->body, ans->body_len, NULL, &v, &je) == 0 && v.kind == V_MAP;
@@ -474,32 +706,103 @@ static int read_decision(against_client *c, const http_answer *ans, replay_side 
              je.message);
     return AGAINST_EREFUSED;
   }
-  const value *act = value_map_get(&v, "action", 6);
-  if (!act || (act->kind != V_STRING && act->kind != V_NULL)) {
-    snprintf(err, errlen, "the answer has no \"action\" (a string, or null)");
-    return AGAINST_EREFUSED;
-  }
   memset(side, 0, sizeof *side);
-  side->action = act->kind == V_STRING ? arena_strndup(&c->a, act->s, act->n) : NULL;
-  const value *allowed = value_map_get(&v, "allowed", 7);
-  side->allowed = allowed && allowed->kind == V_BOOL ? allowed->b : 0;
-  side->review = bool_field(&v, "review", 0);
-  side->source = str_field(&c->a, &v, "source");
-  const value *reason = value_map_get(&v, "reason", 6);
-  if (reason && reason->kind == V_MAP) side->rule = str_field(&c->a, reason, "rule");
-  if (!side->rule) side->rule = str_field(&c->a, &v, "rule");
-  const value *conf = value_map_get(&v, "confidence", 10);
-  if (conf && conf->kind == V_DOUBLE)
-    side->confidence = conf->d;
-  else if (conf && conf->kind == V_INT)
-    side->confidence = (double)conf->i;
-  side->policy_version = str_field(&c->a, &v, "policy_version");
+  map_vars vars = {&v, request};
+  const value *act = value_map_get(&v, "action", 6);
+  if (m && m->field[M_ACTION]) {
+    int rc = want_string(c, m, M_ACTION, &vars, NULL, &side->action, err, errlen);
+    if (rc) return rc;
+  } else if (!act || (act->kind != V_STRING && act->kind != V_NULL)) {
+    snprintf(err, errlen,
+             "the answer has no \"action\" (a string, or null); for another engine's format, "
+             "map it with --against-map");
+    return AGAINST_EREFUSED;
+  } else {
+    side->action = act->kind == V_STRING ? arena_strndup(&c->a, act->s, act->n) : NULL;
+  }
+  const value *reason = get(&v, "reason");
+  const value *rule = get(reason, "rule");
+  if (!rule || rule->kind != V_STRING) rule = get(&v, "rule");
+  const value *id = get(&v, "snapshot_id");
+  if (!id || id->kind != V_STRING) id = get(&v, "decision_id"); /* OPA's, with decision logs */
+  int review, have_conf, have_lat, rc;
+  double lat = 0;
+  if ((rc = want_bool(c, m, M_ALLOWED, &vars, get(&v, "allowed"), &side->allowed, err, errlen)) ||
+      (rc = want_bool(c, m, M_REVIEW, &vars, get(&v, "review"), &review, err, errlen)) ||
+      (rc = want_string(c, m, M_SOURCE, &vars, get(&v, "source"), &side->source, err, errlen)) ||
+      (rc = want_string(c, m, M_RULE, &vars, rule, &side->rule, err, errlen)) ||
+      (rc = want_string(c, m, M_REASON, &vars, get(reason, "message"), &side->reason, err,
+                        errlen)) ||
+      (rc = want_string(c, m, M_ID, &vars, id, &side->decision_id, err, errlen)) ||
+      (rc = want_string(c, m, M_POLICY_VERSION, &vars, get(&v, "policy_version"),
+                        &side->policy_version, err, errlen)) ||
+      (rc = want_string(c, m, M_MODEL_VERSION, &vars, get(&v, "model_version"),
+                        &side->model_version, err, errlen)) ||
+      (rc = want_number(c, m, M_CONFIDENCE, &vars, get(&v, "confidence"), &side->confidence,
+                        &have_conf, err, errlen)) ||
+      (rc = want_number(c, m, M_LATENCY_US, &vars, get(&v, "latency_us"), &lat, &have_lat, err,
+                        errlen)))
+    return rc;
+  side->review = review > 0;
+  if (have_lat && lat >= 0) {
+    /* the service's own parse + decide time: what a recorded latency is */
+    side->timing = REPLAY_TIMING_INPROCESS;
+    side->latency_us = lat;
+  } else {
+    side->timing = REPLAY_TIMING_ROUNDTRIP;
+  }
   return 0;
 }
 
-int against_decide(against_client *c, const char *body, size_t len, replay_side *side,
-                   double *rtt_us, char *err, size_t errlen) {
+static int map_body(against_client *c, const against_map *m, const char *req, size_t len,
+                    const char **out, size_t *outlen, json_buf *buf, char *err, size_t errlen) {
+  *out = req;
+  *outlen = len;
+  if (!m || !m->body) return 0;
+  value rv;
+  json_error je;
+  if (json_parse(&c->a, req, len, NULL, &rv, &je) != 0) {
+    snprintf(err, errlen, "the recorded request is not JSON: %s", je.message);
+    return AGAINST_EREFUSED;
+  }
+  map_vars vars = {NULL, &rv};
+  value v = map_eval(m->body, &c->a, &vars);
+  if (v.kind == V_ERROR) {
+    v = value_error_text(&c->a, v);
+    snprintf(err, errlen, "--against-body: %.*s", (int)(v.n < 300 ? v.n : 300), v.s);
+    return AGAINST_EREFUSED;
+  }
+  if (v.kind != V_MAP) {
+    snprintf(err, errlen, "--against-body: the expression gave a %s, want a map (a JSON object)",
+             value_kind_name((value_kind)v.kind));
+    return AGAINST_EREFUSED;
+  }
+  buf->len = 0;
+  if (json_write(buf, &v, 0) != 0 || buf->oom) {
+    snprintf(err, errlen, "--against-body: the value cannot be written as JSON");
+    return AGAINST_EREFUSED;
+  }
+  *out = buf->data;
+  *outlen = buf->len;
+  return 0;
+}
+
+int against_decide(against_client *c, const against_map *map, const char *body, size_t len,
+                   replay_side *side, double *rtt_us, char *err, size_t errlen) {
   arena_reset(&c->a);
+  /* the recorded request, for the mapping's `request` and the body */
+  value request = {.kind = V_NULL};
+  int need_request = 0;
+  for (int i = 0; map && i < M_COUNT; i++)
+    if (map->field[i]) need_request = 1;
+  if (need_request) {
+    json_error je;
+    if (json_parse(&c->a, body, len, NULL, &request, &je) != 0) request.kind = V_NULL;
+  }
+  if (map && map->body) {
+    int rc = map_body(c, map, body, len, &body, &len, &c->out, err, errlen);
+    if (rc) return rc;
+  }
   int64_t t0 = (int64_t)clock_mono_ns(), deadline = t0 + (int64_t)c->timeout_ms * 1000000;
   for (int attempt = 0; attempt < 2; attempt++) {
     int reused = c->fd >= 0;
@@ -513,7 +816,10 @@ int against_decide(against_client *c, const char *body, size_t len, replay_side 
     }
     *rtt_us = (double)((int64_t)clock_mono_ns() - t0) / 1000.0;
     if (!ans.keep_alive) disconnect(c);
-    return read_decision(c, &ans, side, err, errlen);
+    int rc = read_decision(c, map, &request, &ans, side, err, errlen);
+    side->rtt_us = *rtt_us;
+    if (side->timing == REPLAY_TIMING_ROUNDTRIP) side->latency_us = *rtt_us;
+    return rc;
   }
   return AGAINST_ETRANSPORT;
 }
@@ -522,6 +828,7 @@ int against_decide(against_client *c, const char *body, size_t len, replay_side 
 
 typedef struct against_walk {
   against_client *client;
+  const against_map *map;
   replay_cb cb;
   void *user;
   replay_stats *stats;
@@ -550,7 +857,7 @@ static int on_item(void *user, const replay_item *it) {
                                                      : "the snapshot holds no request to send");
     rc = AGAINST_EREFUSED;
   } else {
-    rc = against_decide(w->client, it->request_json, it->request_len, &remote, &rtt, msg,
+    rc = against_decide(w->client, w->map, it->request_json, it->request_len, &remote, &rtt, msg,
                         sizeof msg);
   }
   if (rc == AGAINST_ETRANSPORT) {
@@ -572,12 +879,12 @@ static int on_item(void *user, const replay_item *it) {
     out.same = 0;
     w->stats->errors++;
   } else {
-    remote.latency_us = rtt;
     out.replayed = remote;
     out.error = 0;
     out.error_message = NULL;
-    out.same =
-        str_eq(it->recorded.action, remote.action) && !it->recorded.allowed == !remote.allowed;
+    /* an answer that does not say whether it allows is judged by its action */
+    out.same = str_eq(it->recorded.action, remote.action) &&
+               (remote.allowed < 0 || !it->recorded.allowed == !remote.allowed);
     w->stats->replayed++;
     if (out.same)
       w->stats->reproduced++;
@@ -591,14 +898,15 @@ static int on_item(void *user, const replay_item *it) {
   return 0;
 }
 
-int against_run(const replay_opts *opts, const char *url, int timeout_ms, replay_cb cb, void *user,
-                replay_stats *stats, char *err, size_t errlen) {
+int against_run(const replay_opts *opts, const char *url, const against_map *map, int timeout_ms,
+                replay_cb cb, void *user, replay_stats *stats, char *err, size_t errlen) {
   replay_stats local, inner;
   if (!stats) stats = &local;
   memset(stats, 0, sizeof *stats);
   against_walk w;
   memset(&w, 0, sizeof w);
   if (against_open(url, timeout_ms, &w.client, err, errlen) < 0) return -1;
+  w.map = map;
   w.cb = cb;
   w.user = user;
   w.stats = stats;

@@ -7,8 +7,10 @@
  * filters and the recorded side are the same as for any replay), sends each
  * recorded request to the service and hands the scorer a replay_item whose
  * `replayed` side is the service's answer and whose latency is the round
- * trip. A remote decision counts as the same when its action and allowed
- * agree with the recorded ones (another system's rule names and confidences
+ * trip (and, when the answer reports the service's own in-process time as
+ * `latency_us`, that too: only it compares with a recorded latency). A
+ * remote decision counts as the same when its action and allowed (when the
+ * answer says) agree with the recorded ones (another system's rule names and confidences
  * are its own business; they are still tallied).
  *
  * The client speaks HTTP/1.1 over a plain TCP socket: one keep-alive
@@ -24,6 +26,33 @@
 #include "replay/replay.h"
 
 typedef struct against_client against_client;
+
+/* ---- another engine's answer format ----
+ * A peer that does not answer in verdict's shape is read through a mapping:
+ * one CEL expression per field, evaluated over `response` (the answer's
+ * JSON body) and `request` (the recorded request), e.g. for OPA's
+ * {"result": true}:
+ *
+ *   action=response.result ? "allow" : "deny"
+ *   allowed=response.result
+ *
+ * Fields: action (a string or null), allowed and review (bools), source,
+ * rule, reason, id, policy_version, model_version (strings or null),
+ * confidence and latency_us (numbers: latency_us is the peer's own
+ * in-process time, when it reports one). A field without an expression is
+ * read from verdict's shape as before; `allowed` that neither gives is
+ * unknown (-1) and not compared. The body sent can be mapped too: a CEL
+ * expression over `request` whose value (a map) is sent as JSON, e.g.
+ * {"input": request} for OPA. */
+typedef struct against_map against_map;
+
+/* Adds "FIELD=EXPR", or a bare EXPR for the action, to *m (created on
+ * first use). 0, or -1 with a message naming the field and the place in
+ * the expression. */
+int against_map_add(against_map **m, const char *spec, char *err, size_t errlen);
+/* Sets the body expression. 0, or -1 with a message. */
+int against_map_body(against_map **m, const char *expr, char *err, size_t errlen);
+void against_map_free(against_map *m);
 
 /* url: http://host[:port][/path] — host a name, an IPv4 address or a
  * bracketed IPv6 address; the path defaults to /v1/decide. timeout_ms <= 0:
@@ -41,8 +70,8 @@ int against_open(const char *url, int timeout_ms, against_client **out, char *er
  * stale. */
 #define AGAINST_EREFUSED (-1)
 #define AGAINST_ETRANSPORT (-2)
-int against_decide(against_client *c, const char *body, size_t len, replay_side *side,
-                   double *rtt_us, char *err, size_t errlen);
+int against_decide(against_client *c, const against_map *map, const char *body, size_t len,
+                   replay_side *side, double *rtt_us, char *err, size_t errlen);
 
 /* Connections opened so far (1 for a whole run when keep-alive holds). */
 uint64_t against_connections(const against_client *c);
@@ -53,7 +82,7 @@ void against_close(against_client *c);
  * be reached for AGAINST_MAX_FAILS requests in a row; a request the service
  * refuses is an item with error set, and the walk goes on. */
 #define AGAINST_MAX_FAILS 3
-int against_run(const replay_opts *opts, const char *url, int timeout_ms, replay_cb cb, void *user,
-                replay_stats *stats, char *err, size_t errlen);
+int against_run(const replay_opts *opts, const char *url, const against_map *map, int timeout_ms,
+                replay_cb cb, void *user, replay_stats *stats, char *err, size_t errlen);
 
 #endif

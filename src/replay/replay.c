@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -52,7 +53,8 @@ typedef struct version_entry {
 
 typedef struct replayer {
   const replay_opts *opts;
-  char *store; /* where recorded versions are read from */
+  char *own;   /* the snapshot folder's own versions (looked in first) */
+  char *store; /* where recorded versions are read from otherwise */
   version_entry *versions;
   size_t nversions, cap;
   uint32_t *slots;     /* versions by hash (entry_hash): index + 1, 0 empty */
@@ -61,6 +63,9 @@ typedef struct replayer {
   version_entry candidate;
   arena mem; /* per snapshot: the parsed members and strings handed out */
   vd_decision *d;
+  vd_decision *dref; /* the reference decision (opts.time_reference) */
+  double ref_us;     /* its thread CPU time, 0: none */
+  uint64_t nref;
   char msg[1024]; /* the current item's error message */
 } replayer;
 
@@ -138,16 +143,27 @@ static int is_hex64(const char *s, size_t n) {
   return 1;
 }
 
+/* dir/<name>: in the snapshot folder's own versions when there, else in
+ * the store (a folder written before folders carried their versions, or a
+ * shared store given with --store). */
+static const char *version_dir(const replayer *rp, const char *name) {
+  char path[4400];
+  snprintf(path, sizeof path, "%s/%s", rp->own, name);
+  return access(path, R_OK) == 0 ? rp->own : rp->store;
+}
+
 static void version_load(replayer *rp, version_entry *v) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/%s.json", rp->store, v->version);
+  char path[4200], name[128];
+  snprintf(name, sizeof name, "%s.json", v->version);
+  snprintf(path, sizeof path, "%s/%s", version_dir(rp, name), name);
   size_t len;
   v->text = read_whole(path, &len);
   if (!v->text) {
     if (asprintf(&v->error,
-                 "policy version %.12s… is not in the version store (%s: %s); it is kept there "
-                 "by the engine that recorded the snapshot unless it ran with no store: give that "
-                 "engine's store with --store DIR, or replay against a bundle with --policy DIR",
+                 "policy version %.12s… is neither in the snapshot folder's versions nor in the "
+                 "version store (%s: %s); the engine that recorded the snapshot keeps it in the "
+                 "folder: check it with `verdict snapshots verify`, give a store that has it with "
+                 "--store DIR, or replay against a bundle with --policy DIR",
                  v->version, path, strerror(errno)) < 0)
       v->error = NULL;
     return;
@@ -185,9 +201,11 @@ static void version_load(replayer *rp, version_entry *v) {
   }
   if (v->model[0] && v->bundle->strategies[0].fallback_model) {
     /* the model and spec the decision used, kept in the store by content */
-    char mp[4300], fp[4300];
-    snprintf(mp, sizeof mp, "%s/models/%s.json", rp->store, v->model);
-    snprintf(fp, sizeof fp, "%s/models/%s.features.yaml", rp->store, v->features);
+    char mp[4300], fp[4300], mn[128], fn[128];
+    snprintf(mn, sizeof mn, "models/%s.json", v->model);
+    snprintf(fn, sizeof fn, "models/%s.features.yaml", v->features);
+    snprintf(mp, sizeof mp, "%s/%s", version_dir(rp, mn), mn);
+    snprintf(fp, sizeof fp, "%s/%s", version_dir(rp, fn), fn);
     memset(&dg, 0, sizeof dg);
     if (policy_bundle_attach_model(v->bundle, 0, mp, fp, &dg) != 0) {
       v->error = diags_message(path, &dg);
@@ -312,6 +330,8 @@ enum {
   F_LATENCY,
   F_LIMITS,
   F_INPUTS,
+  F_SIDE,      /* a rollout's (docs/snapshots.md, "Shadow and canary"): not required */
+  F_COMPLETES, /* the off-path decision of a rollout names the answered one */
   F_COUNT
 };
 
@@ -352,12 +372,16 @@ static const mname field_names[F_COUNT] = {MNAME("format"),
                                            MNAME("reason"),
                                            MNAME("latency_ns"),
                                            MNAME("limits"),
-                                           MNAME("inputs")};
+                                           MNAME("inputs"),
+                                           MNAME("side"),
+                                           MNAME("completes")};
 
 /* Which of them docs/snapshots.md ("Snapshot contents") requires: all but
  * let_errors and limits, which came with format 1 too but are not audit
  * fields. null is a value: a member that is null by design is present. */
-static int field_required(int f) { return f != F_LET_ERRORS && f != F_LIMITS && f != F_MODEL; }
+static int field_required(int f) {
+  return f != F_LET_ERRORS && f != F_LIMITS && f != F_MODEL && f != F_SIDE && f != F_COMPLETES;
+}
 
 typedef struct span {
   const char *s; /* NULL: absent */
@@ -725,6 +749,61 @@ static int sides_same(const replay_side *a, const replay_side *b) {
          str_eq(a->rule, b->rule) && a->confidence == b->confidence;
 }
 
+/* The recorded version of a snapshot, from the store (NULL only when out
+ * of memory). */
+static version_entry *recorded_version(replayer *rp, const replay_item *it, const span *f) {
+  const char *pv = it->recorded.policy_version;
+  if (!pv) return NULL;
+  static const mname model_names[] = {MNAME("version"), MNAME("features_version")};
+  span model[2];
+  index_object(f[F_MODEL].s, f[F_MODEL].n, model_names, 2, model);
+  const char *mv = span_str(&rp->mem, model[0]), *fv = span_str(&rp->mem, model[1]);
+  char mvb[65] = "", fvb[65] = "";
+  if (mv) snprintf(mvb, sizeof mvb, "%s", mv);
+  if (fv) snprintf(fvb, sizeof fvb, "%s", fv);
+  return version_get(rp, pv, strlen(pv), mvb, fvb);
+}
+
+/* Decides the request under the reference version into rp->dref, for its
+ * latency alone (rp->ref_us; 0 when it failed). */
+static void time_reference(replayer *rp, version_entry *ref, const vd_engine_opts *lim,
+                           const replay_item *it, int64_t clock_ns, int deadline,
+                           const value *counters) {
+  vd_error err;
+  rp->ref_us = 0;
+  uint64_t c0 = clock_cpu_ns();
+  if (service_decide_json(ref->bundle, ref->names, lim, it->request_json, it->request_len, clock_ns,
+                          deadline, counters, rp->dref, &err) == 0)
+    rp->ref_us = (double)(clock_cpu_ns() - c0) / 1000.0;
+}
+
+/* The first rule the recorded decision tried (its trace) that reads a
+ * field its strategy keeps out of snapshots, or NULL (strategy_snapshot.c
+ * flags those rules): such a decision was made from a value the snapshot
+ * does not hold. */
+static const char *masked_read(arena *a, const policy_bundle *b, const char *name, span rules) {
+  const strategy *s = NULL;
+  for (uint32_t i = 0; i < b->nstrategies && !s; i++)
+    if (b->nstrategies == 1 ||
+        (name && b->strategies[i].name && !strcmp(b->strategies[i].name, name)))
+      s = &b->strategies[i];
+  if (!s || !s->rule_masked || !rules.s) return NULL;
+  value v = parse_span(a, rules);
+  if (v.kind != V_LIST) return NULL;
+  for (uint32_t i = 0; i < v.n; i++) {
+    const value *rn = value_map_get(&v.items[i], "rule", 4);
+    const value *rr = value_map_get(&v.items[i], "result", 6);
+    if (!rn || rn->kind != V_STRING || !rr || rr->kind != V_STRING ||
+        (rr->n == 21 && !memcmp(rr->s, "skipped-not-candidate", 21)))
+      continue;
+    for (uint32_t k = 0; k < s->nrules; k++)
+      if (s->rule_masked[k] && s->rules[k].name && strlen(s->rules[k].name) == rn->n &&
+          !memcmp(s->rules[k].name, rn->s, rn->n))
+        return s->rules[k].name;
+  }
+  return NULL;
+}
+
 /* Everything for one snapshot but the callback. Returns 0, or a negative
  * VD_E* code with rp->msg set (the item is then an error item). */
 static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
@@ -777,8 +856,13 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
   double ns = 0;
   span_num(a, lat[3], &ns);
   s->latency_us = ns / 1000.0;
+  s->timing = lat[3].s ? REPLAY_TIMING_INPROCESS : REPLAY_TIMING_NONE;
+  s->decision_id = it->id_text; /* the answer carried the snapshot's id */
+  s->model_version = span_str(a, f[F_MODEL_VERSION]);
   const char *key = span_str(a, f[F_KEY]);
   if (key) it->key = key;
+  it->side = span_str(a, f[F_SIDE]);
+  it->completes = f[F_COMPLETES].s != NULL;
 
   if (f[F_FORMAT].s && !(f[F_FORMAT].n == 1 && f[F_FORMAT].s[0] == '1')) {
     value v = parse_span(a, f[F_FORMAT]);
@@ -819,9 +903,13 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
   lim.memory_limit = (size_t)span_u64_or(a, lims[2], 0);
   lim.max_request_bytes = (size_t)span_u64_or(a, lims[3], 0);
 
-  version_entry *ve;
+  version_entry *ve, *ref = NULL;
   if (rp->opts->policy_dir) {
     ve = &rp->candidate;
+    if (rp->opts->time_reference) {
+      ref = recorded_version(rp, it, f);
+      if (ref && (!ref->bundle || !ref->names)) ref = NULL; /* not in the store: untimed */
+    }
   } else {
     const char *pv = it->recorded.policy_version;
     if (!pv) {
@@ -855,6 +943,12 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
     if (counters.kind != V_MAP) counters = no_counters;
   }
   vd_error err;
+  /* The recorded version, decided beside the candidate on the same request
+   * (first on every other snapshot, so neither side always finds the
+   * caches warm): the two timings are then taken under the same load. */
+  int ref_first = rp->nref++ & 1;
+  if (ref && ref_first)
+    time_reference(rp, ref, &lim, it, clock_ns, span_true(inputs[1]), &counters);
   uint64_t c0 = clock_cpu_ns();
   /* The model's deadline, as recorded (the clock decided it): replaying
    * the recorded policy takes that outcome; a candidate runs on the clock. */
@@ -862,10 +956,15 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
   int rc = service_decide_json(ve->bundle, ve->names, &lim, it->request_json, it->request_len,
                                clock_ns, deadline, &counters, rp->d, &err);
   it->cpu_ns = clock_cpu_ns() - c0;
+  if (ref && !ref_first && rc == 0) {
+    /* the reference decision must not overwrite the candidate's */
+    time_reference(rp, ref, &lim, it, clock_ns, span_true(inputs[1]), &counters);
+  }
   if (rc) {
     snprintf(rp->msg, sizeof rp->msg, "%s", err.message);
     return rc;
   }
+  it->masked = masked_read(a, ve->bundle, span_str(a, f[F_STRATEGY]), t[0]);
   const vd_decision *d = rp->d;
   replay_side *r = &it->replayed;
   r->action = vd_decision_action(d);
@@ -877,6 +976,17 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
   r->confidence = vd_decision_confidence(d);
   r->policy_version = vd_decision_policy_version(d);
   r->latency_us = vd_decision_latency_us(d);
+  r->timing = REPLAY_TIMING_INPROCESS;
+  if (ref) {
+    r->cpu_us = (double)it->cpu_ns / 1000.0;
+    r->reference_cpu_us = rp->ref_us;
+  }
+  r->model_version = vd_decision_model_version(d);
+  /* Replay writes no snapshot, so the decision has no id of its own; the
+   * engine deciding here is the one that recorded the live side, and it
+   * names every decision by a snapshot id whenever it records, as the live
+   * one did: the id is credited where the recorded decision has one. */
+  r->decision_id = it->recorded.decision_id;
   return 0;
 }
 
@@ -887,7 +997,9 @@ static void replayer_free(replayer *rp) {
   entry_free(&rp->candidate);
   arena_free(&rp->mem);
   vd_decision_free(rp->d);
+  vd_decision_free(rp->dref);
   free(rp->store);
+  free(rp->own);
 }
 
 /* Where recorded versions are read: opts->store_dir, else `versions` beside
@@ -929,8 +1041,10 @@ int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *
   rp.opts = opts;
   arena_init(&rp.mem, NULL, 0, 0);
   rp.d = vd_decision_new();
+  rp.dref = vd_decision_new();
   rp.store = store_path(opts);
-  if (!rp.d || !rp.store) {
+  rp.own = snapshot_versions_path(opts->snapshots_dir);
+  if (!rp.d || !rp.dref || !rp.store || !rp.own) {
     replayer_free(&rp);
     return fail(err, errlen, "out of memory");
   }
@@ -986,6 +1100,12 @@ int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *
     it.request_json = "";
     rp.msg[0] = '\0';
     it.error = replay_one(&rp, &rec, &it);
+    if (it.completes && opts->policy_dir) {
+      /* scoring a candidate: the traffic is the answered decisions; the
+       * off-path one of a rollout is the same request decided again */
+      stats->seen--;
+      continue;
+    }
     if (it.error) {
       it.error_message = rp.msg;
       memset(&it.replayed, 0, sizeof it.replayed);
@@ -993,7 +1113,9 @@ int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *
     } else {
       stats->replayed++;
       it.same = sides_same(&it.recorded, &it.replayed);
-      if (it.same)
+      if (it.masked)
+        stats->masked++;
+      else if (it.same)
         stats->reproduced++;
       else
         stats->changed++;

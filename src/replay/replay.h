@@ -20,17 +20,40 @@
 
 /* One side of a comparison: what a decision said. Strings are NUL-terminated
  * and valid only during the callback. */
+/* What a side's latency_us measures. Only in-process figures (the engine's
+ * own parse + decide time) are compared with each other: an HTTP round trip
+ * also holds the network and the server's queue. */
+enum {
+  REPLAY_TIMING_NONE = 0,  /* no latency known */
+  REPLAY_TIMING_INPROCESS, /* latency_us: parse + decide inside the engine */
+  REPLAY_TIMING_ROUNDTRIP, /* latency_us: only the HTTP round trip is known */
+};
+
 typedef struct replay_side {
-  const char *action;  /* NULL when the decision had no action (error decision) */
-  int allowed;
+  const char *action; /* NULL when the decision had no action (error decision) */
+  int allowed;        /* 1, 0, or -1 when the answer does not say (a peer's format) */
   int review;
-  const char *source;  /* "rule", "model", "default", "error" */
-  const char *rule;    /* NULL when no rule decided */
+  const char *source; /* "rule", "model", "default", "error" */
+  const char *rule;   /* NULL when no rule decided */
   double confidence;
   const char *policy_version; /* the strategy version that decided */
-  double latency_us;   /* parse + decide (as vd_decision_latency_us): as recorded / as
-                          measured in this replay */
-  const char *reason;  /* the reason message, or NULL (not part of `same`) */
+  double latency_us;          /* parse + decide (as vd_decision_latency_us): as recorded / as
+                                 measured in this replay; see timing */
+  const char *reason;         /* the reason message, or NULL (not part of `same`) */
+  /* What the answer names for audit: the id its record can be found by
+   * (a snapshot id), and the model version when a model decided. */
+  const char *decision_id;
+  const char *model_version;
+  int timing;    /* REPLAY_TIMING_* */
+  double rtt_us; /* the HTTP round trip, when the side answered over HTTP; else 0 */
+  /* With replay_opts.time_reference: the thread CPU time of this decision
+   * and of the recorded version deciding the same request right beside it
+   * (0: not timed). A recording and a replay run at other times under
+   * other loads; the ratio of these two does not depend on the load (CPU
+   * time leaves out the preemptions a busy machine adds to wall time), so
+   * the scorer puts this side's timing on the recording's scale with it. */
+  double cpu_us;
+  double reference_cpu_us;
 } replay_side;
 
 typedef struct replay_item {
@@ -42,12 +65,20 @@ typedef struct replay_item {
   const char *request_json; /* the request as recorded (compact JSON) */
   size_t request_len;
   replay_side recorded;
-  replay_side replayed;     /* valid when error == 0 */
-  int error;                /* 0, or the negative VD_E* code the replay got */
+  replay_side replayed; /* valid when error == 0 */
+  int error;            /* 0, or the negative VD_E* code the replay got */
   const char *error_message;
-  int same;                 /* action, allowed, source, rule and confidence all equal */
-  int complete;             /* the snapshot carries every field docs/snapshots.md requires */
-  uint64_t cpu_ns;          /* CPU time of this replayed decision (thread CPU clock) */
+  int same;     /* action, allowed, source, rule and confidence all equal */
+  int complete; /* the snapshot carries every field docs/snapshots.md requires */
+  /* The rule, tried by the recorded decision, that reads a field its
+   * strategy keeps out of snapshots (`snapshot: {mask, hash}`): the
+   * decision cannot be re-proven from the snapshot, and is counted in
+   * stats.masked, not as reproduced or changed. NULL: none. */
+  const char *masked;
+  uint64_t cpu_ns;  /* CPU time of this replayed decision (thread CPU clock) */
+  const char *side; /* a rollout's "side" (live, shadow, canary), or NULL */
+  int completes;    /* the off-path decision of a rollout: it completes another
+                     * snapshot (skipped when scoring a candidate bundle) */
 } replay_item;
 
 /* Return non-zero to stop the walk. */
@@ -64,7 +95,10 @@ typedef struct replay_opts {
   const char *action;
   const char *source;
   const char *policy_version;
-  uint64_t limit;             /* 0: all */
+  uint64_t limit; /* 0: all */
+  /* With policy_dir: also decide each request under its recorded version
+   * (when the store has it) and time it (replay_side.reference_us). */
+  int time_reference;
 } replay_opts;
 
 typedef struct replay_stats {
@@ -74,12 +108,13 @@ typedef struct replay_stats {
   uint64_t changed;    /* same == 0 */
   uint64_t errors;     /* could not be replayed (missing version, bad request) */
   uint64_t incomplete; /* complete == 0 */
+  uint64_t masked;     /* replayed, but read a masked field: cannot be re-proven */
 } replay_stats;
 
 /* Returns 0 (also when some items failed: see stats.errors), or -1 with a
  * message in err when the walk itself could not run (no such directory,
  * no bundle, unreadable log). */
-int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *stats,
-               char *err, size_t errlen);
+int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *stats, char *err,
+               size_t errlen);
 
 #endif

@@ -256,6 +256,55 @@ static void text_categories(FILE *out, const score_category *cat) {
   }
 }
 
+static const char *side_label(const score_report *r) {
+  return r->mode == SCORE_AGAINST ? "remote" : "replayed";
+}
+
+/* "recorded 91.3  replayed 91.3: a tie" and the like, per category. */
+static const char *verdict_word(double mine, double other) {
+  return mine > other + 0.0005 ? "better" : mine < other - 0.0005 ? "worse" : "tie";
+}
+
+static void text_side_by_side(FILE *out, const score_report *r) {
+  fprintf(out, "\nside by side         recorded  %9s\n", side_label(r));
+  for (int i = 0; i < SCORE_NCAT; i++) {
+    const score_category *a = &r->recorded_cat[i], *b = &r->cat[i];
+    if (!a->scored || !b->scored) {
+      fprintf(out, "  %-9s        %8s  %9s\n", a->name, "-", "-");
+      continue;
+    }
+    fprintf(out, "  %-9s        %8.3f  %9.3f   %s\n", a->name, a->value, b->value,
+            verdict_word(b->value, a->value));
+  }
+  fprintf(out, "  %-9s        %8.1f  %9.1f   %s\n", "score", r->recorded_score, r->score,
+          verdict_word(r->score / 100, r->recorded_score / 100));
+}
+
+/* The score of each side per decision point. */
+static void text_points(FILE *out, const score_report *r) {
+  const score_comparison *c = &r->cmp;
+  if (c->npoints < 1) return;
+  int w = 14;
+  for (size_t p = 0; p < c->npoints; p++)
+    if ((int)strlen(c->points[p].point) > w) w = (int)strlen(c->points[p].point);
+  if (r->has_recorded_score)
+    fprintf(out, "\nby decision point %*s %9s %9s %9s\n", w - 16, "", "decisions", "recorded",
+            side_label(r));
+  else
+    fprintf(out, "\nby decision point %*s %9s %9s\n", w - 16, "", "decisions", "score");
+  for (size_t p = 0; p < c->npoints; p++) {
+    const score_side_result *s = c->points[p].sides;
+    char n[32];
+    if (r->has_recorded_score)
+      fprintf(out, "  %-*s %9s %9.1f %9.1f   %s\n", w, c->points[p].point,
+              count_text(s[0].decisions, n), s[0].score, s[1].score,
+              verdict_word(s[1].score / 100, s[0].score / 100));
+    else
+      fprintf(out, "  %-*s %9s %9.1f\n", w, c->points[p].point, count_text(s[1].decisions, n),
+              s[1].score);
+  }
+}
+
 void report_text(FILE *out, const score_report *r, const report_info *info) {
   char c1[32], c2[32];
   fprintf(out, "verdict replay: %s\n", mode_title(r->mode));
@@ -281,6 +330,9 @@ void report_text(FILE *out, const score_report *r, const report_info *info) {
   }
   fputc('\n', out);
   fprintf(out, "  errors     %12s  %5.1f%%\n", count_text(r->errors, c1), pct(r->errors, r->seen));
+  if (r->masked)
+    fprintf(out, "  masked     %12s  %5.1f%%   (read masked fields: cannot be re-proven)\n",
+            count_text(r->masked, c1), pct(r->masked, r->seen));
   if (info->wall_seconds > 0 && r->seen)
     fprintf(out, "  time       %12.2fs  %s snapshots/s\n", info->wall_seconds,
             count_text((uint64_t)((double)r->seen / info->wall_seconds), c1));
@@ -319,19 +371,27 @@ void report_text(FILE *out, const score_report *r, const report_info *info) {
   fprintf(out, "\nscore %.1f / 100\n", r->score);
   text_categories(out, r->cat);
   if (r->has_recorded_score) {
-    fprintf(out, "recorded decisions, scored the same way where measurable: %.1f / 100\n",
+    fprintf(out, "recorded decisions, scored on the same categories: %.1f / 100\n",
             r->recorded_score);
+    text_categories(out, r->recorded_cat);
+    text_side_by_side(out, r);
   }
+  text_points(out, r);
 
   fputc('\n', out);
   if (r->mode == SCORE_DETERMINISM) {
     if (r->seen && r->reproduced == r->seen)
       fprintf(out, "result: every decision reproduced exactly\n");
+    else if (r->seen && r->reproduced + r->masked == r->seen)
+      fprintf(out,
+              "result: every decision reproduced exactly but %s that read masked fields "
+              "(cannot be re-proven)\n",
+              count_text(r->masked, c1));
     else if (!r->seen)
       fprintf(out, "result: no snapshot matched\n");
     else
       fprintf(out, "result: %s of %s snapshots did NOT reproduce (listed above)\n",
-              count_text(r->seen - r->reproduced, c1), count_text(r->seen, c2));
+              count_text(r->seen - r->reproduced - r->masked, c1), count_text(r->seen, c2));
   } else {
     fprintf(out, "result: %s of %s decisions would change\n", count_text(r->changed, c1),
             count_text(r->seen, c2));
@@ -432,11 +492,44 @@ static void j_categories(json_buf *b, const char *k, const score_category *cat) 
   json_buf_putc(b, ']');
 }
 
+/* One side's figures: {side, score, decisions, errors, agreed, accuracy,
+ * latency_us, rtt_us, audit, categories}. */
+static void j_side_result(json_buf *b, const char *name, const score_side_result *s) {
+  j_open(b, NULL, '{');
+  j_str(b, "side", name);
+  j_num(b, "score", s->score, 2);
+  j_u64(b, "decisions", s->decisions);
+  j_u64(b, "errors", s->errors);
+  j_u64(b, "agreed", s->agreed);
+  j_u64(b, "labelled", s->labelled);
+  j_u64(b, "correct", s->correct);
+  if (s->labelled)
+    j_num(b, "accuracy", s->accuracy, 4);
+  else
+    j_str(b, "accuracy", NULL);
+  j_dist(b, "latency_us", &s->latency_us);
+  if (s->rtt_us.count)
+    j_dist(b, "rtt_us", &s->rtt_us);
+  else
+    j_str(b, "rtt_us", NULL);
+  j_open(b, "audit", '{');
+  j_u64(b, "id", s->audit_id);
+  j_u64(b, "reason", s->audit_reason);
+  j_u64(b, "versions", s->audit_version);
+  j_num(b, "share", s->audit_share, 4);
+  json_buf_putc(b, '}');
+  j_categories(b, "categories", s->cat);
+  json_buf_putc(b, '}');
+}
+
 static void j_side(json_buf *b, const char *k, const char *action, const char *rule,
                    const char *source, double conf, int allowed) {
   j_open(b, k, '{');
   j_str(b, "action", action);
-  j_bool(b, "allowed", allowed);
+  if (allowed < 0)
+    j_str(b, "allowed", NULL); /* the answer did not say */
+  else
+    j_bool(b, "allowed", allowed);
   j_str(b, "source", source);
   j_str(b, "rule", rule);
   j_num(b, "confidence", conf, 6);
@@ -459,7 +552,9 @@ int report_json(json_buf *b, const score_report *r, const report_info *info) {
     j_num(b, "recorded_score", r->recorded_score, 2);
   else
     j_str(b, "recorded_score", NULL);
-  if (r->mode == SCORE_DETERMINISM) j_bool(b, "deterministic", r->seen && r->reproduced == r->seen);
+  j_u64(b, "masked", r->masked);
+  if (r->mode == SCORE_DETERMINISM)
+    j_bool(b, "deterministic", r->seen && r->reproduced + r->masked == r->seen);
   j_open(b, "changes", '{');
   j_u64(b, "action", r->changed_action);
   j_u64(b, "allowed", r->changed_allowed);
@@ -522,6 +617,20 @@ int report_json(json_buf *b, const score_report *r, const report_info *info) {
   j_categories(b, "categories", r->cat);
   if (r->has_recorded_score) j_categories(b, "recorded_categories", r->recorded_cat);
   json_buf_putc(b, '}');
+  j_open(b, "sides", '[');
+  for (int i = 0; i < r->cmp.nsides; i++)
+    j_side_result(b, i == 0 ? "recorded" : side_label(r), &r->cmp.sides[i]);
+  json_buf_putc(b, ']');
+  j_open(b, "points", '[');
+  for (size_t p = 0; p < r->cmp.npoints; p++) {
+    j_open(b, NULL, '{');
+    j_str(b, "point", r->cmp.points[p].point);
+    j_open(b, "sides", '[');
+    for (int i = 0; i < r->cmp.nsides; i++)
+      j_side_result(b, i == 0 ? "recorded" : side_label(r), &r->cmp.points[p].sides[i]);
+    json_buf_put(b, "]}", 2);
+  }
+  json_buf_putc(b, ']');
 
   if (info->wall_seconds > 0) {
     j_num(b, "wall_seconds", info->wall_seconds, 4);
@@ -594,7 +703,8 @@ static const char html_css[] =
     "min-width:120px}"
     ".card b{display:block;font-size:22px}.card span{color:#5b6475;font-size:12px}"
     ".score{font-size:44px;font-weight:700}.good{color:#17803d}.warn{color:#b26b00}"
-    ".bad{color:#c0262d}"
+    ".bad{color:#c0262d}.tie{color:#39404d}.card.good{border-color:#17803d}"
+    ".card.bad{border-color:#c0262d}td.good{background:#e9f6ee}td.bad{background:#fbeaea}"
     "table{border-collapse:collapse;background:#fff;border:1px solid #dde1e8;width:100%}"
     "th,td{padding:6px 10px;border-bottom:1px solid #eceef2;text-align:left;vertical-align:top}"
     "th{background:#eef0f4;font-weight:600}td.n{text-align:right;font-variant-numeric:"
@@ -606,7 +716,19 @@ static const char html_css[] =
     "svg{background:#fff;border:1px solid #dde1e8;border-radius:8px}"
     "footer{margin-top:32px;color:#8a92a2;font-size:12px}";
 
-static const char *score_class(double s) { return s >= 80 ? "good" : s >= 50 ? "warn" : "bad"; }
+/* Colour by which side wins, never by the figure alone: a side that scores
+ * 90 and loses to 95 is the loser. Within display precision, a tie. */
+static const char *win_class(double mine, double other, double eps) {
+  return mine > other + eps ? "good" : mine < other - eps ? "bad" : "tie";
+}
+
+static void h_card_c(FILE *out, const char *figure, const char *label, const char *cls) {
+  fprintf(out, "<div class=\"card %s\"><b>", cls);
+  h_esc(out, figure);
+  fputs("</b><span>", out);
+  h_esc(out, label);
+  fputs("</span></div>\n", out);
+}
 
 static void h_card(FILE *out, const char *figure, const char *label) {
   fputs("<div class=\"card\"><b>", out);
@@ -814,6 +936,53 @@ static void h_dist_row(FILE *out, const char *name, const score_dist *d) {
           us_text(d->max, e), us_text(d->mean, m));
 }
 
+/* The categories of both sides in two columns, each cell coloured by
+ * which side wins it. */
+static void h_side_by_side(FILE *out, const score_report *r) {
+  fprintf(out, "<h2>Side by side</h2>\n<table><tr><th></th><th>recorded</th><th>%s</th></tr>\n",
+          side_label(r));
+  for (int i = 0; i < SCORE_NCAT; i++) {
+    const score_category *a = &r->recorded_cat[i], *b = &r->cat[i];
+    fprintf(out, "<tr><td>%s</td>", a->name);
+    if (a->scored && b->scored)
+      fprintf(out, "<td class=\"n %s\">%.3f</td><td class=\"n %s\">%.3f</td></tr>\n",
+              win_class(a->value, b->value, 0.0005), a->value,
+              win_class(b->value, a->value, 0.0005), b->value);
+    else
+      fputs("<td class=\"n muted\">not scored</td><td class=\"n muted\">not scored</td></tr>\n",
+            out);
+  }
+  fprintf(out,
+          "<tr><th>score</th><td class=\"n %s\"><b>%.1f</b></td><td class=\"n %s\"><b>%.1f</b>"
+          "</td></tr>\n</table>\n",
+          win_class(r->recorded_score, r->score, 0.05), r->recorded_score,
+          win_class(r->score, r->recorded_score, 0.05), r->score);
+}
+
+static void h_points(FILE *out, const score_report *r) {
+  const score_comparison *c = &r->cmp;
+  if (!c->npoints) return;
+  fputs("<h2>By decision point</h2>\n<table><tr><th>decision point</th><th>decisions</th>", out);
+  if (r->has_recorded_score)
+    fprintf(out, "<th>recorded</th><th>%s</th></tr>\n", side_label(r));
+  else
+    fputs("<th>score</th></tr>\n", out);
+  for (size_t p = 0; p < c->npoints; p++) {
+    const score_side_result *s = c->points[p].sides;
+    char n[32];
+    fputs("<tr><td>", out);
+    h_esc(out, c->points[p].point);
+    fprintf(out, "</td><td class=\"n\">%s</td>", count_text(s[1].decisions, n));
+    if (r->has_recorded_score)
+      fprintf(out, "<td class=\"n %s\">%.1f</td><td class=\"n %s\">%.1f</td></tr>\n",
+              win_class(s[0].score, s[1].score, 0.05), s[0].score,
+              win_class(s[1].score, s[0].score, 0.05), s[1].score);
+    else
+      fprintf(out, "<td class=\"n\">%.1f</td></tr>\n", s[1].score);
+  }
+  fputs("</table>\n", out);
+}
+
 int report_html(FILE *out, const score_report *r, const report_info *info) {
   char c[32], when[48] = "";
   if (info->generated_ns) {
@@ -848,14 +1017,20 @@ int report_html(FILE *out, const score_report *r, const report_info *info) {
   if (*when) fprintf(out, " &#183; %s", when);
   fputs("</p>\n", out);
 
+  /* the determinism check has one side: green when everything reproduced */
+  const char *mine = r->mode == SCORE_DETERMINISM
+                         ? (r->seen && r->reproduced == r->seen ? "good" : "bad")
+                         : win_class(r->score, r->recorded_score, 0.05);
   fprintf(out,
-          "<div class=\"cards\"><div class=\"card\"><b class=\"score %s\">%.1f</b><span>score "
-          "out of 100</span></div>\n",
-          score_class(r->score), r->score);
+          "<div class=\"cards\"><div class=\"card %s\"><b class=\"score %s\">%.1f</b><span>"
+          "%s score out of 100</span></div>\n",
+          mine, mine, r->score, r->mode == SCORE_DETERMINISM ? "replay" : side_label(r));
   if (r->has_recorded_score) {
-    char t[32];
-    snprintf(t, sizeof t, "%.1f", r->recorded_score);
-    h_card(out, t, "recorded decisions, same scale");
+    const char *theirs = win_class(r->recorded_score, r->score, 0.05);
+    fprintf(out,
+            "<div class=\"card %s\"><b class=\"score %s\">%.1f</b><span>recorded score, same "
+            "categories</span></div>\n",
+            theirs, theirs, r->recorded_score);
   }
   h_card(out, count_text(r->seen, c), "snapshots");
   h_card(out, count_text(r->reproduced, c), "reproduced");
@@ -863,10 +1038,12 @@ int report_html(FILE *out, const score_report *r, const report_info *info) {
   h_card(out, count_text(r->errors, c), "errors");
   if (r->have_labels && r->labelled) {
     char t[32];
-    snprintf(t, sizeof t, "%.1f%%", 100 * r->replayed_side.accuracy);
-    h_card(out, t, r->mode == SCORE_AGAINST ? "remote accuracy" : "replayed accuracy");
-    snprintf(t, sizeof t, "%.1f%%", 100 * r->recorded.accuracy);
-    h_card(out, t, "recorded accuracy");
+    double ra = 100 * r->replayed_side.accuracy, ca = 100 * r->recorded.accuracy;
+    snprintf(t, sizeof t, "%.1f%%", ra);
+    h_card_c(out, t, r->mode == SCORE_AGAINST ? "remote accuracy" : "replayed accuracy",
+             win_class(ra, ca, 0.05));
+    snprintf(t, sizeof t, "%.1f%%", ca);
+    h_card_c(out, t, "recorded accuracy", win_class(ca, ra, 0.05));
   }
   fputs("</div>\n", out);
 
@@ -878,11 +1055,13 @@ int report_html(FILE *out, const score_report *r, const report_info *info) {
   h_categories(out, r->cat);
   if (r->has_recorded_score) {
     fputs(
-        "<p class=\"sub\" style=\"margin-top:12px\">The recorded decisions, scored where "
-        "measurable:</p>\n",
+        "<p class=\"sub\" style=\"margin-top:12px\">The recorded decisions, scored on the "
+        "same categories:</p>\n",
         out);
     h_categories(out, r->recorded_cat);
+    h_side_by_side(out, r);
   }
+  h_points(out, r);
 
   fputs("<h2>Latency</h2>\n", out);
   h_histogram(out, r);
@@ -977,5 +1156,204 @@ int report_html(FILE *out, const score_report *r, const report_info *info) {
   fputs("<footer>verdict replay &#183; docs/replay.md explains every figure on this page", out);
   if (info->wall_seconds > 0) fprintf(out, " &#183; %.2f s", info->wall_seconds);
   fputs("</footer>\n</main>\n</body>\n</html>\n", out);
+  return ferror(out) ? -1 : 0;
+}
+
+/* ---- several candidates ---- */
+
+/* Side k of the comparison: 0 the recording (the same in every walk), i + 1
+ * candidate i. */
+static const score_side_result *cand_side(const score_report *reps, size_t k) {
+  return k == 0 ? &reps[0].cmp.sides[0] : &reps[k - 1].cmp.sides[1];
+}
+
+static const score_side_result *cand_point(const score_report *reps, size_t k, size_t p) {
+  return k == 0 ? &reps[0].cmp.points[p].sides[0] : &reps[k - 1].cmp.points[p].sides[1];
+}
+
+static const char *cand_name(const report_info *infos, size_t k) {
+  return k == 0 ? "recorded" : infos[k - 1].policy_dir;
+}
+
+/* Whether every walk saw the same decision points (they do: the same log,
+ * the same filters), so points can be lined up by index. */
+static int points_aligned(const score_report *reps, size_t n) {
+  for (size_t i = 1; i < n; i++) {
+    if (reps[i].cmp.npoints != reps[0].cmp.npoints) return 0;
+    for (size_t p = 0; p < reps[0].cmp.npoints; p++)
+      if (strcmp(reps[i].cmp.points[p].point, reps[0].cmp.points[p].point) != 0) return 0;
+  }
+  return 1;
+}
+
+/* "best", "worst" or "" among the n + 1 figures. */
+static const char *rank_class(const double *v, size_t m, size_t k, double eps) {
+  double best = v[0], worst = v[0];
+  for (size_t i = 1; i < m; i++) {
+    if (v[i] > best) best = v[i];
+    if (v[i] < worst) worst = v[i];
+  }
+  if (best - worst <= eps) return "tie";
+  if (v[k] >= best - eps) return "good";
+  if (v[k] <= worst + eps) return "bad";
+  return "tie";
+}
+
+void report_text_candidates(FILE *out, const score_report *reps, const report_info *infos,
+                            size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    fprintf(out, "%s==== candidate %zu of %zu: %s\n", i ? "\n" : "", i + 1, n, infos[i].policy_dir);
+    report_text(out, &reps[i], &infos[i]);
+  }
+  size_t m = n + 1;
+  fprintf(out, "\n==== side by side: the recording and %zu candidates\n", n);
+  fprintf(out, "  %-10s", "");
+  for (size_t k = 0; k < m; k++) fprintf(out, " %14.14s", cand_name(infos, k));
+  fputc('\n', out);
+  for (int c = 0; c < SCORE_NCAT; c++) {
+    fprintf(out, "  %-10s", reps[0].cat[c].name);
+    for (size_t k = 0; k < m; k++) {
+      const score_category *x = &cand_side(reps, k)->cat[c];
+      if (x->scored)
+        fprintf(out, " %14.3f", x->value);
+      else
+        fprintf(out, " %14s", "-");
+    }
+    fputc('\n', out);
+  }
+  fprintf(out, "  %-10s", "score");
+  for (size_t k = 0; k < m; k++) fprintf(out, " %14.1f", cand_side(reps, k)->score);
+  fputc('\n', out);
+  if (points_aligned(reps, n) && reps[0].cmp.npoints) {
+    fprintf(out, "\nby decision point (score)\n");
+    for (size_t p = 0; p < reps[0].cmp.npoints; p++) {
+      fprintf(out, "  %-22.22s", reps[0].cmp.points[p].point);
+      for (size_t k = 0; k < m; k++) fprintf(out, " %14.1f", cand_point(reps, k, p)->score);
+      fputc('\n', out);
+    }
+  }
+  size_t best = 1;
+  for (size_t k = 2; k < m; k++)
+    if (cand_side(reps, k)->score > cand_side(reps, best)->score) best = k;
+  fprintf(out, "\nresult: %s scores highest among the candidates (%.1f; the recording %.1f)\n",
+          cand_name(infos, best), cand_side(reps, best)->score, cand_side(reps, 0)->score);
+}
+
+int report_json_candidates(json_buf *b, const score_report *reps, const report_info *infos,
+                           size_t n) {
+  size_t m = n + 1;
+  j_open(b, NULL, '{');
+  j_str(b, "mode", "candidates");
+  j_str(b, "snapshots", infos[0].snapshots_dir);
+  j_open(b, "policies", '[');
+  for (size_t i = 0; i < n; i++) {
+    if (i) json_buf_putc(b, ',');
+    json_write_string(b, infos[i].policy_dir, strlen(infos[i].policy_dir));
+  }
+  json_buf_putc(b, ']');
+  j_open(b, "sides", '[');
+  for (size_t k = 0; k < m; k++) j_side_result(b, cand_name(infos, k), cand_side(reps, k));
+  json_buf_putc(b, ']');
+  j_open(b, "points", '[');
+  if (points_aligned(reps, n)) {
+    for (size_t p = 0; p < reps[0].cmp.npoints; p++) {
+      j_open(b, NULL, '{');
+      j_str(b, "point", reps[0].cmp.points[p].point);
+      j_open(b, "sides", '[');
+      for (size_t k = 0; k < m; k++) j_side_result(b, cand_name(infos, k), cand_point(reps, k, p));
+      json_buf_put(b, "]}", 2);
+    }
+  }
+  json_buf_putc(b, ']');
+  j_open(b, "candidates", '[');
+  for (size_t i = 0; i < n; i++) /* report_json puts the comma between them */
+    if (report_json(b, &reps[i], &infos[i]) < 0) return -1;
+  json_buf_put(b, "]}", 2);
+  return b->oom ? -1 : 0;
+}
+
+int report_html_candidates(FILE *out, const score_report *reps, const report_info *infos,
+                           size_t n) {
+  size_t m = n + 1;
+  char when[48] = "";
+  if (infos[0].generated_ns) timefmt_format_rfc3339(infos[0].generated_ns / 1000000000, 0, when);
+  fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n", out);
+  fputs("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n", out);
+  fputs("<title>verdict replay: candidates</title>\n", out);
+  fprintf(out, "<style>%s</style>\n</head>\n<body>\n<main>\n", html_css);
+  fprintf(out, "<h1>verdict replay &#8212; %zu candidates against recorded traffic</h1>\n", n);
+  fputs("<p class=\"sub\">snapshots <code>", out);
+  h_esc(out, infos[0].snapshots_dir);
+  fputs("</code>", out);
+  if (*when) fprintf(out, " &#183; %s", when);
+  fputs("</p>\n<div class=\"cards\">\n", out);
+  double sc[SCORE_MAX_SIDES];
+  for (size_t k = 0; k < m; k++) sc[k] = cand_side(reps, k)->score;
+  for (size_t k = 0; k < m; k++) {
+    const char *cls = rank_class(sc, m, k, 0.05);
+    fprintf(out, "<div class=\"card %s\"><b class=\"score %s\">%.1f</b><span>", cls, cls, sc[k]);
+    h_esc(out, cand_name(infos, k));
+    fputs("</span></div>\n", out);
+  }
+  fputs("</div>\n<h2>Side by side</h2>\n<table><tr><th></th>", out);
+  for (size_t k = 0; k < m; k++) {
+    fputs("<th>", out);
+    h_esc(out, cand_name(infos, k));
+    fputs("</th>", out);
+  }
+  fputs("</tr>\n", out);
+  for (int c = 0; c < SCORE_NCAT; c++) {
+    double v[SCORE_MAX_SIDES];
+    int all = 1;
+    for (size_t k = 0; k < m; k++) {
+      v[k] = cand_side(reps, k)->cat[c].value;
+      all &= cand_side(reps, k)->cat[c].scored;
+    }
+    fprintf(out, "<tr><td>%s</td>", reps[0].cat[c].name);
+    for (size_t k = 0; k < m; k++)
+      if (all)
+        fprintf(out, "<td class=\"n %s\">%.3f</td>", rank_class(v, m, k, 0.0005), v[k]);
+      else
+        fputs("<td class=\"n muted\">not scored</td>", out);
+    fputs("</tr>\n", out);
+  }
+  fputs("<tr><th>score</th>", out);
+  for (size_t k = 0; k < m; k++)
+    fprintf(out, "<td class=\"n %s\"><b>%.1f</b></td>", rank_class(sc, m, k, 0.05), sc[k]);
+  fputs("</tr>\n</table>\n", out);
+  if (points_aligned(reps, n) && reps[0].cmp.npoints) {
+    fputs("<h2>By decision point</h2>\n<table><tr><th>decision point</th>", out);
+    for (size_t k = 0; k < m; k++) {
+      fputs("<th>", out);
+      h_esc(out, cand_name(infos, k));
+      fputs("</th>", out);
+    }
+    fputs("</tr>\n", out);
+    for (size_t p = 0; p < reps[0].cmp.npoints; p++) {
+      double v[SCORE_MAX_SIDES];
+      for (size_t k = 0; k < m; k++) v[k] = cand_point(reps, k, p)->score;
+      fputs("<tr><td>", out);
+      h_esc(out, reps[0].cmp.points[p].point);
+      fputs("</td>", out);
+      for (size_t k = 0; k < m; k++)
+        fprintf(out, "<td class=\"n %s\">%.1f</td>", rank_class(v, m, k, 0.05), v[k]);
+      fputs("</tr>\n", out);
+    }
+    fputs("</table>\n", out);
+  }
+  for (size_t i = 0; i < n; i++) {
+    fputs("<h2>Changed by action: ", out);
+    h_esc(out, infos[i].policy_dir);
+    fputs("</h2>\n", out);
+    if (reps[i].ntransitions)
+      h_rows(out, reps[i].transitions, reps[i].ntransitions, reps[i].changed, "recorded",
+             "replayed");
+    else
+      fputs("<p class=\"muted\">No decision changed its action.</p>\n", out);
+  }
+  fputs(
+      "<footer>verdict replay &#183; docs/replay.md explains every figure on this page"
+      "</footer>\n</main>\n</body>\n</html>\n",
+      out);
   return ferror(out) ? -1 : 0;
 }

@@ -63,4 +63,15 @@ int report_json(json_buf *b, const score_report *r, const report_info *info);
 /* The HTML page. 0, or -1 when writing failed. */
 int report_html(FILE *out, const score_report *r, const report_info *info);
 
+/* Several candidates replayed over the same snapshots (reps[i] and
+ * infos[i] from one walk each, in the order given): each one's report,
+ * then the recording and every candidate side by side, overall and per
+ * decision point. The JSON is {"mode": "candidates", "sides": [...],
+ * "points": [...], "candidates": [each one's report]}. */
+void report_text_candidates(FILE *out, const score_report *reps, const report_info *infos,
+                            size_t n);
+int report_json_candidates(json_buf *b, const score_report *reps, const report_info *infos,
+                           size_t n);
+int report_html_candidates(FILE *out, const score_report *reps, const report_info *infos, size_t n);
+
 #endif

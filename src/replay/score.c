@@ -482,11 +482,12 @@ struct score_acc {
   score_mode mode;
   score_weights w;
   const score_labels *labels;
-  uint64_t seen, replayed, reproduced, changed, errors, complete;
+  uint64_t seen, replayed, reproduced, changed, errors, complete, masked;
   uint64_t changed_action, changed_allowed, changed_rule, changed_other;
   uint64_t labelled, rec_correct, rep_correct;
   tally transitions, rules, errkinds, conf_rec, conf_rep;
   score_hist lat, rec_lat, cpu;
+  score_sides *sides; /* recorded (0) and replayed (1), for the score */
 };
 
 const char *score_mode_name(score_mode m) {
@@ -510,6 +511,14 @@ score_acc *score_new(score_mode mode, const score_weights *weights, const score_
   else
     score_weights_default(&s->w);
   s->labels = labels;
+  static const char *const names[3][2] = {{"the recording", "the replay"},
+                                          {"the recording", "the candidate"},
+                                          {"the recording", "the service"}};
+  s->sides = score_sides_new(2, names[mode], &s->w, mode == SCORE_DETERMINISM);
+  if (!s->sides) {
+    free(s);
+    return NULL;
+  }
   score_hist_init(&s->lat);
   score_hist_init(&s->rec_lat);
   score_hist_init(&s->cpu);
@@ -518,6 +527,7 @@ score_acc *score_new(score_mode mode, const score_weights *weights, const score_
 
 void score_free(score_acc *s) {
   if (!s) return;
+  score_sides_free(s->sides);
   tally_free(&s->transitions);
   tally_free(&s->rules);
   tally_free(&s->errkinds);
@@ -563,7 +573,9 @@ int score_add(score_acc *s, const replay_item *it) {
     s->replayed++;
     score_hist_add(&s->lat, us_to_ns(it->replayed.latency_us));
     if (it->cpu_ns) score_hist_add(&s->cpu, it->cpu_ns);
-    if (it->same) {
+    if (it->masked) { /* read a field the snapshot holds masked: not re-proven */
+      s->masked++;
+    } else if (it->same) {
       s->reproduced++;
     } else {
       s->changed++;
@@ -576,7 +588,7 @@ int score_add(score_acc *s, const replay_item *it) {
         s->changed_action++;
         if (tally_add(&s->transitions, action_text(a), action_text(b), id) < 0) rc = -1;
       }
-      if (a->allowed != b->allowed) s->changed_allowed++;
+      if (b->allowed >= 0 && !a->allowed != !b->allowed) s->changed_allowed++;
       if (rule) {
         s->changed_rule++;
         if (tally_add(&s->rules, ra, rb, id) < 0) rc = -1;
@@ -585,8 +597,11 @@ int score_add(score_acc *s, const replay_item *it) {
     }
   }
 
-  if (s->labels) {
-    const char *label = score_labels_find(s->labels, it->id_text, it->key);
+  const char *label = s->labels ? score_labels_find(s->labels, it->id_text, it->key) : NULL;
+  const replay_side *answers[2] = {&it->recorded, it->error ? NULL : &it->replayed};
+  const int same[2] = {1, !it->error && it->same};
+  if (score_sides_add(s->sides, it->point, answers, same, label) < 0) rc = -1;
+  {
     if (label) {
       s->labelled++;
       const char *ra = action_text(&it->recorded);
@@ -632,91 +647,325 @@ static double total(score_category *cat) {
   return acc;
 }
 
-static void score_categories(const score_acc *s, score_report *r) {
-  score_category *c = r->cat;
-  set_cat(&c[SCORE_CAT_ACCURACY], "accuracy", s->w.accuracy);
-  set_cat(&c[SCORE_CAT_LATENCY], "latency", s->w.latency);
-  set_cat(&c[SCORE_CAT_COST], "cost", s->w.cost);
-  set_cat(&c[SCORE_CAT_AUDIT], "audit", s->w.audit);
+/* ---- sides ---- */
 
-  score_category *a = &c[SCORE_CAT_ACCURACY];
-  if (s->labelled) {
-    a->scored = 1;
-    a->value = a->measure = r->replayed_side.accuracy;
-    snprintf(a->basis, sizeof a->basis, "label accuracy: %llu of %llu labelled decisions correct",
-             (unsigned long long)s->rep_correct, (unsigned long long)s->labelled);
-  } else if (s->mode == SCORE_DETERMINISM) {
-    a->scored = s->seen > 0;
-    a->value = a->measure = r->reproduced_share;
-    snprintf(a->basis, sizeof a->basis,
-             "no labels: determinism, %llu of %llu snapshots reproduced exactly",
-             (unsigned long long)s->reproduced, (unsigned long long)s->seen);
-  } else {
-    a->measure = share(s->reproduced, s->seen);
-    snprintf(a->basis, sizeof a->basis,
-             "not scored: no labels%s (%.1f%% of decisions unchanged, which measures change, "
-             "not correctness)",
-             s->labels ? " matched a snapshot" : "", 100.0 * a->measure);
+typedef struct side_raw {
+  uint64_t decisions, errors, agreed, labelled, correct, timed, round_trips;
+  uint64_t audit_id, audit_reason, audit_version;
+  uint64_t referenced;           /* timed answers with a reference timing beside them */
+  score_hist lat, rtt, cpu, ref; /* cpu and ref: of those answers (CPU time) */
+} side_raw;
+
+typedef struct point_raw {
+  char *name;
+  side_raw *sides; /* nsides */
+} point_raw;
+
+struct score_sides {
+  int nsides;
+  int agreement_accuracy;
+  score_weights w;
+  char names[SCORE_MAX_SIDES][48];
+  side_raw all[SCORE_MAX_SIDES];
+  point_raw *points;
+  size_t npoints, cap;
+  size_t last; /* the point fed last, a hint: traffic repeats points */
+  score_point_result *pres;
+  score_side_result *pside;
+};
+
+score_sides *score_sides_new(int nsides, const char *const *names, const score_weights *w,
+                             int agreement_accuracy) {
+  if (nsides < 2 || nsides > SCORE_MAX_SIDES) return NULL;
+  score_sides *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->nsides = nsides;
+  s->agreement_accuracy = agreement_accuracy;
+  if (w)
+    s->w = *w;
+  else
+    score_weights_default(&s->w);
+  for (int i = 0; i < nsides; i++) {
+    snprintf(s->names[i], sizeof s->names[i], "%s", names && names[i] ? names[i] : "side");
+    score_hist_init(&s->all[i].lat);
+    score_hist_init(&s->all[i].rtt);
+    score_hist_init(&s->all[i].ref);
+    score_hist_init(&s->all[i].cpu);
   }
+  return s;
+}
 
-  score_category *l = &c[SCORE_CAT_LATENCY];
-  if (s->lat.count) {
-    l->scored = 1;
-    l->measure = r->replayed_side.latency_us.p99;
-    l->value = score_latency_value(l->measure);
-    snprintf(l->basis, sizeof l->basis, "p99 %.1f us%s (1.0 at <= 50 us, 0 at >= 10 ms, log scale)",
-             l->measure, s->mode == SCORE_AGAINST ? " round trip" : "");
-  } else {
-    snprintf(l->basis, sizeof l->basis, "not scored: nothing was replayed");
+void score_sides_free(score_sides *s) {
+  if (!s) return;
+  for (size_t i = 0; i < s->npoints; i++) {
+    free(s->points[i].name);
+    free(s->points[i].sides);
   }
+  free(s->points);
+  free(s->pres);
+  free(s->pside);
+  free(s);
+}
 
-  score_category *k = &c[SCORE_CAT_COST];
-  if (s->cpu.count) {
-    k->scored = 1;
-    k->measure = r->cpu_ns.mean / 1000.0;
-    k->value = score_cost_value(k->measure);
-    snprintf(k->basis, sizeof k->basis,
-             "mean CPU %.2f us per decision (1.0 at <= 10 us, 0 at >= 1 ms, log scale)",
-             k->measure);
-  } else {
-    snprintf(k->basis, sizeof k->basis, "not scored: %s",
-             s->mode == SCORE_AGAINST ? "a remote service's CPU time cannot be measured"
-                                      : "no CPU time was measured");
+static point_raw *point_get(score_sides *s, const char *name) {
+  if (s->last < s->npoints && strcmp(s->points[s->last].name, name) == 0)
+    return &s->points[s->last];
+  for (size_t i = 0; i < s->npoints; i++)
+    if (strcmp(s->points[i].name, name) == 0) return &s->points[s->last = i];
+  if (s->npoints == s->cap) {
+    size_t ncap = s->cap ? s->cap * 2 : 8;
+    point_raw *np = realloc(s->points, ncap * sizeof *np);
+    if (!np) return NULL;
+    s->points = np;
+    s->cap = ncap;
   }
+  point_raw *p = &s->points[s->npoints];
+  p->name = strdup(name);
+  p->sides = calloc((size_t)s->nsides, sizeof *p->sides);
+  if (!p->name || !p->sides) {
+    free(p->name);
+    free(p->sides);
+    return NULL;
+  }
+  for (int i = 0; i < s->nsides; i++) {
+    score_hist_init(&p->sides[i].lat);
+    score_hist_init(&p->sides[i].rtt);
+    score_hist_init(&p->sides[i].ref);
+    score_hist_init(&p->sides[i].cpu);
+  }
+  s->last = s->npoints;
+  return &s->points[s->npoints++];
+}
 
-  score_category *d = &c[SCORE_CAT_AUDIT];
-  d->scored = s->seen > 0;
-  d->value = d->measure = r->complete_share;
-  snprintf(d->basis, sizeof d->basis, "%llu of %llu snapshots carry every required field",
-           (unsigned long long)s->complete, (unsigned long long)s->seen);
+static int has_text(const char *s) { return s && *s; }
 
-  r->score = total(c);
+static void side_feed(side_raw *r, const replay_side *a, int same, const char *label) {
+  r->decisions++;
+  if (label) r->labelled++;
+  if (!a) {
+    r->errors++;
+    return;
+  }
+  if (same) r->agreed++;
+  if (label && a->action && strcmp(a->action, label) == 0) r->correct++;
+  if (a->timing == REPLAY_TIMING_INPROCESS) {
+    r->timed++;
+    score_hist_add(&r->lat, us_to_ns(a->latency_us));
+    if (a->reference_cpu_us > 0 && a->cpu_us > 0) {
+      r->referenced++;
+      score_hist_add(&r->ref, us_to_ns(a->reference_cpu_us));
+      score_hist_add(&r->cpu, us_to_ns(a->cpu_us));
+    }
+  } else if (a->timing == REPLAY_TIMING_ROUNDTRIP) {
+    r->round_trips++;
+  }
+  if (a->rtt_us > 0) score_hist_add(&r->rtt, us_to_ns(a->rtt_us));
+  if (has_text(a->decision_id)) r->audit_id++;
+  if (has_text(a->rule) || has_text(a->reason)) r->audit_reason++;
+  if (has_text(a->policy_version) &&
+      (!a->source || strcmp(a->source, "model") != 0 || has_text(a->model_version)))
+    r->audit_version++;
+}
 
+int score_sides_add(score_sides *s, const char *point, const replay_side *const *answers,
+                    const int *same, const char *label) {
+  point_raw *p = point_get(s, point ? point : "");
+  for (int i = 0; i < s->nsides; i++) {
+    int sm = same ? same[i] : 0;
+    side_feed(&s->all[i], answers[i], sm, label);
+    if (p) side_feed(&p->sides[i], answers[i], sm, label);
+  }
+  return p ? 0 : -1;
+}
+
+/* Whether a and b are within SCORE_TIE_FACTOR of each other (two zeros are). */
+static int tied(double a, double b) {
+  double lo = a < b ? a : b, hi = a < b ? b : a;
+  return hi <= lo * SCORE_TIE_FACTOR;
+}
+
+/* A timing category (latency: p99, cost: mean) for every side at once. */
+static void timing_category(const score_sides *s, const side_raw *const *raw,
+                            score_side_result *out, int k) {
+  int n = s->nsides;
+  const char *what = k == SCORE_CAT_LATENCY ? "p99" : "mean";
+  /* like for like: every answer of every side timed in process */
+  int like = 1;
+  const char *why = NULL;
+  char whybuf[160];
+  for (int i = 0; i < n && like; i++) {
+    uint64_t answered = raw[i]->decisions - raw[i]->errors;
+    if (raw[i]->round_trips) {
+      like = 0;
+      snprintf(whybuf, sizeof whybuf,
+               "not scored: %s is timed only as an HTTP round trip, not in process: not like "
+               "for like",
+               s->names[i]);
+      why = whybuf;
+    } else if (raw[i]->timed < answered) {
+      like = 0;
+      snprintf(whybuf, sizeof whybuf, "not scored: %s has no in-process latency for %llu answers",
+               s->names[i], (unsigned long long)(answered - raw[i]->timed));
+      why = whybuf;
+    } else if (!answered) {
+      like = 0;
+      snprintf(whybuf, sizeof whybuf, "not scored: %s gave no answer", s->names[i]);
+      why = whybuf;
+    }
+  }
+  double m[SCORE_MAX_SIDES], now[SCORE_MAX_SIDES], ref[SCORE_MAX_SIDES];
+  int scaled[SCORE_MAX_SIDES];
+  for (int i = 0; i < n; i++) {
+    const score_dist *d = &out[i].latency_us, *e = &out[i].reference_cpu_us, *u = &out[i].cpu_us;
+    m[i] = k == SCORE_CAT_LATENCY ? d->p99 : d->mean;
+    /* Timed beside the reference's own version on every request: on the
+     * reference's scale, by the ratio of the two CPU times taken together
+     * (a recording and a replay run at other times, under other loads;
+     * the ratio does not depend on the load). The ratio is taken at p90
+     * for latency and at the median for cost, not at p99 or the mean: the
+     * few slowest CPU times of a few hundred decisions move by several
+     * times with a busy machine's cache and hyperthread contention. */
+    now[i] = k == SCORE_CAT_LATENCY ? u->p90 : u->p50;
+    ref[i] = k == SCORE_CAT_LATENCY ? e->p90 : e->p50;
+    scaled[i] = i > 0 && raw[i]->timed && raw[i]->referenced == raw[i]->timed && ref[i] > 0;
+    if (scaled[i]) m[i] = m[0] * now[i] / ref[i];
+  }
+  for (int i = 0; i < n; i++) {
+    score_category *c = &out[i].cat[k];
+    if (!like) {
+      c->measure = m[i];
+      snprintf(c->basis, sizeof c->basis, "%s", why);
+      continue;
+    }
+    c->scored = 1;
+    c->measure = m[i];
+    double (*f)(double) = k == SCORE_CAT_LATENCY ? score_latency_value : score_cost_value;
+    char how[128] = "";
+    if (scaled[i])
+      snprintf(how, sizeof how, " (CPU %s %.1f us beside %.1f us for the recorded version: x%.2f)",
+               k == SCORE_CAT_LATENCY ? "p90" : "p50", now[i], ref[i], now[i] / ref[i]);
+    if (i > 0 && tied(m[i], m[0])) {
+      c->value = f(m[0]);
+      snprintf(c->basis, sizeof c->basis,
+               "%s %.1f us in process%s, within %gx of %s's %.1f us: a tie, scored as %s", what,
+               m[i], how, SCORE_TIE_FACTOR, s->names[0], m[0], s->names[0]);
+    } else if (scaled[i]) {
+      c->value = f(m[i]);
+      snprintf(c->basis, sizeof c->basis, "%s %.1f us in process on %s's scale%s", what, m[i],
+               s->names[0], how);
+    } else {
+      c->value = f(m[i]);
+      if (k == SCORE_CAT_LATENCY)
+        snprintf(c->basis, sizeof c->basis,
+                 "p99 %.1f us in process (1.0 at <= 50 us, 0 at >= 10 ms, log scale)", m[i]);
+      else
+        snprintf(c->basis, sizeof c->basis,
+                 "mean %.2f us in process per decision (1.0 at <= 10 us, 0 at >= 1 ms, log "
+                 "scale)",
+                 m[i]);
+    }
+  }
+}
+
+/* Every category of every side from the raw counts. */
+static void compare(const score_sides *s, const side_raw *const *raw, score_side_result *out) {
+  int n = s->nsides;
+  for (int i = 0; i < n; i++) {
+    score_side_result *o = &out[i];
+    const side_raw *r = raw[i];
+    memset(o, 0, sizeof *o);
+    o->name = s->names[i];
+    o->decisions = r->decisions;
+    o->errors = r->errors;
+    o->agreed = r->agreed;
+    o->labelled = r->labelled;
+    o->correct = r->correct;
+    o->accuracy = share(r->correct, r->labelled);
+    o->timed = r->timed;
+    o->round_trips = r->round_trips;
+    hist_dist(&r->lat, 1000.0, &o->latency_us);
+    hist_dist(&r->rtt, 1000.0, &o->rtt_us);
+    hist_dist(&r->ref, 1000.0, &o->reference_cpu_us);
+    hist_dist(&r->cpu, 1000.0, &o->cpu_us);
+    o->referenced = r->referenced;
+    o->audit_id = r->audit_id;
+    o->audit_reason = r->audit_reason;
+    o->audit_version = r->audit_version;
+    o->audit_share = share(r->audit_id + r->audit_reason + r->audit_version, 3 * r->decisions);
+    set_cat(&o->cat[SCORE_CAT_ACCURACY], "accuracy", s->w.accuracy);
+    set_cat(&o->cat[SCORE_CAT_LATENCY], "latency", s->w.latency);
+    set_cat(&o->cat[SCORE_CAT_COST], "cost", s->w.cost);
+    set_cat(&o->cat[SCORE_CAT_AUDIT], "audit", s->w.audit);
+
+    score_category *a = &o->cat[SCORE_CAT_ACCURACY];
+    if (r->labelled) {
+      a->scored = 1;
+      a->value = a->measure = o->accuracy;
+      snprintf(a->basis, sizeof a->basis, "label accuracy: %llu of %llu labelled decisions correct",
+               (unsigned long long)r->correct, (unsigned long long)r->labelled);
+    } else if (s->agreement_accuracy && r->decisions) {
+      a->scored = 1;
+      a->value = a->measure = i == 0 ? 1.0 : share(r->agreed, r->decisions);
+      snprintf(a->basis, sizeof a->basis,
+               "no labels: determinism, %llu of %llu snapshots reproduced exactly",
+               (unsigned long long)(i == 0 ? r->decisions : r->agreed),
+               (unsigned long long)r->decisions);
+    } else {
+      a->measure = i == 0 ? 1.0 : share(r->agreed, r->decisions);
+      snprintf(a->basis, sizeof a->basis,
+               "not scored: no labels (%.1f%% of decisions as %s's, which measures change, not "
+               "correctness)",
+               100.0 * a->measure, s->names[0]);
+    }
+
+    score_category *d = &o->cat[SCORE_CAT_AUDIT];
+    d->scored = r->decisions > 0;
+    d->value = d->measure = o->audit_share;
+    snprintf(d->basis, sizeof d->basis,
+             "of %llu answers, %llu name an id, %llu a reason, %llu their versions",
+             (unsigned long long)r->decisions, (unsigned long long)r->audit_id,
+             (unsigned long long)r->audit_reason, (unsigned long long)r->audit_version);
+  }
+  timing_category(s, raw, out, SCORE_CAT_LATENCY);
+  timing_category(s, raw, out, SCORE_CAT_COST);
+  for (int i = 0; i < n; i++) out[i].score = total(out[i].cat);
+}
+
+static int point_order(const void *a, const void *b) {
+  return strcmp(((const score_point_result *)a)->point, ((const score_point_result *)b)->point);
+}
+
+void score_sides_finish(score_sides *s, score_comparison *out) {
+  memset(out, 0, sizeof *out);
+  out->nsides = s->nsides;
+  const side_raw *raw[SCORE_MAX_SIDES];
+  for (int i = 0; i < s->nsides; i++) raw[i] = &s->all[i];
+  compare(s, raw, out->sides);
+  free(s->pres);
+  free(s->pside);
+  s->pres = calloc(s->npoints ? s->npoints : 1, sizeof *s->pres);
+  s->pside = calloc(s->npoints ? s->npoints * (size_t)s->nsides : 1, sizeof *s->pside);
+  if (!s->pres || !s->pside) return; /* out of memory: the overall figures only */
+  for (size_t p = 0; p < s->npoints; p++) {
+    for (int i = 0; i < s->nsides; i++) raw[i] = &s->points[p].sides[i];
+    s->pres[p].point = s->points[p].name;
+    s->pres[p].sides = s->pside + p * (size_t)s->nsides;
+    compare(s, raw, s->pres[p].sides);
+  }
+  /* sorted by name: the order is the same whatever the traffic's */
+  qsort(s->pres, s->npoints, sizeof *s->pres, point_order);
+  out->points = s->pres;
+  out->npoints = s->npoints;
+}
+
+static void score_categories(score_acc *s, score_report *r) {
+  score_sides_finish(s->sides, &r->cmp);
+  memcpy(r->cat, r->cmp.sides[1].cat, sizeof r->cat);
+  r->score = r->cmp.sides[1].score;
   r->has_recorded_score = s->mode != SCORE_DETERMINISM;
   if (!r->has_recorded_score) return;
-  score_category *q = r->recorded_cat;
-  memcpy(q, c, sizeof r->recorded_cat);
-  a = &q[SCORE_CAT_ACCURACY];
-  if (s->labelled) {
-    a->value = a->measure = r->recorded.accuracy;
-    snprintf(a->basis, sizeof a->basis, "label accuracy: %llu of %llu labelled decisions correct",
-             (unsigned long long)s->rec_correct, (unsigned long long)s->labelled);
-  }
-  l = &q[SCORE_CAT_LATENCY];
-  if (s->rec_lat.count) {
-    l->scored = 1;
-    l->measure = r->recorded.latency_us.p99;
-    l->value = score_latency_value(l->measure);
-    snprintf(l->basis, sizeof l->basis, "recorded p99 %.1f us", l->measure);
-  } else {
-    l->scored = 0;
-    snprintf(l->basis, sizeof l->basis, "not scored: the snapshots record no latency");
-  }
-  k = &q[SCORE_CAT_COST];
-  k->scored = 0;
-  k->value = k->measure = 0;
-  snprintf(k->basis, sizeof k->basis, "not scored: snapshots do not record CPU time");
-  r->recorded_score = total(q);
+  memcpy(r->recorded_cat, r->cmp.sides[0].cat, sizeof r->recorded_cat);
+  r->recorded_score = r->cmp.sides[0].score;
 }
 
 void score_finish(score_acc *s, score_report *r) {
@@ -725,6 +974,7 @@ void score_finish(score_acc *s, score_report *r) {
   r->seen = s->seen;
   r->replayed = s->replayed;
   r->reproduced = s->reproduced;
+  r->masked = s->masked;
   r->changed = s->changed;
   r->errors = s->errors;
   r->complete = s->complete;

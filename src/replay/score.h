@@ -6,19 +6,11 @@
  * -> new rule"), each with up to SCORE_EXAMPLES example snapshot ids; label
  * accuracy of the recorded and of the replayed decisions with a confusion
  * table; latency percentiles of both sides; CPU ns per replayed decision;
- * peak memory; audit completeness. From these, a score out of 100 over four
- * weighted categories (docs/replay.md has the formula):
- *
- *   accuracy  label accuracy of the replayed side when labels match snapshots;
- *             without labels, in a determinism check, the share of snapshots
- *             reproduced; without labels otherwise: not scored (how many
- *             decisions changed says nothing about which side is right)
- *   latency   p99 of the replayed latency: 1 at <= 50 us, 0 at >= 10 ms,
- *             log-linear between
- *   cost      mean CPU per replayed decision: 1 at <= 10 us, 0 at >= 1 ms,
- *             log-linear between (not scored when no CPU time was measured,
- *             as for a remote service)
- *   audit     the share of snapshots carrying every required field
+ * peak memory; snapshot completeness. From these, the score of both sides
+ * (the recorded decisions and the replayed ones) out of 100 over four
+ * weighted categories, the same for both and measured the same way, overall
+ * and per decision point: the sides comparison below does that, and
+ * docs/replay.md has the formula.
  *
  * score = 100 * sum(w_i * s_i) / sum(w_i) over the categories scored.
  *
@@ -118,8 +110,92 @@ typedef struct score_category {
   double value;     /* 0..1 */
   double points;    /* contribution to the score out of 100 */
   double measure;   /* what was measured: a share, us, ... */
-  char basis[160];  /* what the value is based on, for people */
+  char basis[400];  /* what the value is based on, for people */
 } score_category;
+
+/* ---- sides: systems scored side by side on the same decisions ----
+ *
+ * The fair comparison the replay report and the rollout report share. Each
+ * decision is fed once with every side's answer (NULL: the side gave none),
+ * and every side is scored on the same categories, each measured the same
+ * way for all of them:
+ *
+ *   accuracy  the share of labelled decisions whose action is the label
+ *             (the same labelled decisions for every side); without labels,
+ *             not scored, unless the comparison was opened to score
+ *             agreement with side 0 (the determinism check)
+ *   latency   p99 of the in-process latency (the engine's parse + decide
+ *             time: what a snapshot records and what an in-process replay
+ *             measures); scored only when every answer of every side has
+ *             one: a side known only by an HTTP round trip leaves latency
+ *             unscored for all, and the report says why
+ *   cost      the mean of the same in-process time per decision (snapshots
+ *             record no CPU time, so CPU cannot be compared; the replay's
+ *             own CPU time is reported beside, unscored); unscored as latency
+ *   audit     what each side's answers name: an id (its record), a reason
+ *             (a rule or a message) and its versions (the policy version,
+ *             and the model version when a model decided): the share of
+ *             those three over all decisions (no answer: none of them)
+ *
+ * Side 0 is the reference (the recording, or a rollout's live side). Two
+ * timings of the same code differ from run to run on a busy machine, so a
+ * side whose latency or cost measure is within SCORE_TIE_FACTOR of the
+ * reference's is a tie and gets the reference's value: an identical bundle
+ * replayed against its own recording scores exactly the recording's score.
+ *
+ * The same figures per decision point (points sorted by name). */
+#define SCORE_MAX_SIDES 4
+#define SCORE_TIE_FACTOR 2.0
+
+typedef struct score_side_result {
+  const char *name;
+  uint64_t decisions; /* fed */
+  uint64_t errors;    /* of them, without an answer from this side */
+  uint64_t agreed;    /* answers the caller marked the same as side 0's */
+  uint64_t labelled, correct;
+  double accuracy;       /* correct / labelled; 0 when none */
+  uint64_t timed;        /* answers with an in-process latency */
+  uint64_t round_trips;  /* answers timed only as an HTTP round trip */
+  score_dist latency_us; /* in-process */
+  score_dist rtt_us;     /* HTTP round trips (count 0 when in-process) */
+  /* the reference's version timed beside each answer (replay_side.cpu_us and
+   * reference_cpu_us, CPU time): when every timed answer has one, this
+   * side's timing is put on side 0's scale by the ratio of the two */
+  uint64_t referenced;
+  score_dist cpu_us, reference_cpu_us;
+  uint64_t audit_id, audit_reason, audit_version; /* answers naming each */
+  double audit_share;
+  score_category cat[SCORE_NCAT];
+  double score; /* 0..100 */
+} score_side_result;
+
+typedef struct score_point_result {
+  const char *point;
+  score_side_result *sides; /* nsides */
+} score_point_result;
+
+typedef struct score_comparison {
+  int nsides;
+  score_side_result sides[SCORE_MAX_SIDES]; /* over all decisions */
+  const score_point_result *points;         /* by decision point, sorted by name */
+  size_t npoints;
+} score_comparison;
+
+typedef struct score_sides score_sides;
+
+/* nsides in 2..SCORE_MAX_SIDES; names (copied) label the sides in the
+ * report; agreement_accuracy: without labels, score accuracy as the share
+ * of answers marked the same as side 0's. NULL when out of memory. */
+score_sides *score_sides_new(int nsides, const char *const *names, const score_weights *w,
+                             int agreement_accuracy);
+/* One decision: answers[i] is side i's answer or NULL; same[i] (may be
+ * NULL) whether it is the same as side 0's; label the correct action or
+ * NULL. 0, or -1 when out of memory. */
+int score_sides_add(score_sides *s, const char *point, const replay_side *const *answers,
+                    const int *same, const char *label);
+/* The figures into *out, valid until s is fed again or freed. */
+void score_sides_finish(score_sides *s, score_comparison *out);
+void score_sides_free(score_sides *s);
 
 typedef struct score_side {
   score_dist latency_us;
@@ -133,6 +209,7 @@ typedef struct score_report {
   uint64_t replayed;   /* error == 0 */
   uint64_t reproduced; /* replayed and same */
   uint64_t changed;    /* replayed and not same */
+  uint64_t masked;     /* replayed, but read a masked field (replay_item.masked): neither */
   uint64_t errors;     /* error != 0 */
   uint64_t complete;   /* complete == 1 */
   /* what changed, among `changed` (one decision may count in several) */
@@ -172,6 +249,10 @@ typedef struct score_report {
   int has_recorded_score;
   score_category recorded_cat[SCORE_NCAT];
   double recorded_score;
+
+  /* recorded (side 0) and replayed (side 1), overall and per point: the
+   * source of cat, recorded_cat, score and recorded_score */
+  score_comparison cmp;
 
   const score_hist *latency_hist;          /* replayed latency, ns */
   const score_hist *recorded_latency_hist; /* recorded latency, ns */

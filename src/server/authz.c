@@ -196,22 +196,6 @@ static void put_lower_key(json_buf *b, const char *s, size_t n, int underscores)
   json_write_string(b, tmp, n);
 }
 
-/* `point` from the authz URL's own query string, or NULL. */
-static const char *query_param(const http_request *r, const char *name, size_t *len) {
-  size_t nn = strlen(name);
-  const char *q = r->query, *end = r->query + r->query_len;
-  while (q < end) {
-    const char *amp = memchr(q, '&', (size_t)(end - q));
-    const char *stop = amp ? amp : end;
-    if ((size_t)(stop - q) > nn && memcmp(q, name, nn) == 0 && q[nn] == '=') {
-      *len = (size_t)(stop - q) - nn - 1;
-      return q + nn + 1;
-    }
-    q = stop + 1;
-  }
-  return NULL;
-}
-
 /* A header value safe to send back: printable ASCII only. */
 static void put_header(char *out, size_t cap, size_t *at, const char *name, const char *v) {
   if (!v) return;
@@ -236,6 +220,7 @@ void route_authz(conn *c, const http_request *r) {
   const char *uri = first_of(r, uri_h, &ulen);
   if (!uri) {
     metrics_count_refused(&w->m);
+    stats_count_refused(&w->st);
     conn_respond_error(c, 400, vd_err_name(VD_EREQUEST),
                        "/v1/authz needs the original request's URI in X-Original-URI (nginx: "
                        "proxy_set_header X-Original-URI $request_uri; see docs/nginx.md)",
@@ -250,7 +235,7 @@ void route_authz(conn *c, const http_request *r) {
   const char *host = first_of(r, host_h, &hlen);
   const char *scheme = first_of(r, scheme_h, &slen);
   const char *point = http_header_get(r, "x-verdict-point", &plen);
-  if (!point || !plen) point = query_param(r, "point", &plen);
+  if (!point || !plen) point = http_query_param(r, "point", &plen);
   if (!point || !plen) {
     point = "http_request";
     plen = strlen(point);
@@ -383,12 +368,13 @@ void route_authz(conn *c, const http_request *r) {
   if (vd_decide_json(w->srv->engine, b.data, (long)b.len, d, &err) != 0) {
     json_buf_free(&b);
     metrics_count_refused(&w->m);
+    stats_count_refused(&w->st);
     conn_respond_error(c, route_error_status(err.code), vd_err_name(err.code), err.message,
                        err.path);
     return;
   }
   json_buf_free(&b);
-  metrics_count_decision(&w->m, d);
+  worker_count_decision(w, d);
   const char *action = vd_decision_action(d);
   int status = vd_decision_allowed(d) ? 200 : vd_decision_review(d) ? 401 : 403;
   if (!action) status = 403; /* an error decision with no action: closed */

@@ -191,6 +191,7 @@ void route_batch(conn *c, const http_request *r) {
     char msg[300];
     snprintf(msg, sizeof msg, "byte %zu: %s", at, why);
     metrics_count_refused(&w->m);
+    stats_count_refused(&w->st);
     conn_respond_error(c, 400, vd_err_name(VD_EJSON), msg, "$");
     free(spans);
     return;
@@ -205,6 +206,7 @@ void route_batch(conn *c, const http_request *r) {
     const char *text = r->body + spans[i].off;
     if (vd_decide_json(w->srv->engine, text, (long)spans[i].len, d, &err) != 0) {
       metrics_count_refused(&w->m);
+      stats_count_refused(&w->st);
       element_error(&out, jsonl, (size_t)i, spans[i].line, &err);
     } else {
       const char *s;
@@ -219,7 +221,7 @@ void route_batch(conn *c, const http_request *r) {
         while (sn && s[sn - 1] == '\n') sn--;
         json_buf_put(&out, s, sn);
       }
-      metrics_count_decision(&w->m, d);
+      worker_count_decision(w, d);
     }
     if (jsonl) json_buf_putc(&out, '\n');
   }

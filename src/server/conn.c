@@ -116,6 +116,21 @@ void conn_note_decision(conn *c, const char *action, const char *snapshot_id) {
   }
 }
 
+const char *http_query_param(const http_request *r, const char *name, size_t *len) {
+  size_t nn = strlen(name);
+  const char *q = r->query, *end = r->query + r->query_len;
+  while (q < end) {
+    const char *amp = memchr(q, '&', (size_t)(end - q));
+    const char *stop = amp ? amp : end;
+    if ((size_t)(stop - q) >= nn + 1 && memcmp(q, name, nn) == 0 && q[nn] == '=') {
+      *len = (size_t)(stop - q) - nn - 1;
+      return q + nn + 1;
+    }
+    q = stop + 1;
+  }
+  return NULL;
+}
+
 const char *http_header_get(const http_request *r, const char *name, size_t *len) {
   size_t n = strlen(name);
   for (unsigned i = 0; i < r->nheaders; i++) {

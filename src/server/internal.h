@@ -11,12 +11,15 @@
 
 #include "core/json.h"
 #include "server/server.h"
+#include "server/stats.h"
 
 /* ---- metrics.c: counters written by one worker, read by any scrape ----
  * Each worker owns one; only it writes, so increments need no lock; a scrape
  * reads every worker's set with relaxed atomic loads and sums them. */
 #define METRICS_MAX_SERIES 512
-#define METRICS_BUCKETS 14
+#define METRICS_BUCKETS 19     /* latency: 1 µs … 1 s (metrics.c, latency_le) */
+#define METRICS_MAX_HSERIES 64 /* (strategy, source) histograms a worker keeps */
+#define METRICS_HLABEL 64      /* label bytes kept inline, NUL included */
 
 /* One labelled counter: up to three label values, malloc'd, immutable once
  * published. */
@@ -26,28 +29,48 @@ typedef struct metrics_series {
   _Atomic uint64_t count;
 } metrics_series;
 
-/* A table of labelled counters (decisions; rule hits). */
+/* A table of labelled counters (decisions; rule hits; review outcomes). */
 typedef struct metrics_table {
   metrics_series series[METRICS_MAX_SERIES];
   _Atomic uint32_t nseries;  /* entries [0, nseries) are published */
   _Atomic uint64_t overflow; /* counts not kept by a series: table full */
 } metrics_table;
 
+/* The one histogram: counts per bucket of a bucket table (metrics.c has the
+ * tables: latency, time to review), cumulative only when rendered. */
 typedef struct metrics_hist {
   _Atomic uint64_t buckets[METRICS_BUCKETS]; /* per bucket; cumulative at render */
   _Atomic uint64_t count;
   _Atomic uint64_t sum_ns;
 } metrics_hist;
 
+/* Histograms by (strategy, source). Entry 0 has empty labels: requests that
+ * are not one decision, and decisions past the table or with a label longer
+ * than METRICS_HLABEL - 1. Published as metrics_table's entries are. */
+typedef struct metrics_hseries {
+  char label[2][METRICS_HLABEL];
+  uint64_t hash;
+  metrics_hist h;
+} metrics_hseries;
+
+typedef struct metrics_htable {
+  metrics_hseries series[METRICS_MAX_HSERIES];
+  _Atomic uint32_t nseries;
+} metrics_htable;
+
 typedef struct metrics {
   metrics_table decisions;    /* strategy, action, source */
   metrics_table rules;        /* strategy, rule */
-  metrics_hist request;       /* first byte of a request to its answer queued */
-  metrics_hist decide;        /* the engine alone: parsing the request and deciding */
+  metrics_htable request;     /* first byte of a request to its answer queued */
+  metrics_htable decide;      /* the engine alone: parsing the request and deciding */
+  int req_series;             /* the request being answered: its decision's series in
+                               * request; -1 none yet, 0 not one decision */
   _Atomic uint64_t status[6]; /* responses by class: [1..5]xx */
   _Atomic uint64_t refused;   /* decide requests refused (4xx) */
   _Atomic uint64_t batches;   /* batch requests answered */
   _Atomic uint64_t authz[3];  /* authz answers: 200, 401, 403 */
+  metrics_table outcomes;     /* review outcomes recorded, by the reviewer's action */
+  metrics_hist review_time;   /* decision to outcome (review_le buckets) */
 } metrics;
 
 void metrics_init(metrics *m);
@@ -56,7 +79,15 @@ void metrics_free(metrics *m);
 void metrics_count_decision(metrics *m, const vd_decision *d);
 void metrics_observe(metrics *m, int status, uint64_t ns);
 void metrics_count_refused(metrics *m);
+/* Counts a review outcome: the reviewer's action, the time since the decision. */
+void metrics_count_outcome(metrics *m, const char *action, uint64_t waited_ns);
 void metrics_bump(_Atomic uint64_t *c);
+/* A table or histogram with one writer outside the workers' (rollout.c). */
+void metrics_table_count(metrics_table *t, const char *const l[3]);
+void metrics_hist_observe(metrics_hist *h, uint64_t ns);
+void metrics_render_table(json_buf *b, metrics_table *t, const char *name,
+                          const char *const keys[3]);
+void metrics_render_hist(json_buf *b, metrics_hist *h, const char *name, const char *help);
 
 /* ---- the server ---- */
 typedef struct server server;
@@ -77,7 +108,8 @@ struct worker {
   conn *conns; /* doubly linked, every open connection */
   llhttp_settings_t settings;
   metrics m;
-  json_buf alog; /* access log lines not yet written */
+  stats_worker st; /* stats.c: the live figures this worker writes */
+  json_buf alog;   /* access log lines not yet written */
   char readbuf[64 * 1024];
 };
 
@@ -97,8 +129,11 @@ struct server {
   worker *workers;
   int nworkers;
   char listen_text[80];
-  void *mcp;    /* the MCP session table (mcp_http.c) */
-  int loopback; /* listening on a loopback address */
+  void *mcp;               /* the MCP session table (mcp_http.c) */
+  struct rollout *rollout; /* rollout.c; NULL: none configured */
+  struct reviews *reviews; /* the review queue (reviews.c); NULL: snapshots off */
+  stats *stats;            /* the live figures (stats.c); NULL: out of memory at start */
+  int loopback;            /* listening on a loopback address */
 };
 
 /* server.c: reloads the bundle and logs it (trigger: "signal", "http",
@@ -137,6 +172,9 @@ typedef struct http_request {
 
 /* The value of the first header called name (any case), or NULL. */
 const char *http_header_get(const http_request *r, const char *name, size_t *len);
+/* The raw (not %-decoded) value of the first query parameter called name,
+ * or NULL when the query has none. */
+const char *http_query_param(const http_request *r, const char *name, size_t *len);
 
 /* Queues a response on c: status, an optional extra header block (lines
  * ending in \r\n) and a JSON/text body. */
@@ -195,6 +233,13 @@ void route_mcp(conn *c, const http_request *r);
 void *mcp_http_new(void);
 void mcp_http_free(void *table);
 
+/* reviews.c: GET /v1/reviews and POST /v1/reviews/{snapshot_id}. */
+void route_reviews(conn *c, const http_request *r);
+void route_review_post(conn *c, const http_request *r, const char *id, size_t len);
+/* A decision made on w: counted in its metrics, queued for review when its
+ * action needs it. */
+void worker_count_decision(worker *w, const vd_decision *d);
+
 /* metrics.c: the Prometheus text of the whole server into b. */
 void metrics_render(server *s, json_buf *b);
 
@@ -203,6 +248,22 @@ void metrics_render(server *s, json_buf *b);
 void server_log(const char *level, const char *event, const char *message, const char *fields);
 /* log.c: the current UTC time as 2026-11-30T00:51:13.630Z into t (>= 32). */
 size_t server_log_time(char *t, size_t len);
+
+/* rollout.c: the shadow and the canary (docs/rollout.md). */
+typedef struct rollout rollout;
+/* Opens the candidate the options name and starts the rollout thread; 0,
+ * or -1 with why (s->rollout stays NULL when nothing is configured and no
+ * admin call may set one: never, the thread starts for run-time calls). */
+int rollout_start(server *s, char *why, size_t whylen);
+void rollout_stop(server *s);
+/* POST /v1/decide with a shadow or canary: 1 when answered, 0 when there
+ * is none (the plain path answers). */
+int rollout_decide(conn *c, const http_request *r);
+/* /v1/rollout and below (admin). */
+void route_rollout(conn *c, const http_request *r);
+/* SIGHUP: re-reads the settings file, reloads the candidate's bundle. */
+void rollout_hup(server *s);
+void rollout_metrics(server *s, json_buf *b);
 
 /* Shared by the routes: the HTTP status of an engine error (its code is vd_err_name). */
 int route_error_status(int code);

@@ -149,7 +149,7 @@ static int is_initialize(const http_request *r) {
 }
 
 /* MCP's decisions count in this worker's metrics like any other. */
-static void count_decision(void *user, const vd_decision *d) { metrics_count_decision(user, d); }
+static void count_decision(void *user, const vd_decision *d) { worker_count_decision(user, d); }
 
 void route_mcp(conn *c, const http_request *r) {
   worker *w = conn_worker(c);
@@ -243,7 +243,7 @@ void route_mcp(conn *c, const http_request *r) {
       return;
     }
     e->last_used = now;
-    mcp_session_on_decision(e->s, count_decision, &w->m);
+    mcp_session_on_decision(e->s, count_decision, w);
     mcp_session_explain_refusal(e->s, refusal);
     rc = mcp_handle(e->s, r->body, r->body_len, &out);
   } else if (is_initialize(r)) {
@@ -264,13 +264,13 @@ void route_mcp(conn *c, const http_request *r) {
     }
     e->last_used = now;
     t->n++;
-    mcp_session_on_decision(e->s, count_decision, &w->m);
+    mcp_session_on_decision(e->s, count_decision, w);
     mcp_session_explain_refusal(e->s, refusal);
     rc = mcp_handle(e->s, r->body, r->body_len, &out);
     snprintf(extra, sizeof extra, "Mcp-Session-Id: %s\r\n", e->id);
   } else {
     mcp_session *s = mcp_session_new(srv->engine, srv->snapshots_dir);
-    mcp_session_on_decision(s, count_decision, &w->m);
+    mcp_session_on_decision(s, count_decision, w);
     mcp_session_explain_refusal(s, refusal);
     rc = s ? mcp_handle(s, r->body, r->body_len, &out) : -1;
     mcp_session_free(s);

@@ -14,12 +14,27 @@
 #include <unistd.h>
 
 #include "server/internal.h"
+#include "server/reviews.h"
 
 #define PUT_LIT(b, s) json_buf_put((b), (s), sizeof(s) - 1)
 
-/* Upper bounds of the latency buckets, in seconds. */
-static const double bucket_le[METRICS_BUCKETS] = {
-    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0};
+/* The bucket tables: upper bounds in seconds. Latency from 1 µs, since one
+ * decision takes a few µs and a quantile can only be read between bounds;
+ * time to review from a second to a week, since a person answers. */
+typedef struct bucket_table {
+  const double *le;
+  int n;
+} bucket_table;
+
+static const double latency_le[METRICS_BUCKETS] = {
+    1e-6,   2.5e-6, 5e-6, 1e-5,   2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3,
+    2.5e-3, 5e-3,   1e-2, 2.5e-2, 5e-2,   0.1,  0.25, 0.5,    1.0};
+static const double review_le[] = {1,    10,   30,    60,    300,   900,    1800,
+                                   3600, 7200, 21600, 43200, 86400, 172800, 604800};
+_Static_assert(sizeof review_le / sizeof review_le[0] <= METRICS_BUCKETS, "review buckets");
+
+static const bucket_table latency_buckets = {latency_le, METRICS_BUCKETS};
+static const bucket_table review_buckets = {review_le, sizeof review_le / sizeof review_le[0]};
 
 static void bump(_Atomic uint64_t *c, uint64_t by) {
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + by,
@@ -28,7 +43,13 @@ static void bump(_Atomic uint64_t *c, uint64_t by) {
 
 static uint64_t get(_Atomic uint64_t *c) { return atomic_load_explicit(c, memory_order_relaxed); }
 
-void metrics_init(metrics *m) { memset(m, 0, sizeof *m); }
+void metrics_init(metrics *m) {
+  memset(m, 0, sizeof *m);
+  /* entry 0 of each histogram table: empty labels (internal.h) */
+  atomic_store(&m->request.nseries, 1);
+  atomic_store(&m->decide.nseries, 1);
+  m->req_series = -1;
+}
 
 static void table_free(metrics_table *t) {
   uint32_t n = atomic_load(&t->nseries);
@@ -39,6 +60,7 @@ static void table_free(metrics_table *t) {
 void metrics_free(metrics *m) {
   table_free(&m->decisions);
   table_free(&m->rules);
+  table_free(&m->outcomes);
 }
 
 void metrics_bump(_Atomic uint64_t *c) { bump(c, 1); }
@@ -88,15 +110,38 @@ static void table_count(metrics_table *t, const char *const l[3]) {
   atomic_store_explicit(&t->nseries, n + 1, memory_order_release);
 }
 
-static void hist_observe(metrics_hist *h, uint64_t ns) {
+static void hist_observe(metrics_hist *h, const bucket_table *t, uint64_t ns) {
   double sec = (double)ns / 1e9;
-  for (int i = 0; i < METRICS_BUCKETS; i++)
-    if (sec <= bucket_le[i]) {
+  for (int i = 0; i < t->n; i++)
+    if (sec <= t->le[i]) {
       bump(&h->buckets[i], 1);
       break;
     }
   bump(&h->count, 1);
   bump(&h->sum_ns, ns);
+}
+
+static uint64_t hash2(const char *a, const char *b) {
+  return hash_str(hash_str(0xcbf29ce484222325ull, a), b);
+}
+
+/* The entry of t for (strategy, source), made on first use; 0 (empty
+ * labels) when the table is full or a label too long. Owner only. */
+static uint32_t htable_index(metrics_htable *t, const char *a, const char *b) {
+  if (strlen(a) >= METRICS_HLABEL || strlen(b) >= METRICS_HLABEL) return 0;
+  uint64_t h = hash2(a, b);
+  uint32_t n = atomic_load_explicit(&t->nseries, memory_order_relaxed);
+  for (uint32_t i = 0; i < n; i++) {
+    const metrics_hseries *s = &t->series[i];
+    if (s->hash == h && strcmp(s->label[0], a) == 0 && strcmp(s->label[1], b) == 0) return i;
+  }
+  if (n == METRICS_MAX_HSERIES) return 0;
+  metrics_hseries *s = &t->series[n];
+  strcpy(s->label[0], a);
+  strcpy(s->label[1], b);
+  s->hash = h;
+  atomic_store_explicit(&t->nseries, n + 1, memory_order_release);
+  return n;
 }
 
 void metrics_count_decision(metrics *m, const vd_decision *d) {
@@ -108,16 +153,30 @@ void metrics_count_decision(metrics *m, const vd_decision *d) {
     const char *r[3] = {l[0], rule, ""};
     table_count(&m->rules, r);
   }
-  hist_observe(&m->decide, (uint64_t)(vd_decision_latency_us(d) * 1e3));
+  uint32_t i = htable_index(&m->decide, l[0], l[2]);
+  hist_observe(&m->decide.series[i].h, &latency_buckets,
+               (uint64_t)(vd_decision_latency_us(d) * 1e3));
+  /* The request carrying it is labelled the same, unless it carries several
+   * decisions of different labels (a batch, an MCP call): then empty. */
+  int r = (int)htable_index(&m->request, l[0], l[2]);
+  m->req_series = m->req_series < 0 || m->req_series == r ? r : 0;
 }
 
 void metrics_observe(metrics *m, int status, uint64_t ns) {
   int cls = status / 100;
   if (cls >= 1 && cls <= 5) bump(&m->status[cls], 1);
-  hist_observe(&m->request, ns);
+  int r = m->req_series > 0 ? m->req_series : 0;
+  m->req_series = -1;
+  hist_observe(&m->request.series[r].h, &latency_buckets, ns);
 }
 
 void metrics_count_refused(metrics *m) { bump(&m->refused, 1); }
+
+void metrics_count_outcome(metrics *m, const char *action, uint64_t waited_ns) {
+  const char *l[3] = {action, "", ""};
+  table_count(&m->outcomes, l);
+  hist_observe(&m->review_time, &review_buckets, waited_ns);
+}
 
 static void putf(json_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void putf(json_buf *b, const char *fmt, ...) {
@@ -226,20 +285,89 @@ static void render_decisions(server *srv, json_buf *b) {
                                        offsetof(metrics, authz) + (size_t)k * sizeof(uint64_t)));
 }
 
-static void render_hist(server *srv, json_buf *b, size_t off, const char *name, const char *help) {
-  putf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+/* One histogram summed over the workers: off is where the metrics_hist is
+ * in a worker's metrics (found by labels for a table: see render_htable). */
+typedef struct hist_sum {
+  uint64_t buckets[METRICS_BUCKETS], count, sum_ns;
+} hist_sum;
+
+static void hist_add(hist_sum *s, metrics_hist *h) {
+  for (int i = 0; i < METRICS_BUCKETS; i++) s->buckets[i] += get(&h->buckets[i]);
+  s->count += get(&h->count);
+  s->sum_ns += get(&h->sum_ns);
+}
+
+/* labels: `strategy="gate",source="rule",` (ending in a comma) or "". */
+static void render_hist_lines(json_buf *b, const char *name, const char *labels,
+                              const bucket_table *t, const hist_sum *s) {
   uint64_t cum = 0;
-  for (int i = 0; i < METRICS_BUCKETS; i++) {
-    cum += sum_field(srv, off + offsetof(metrics_hist, buckets) + (size_t)i * sizeof(uint64_t));
-    putf(b, "%s_bucket{le=\"%g\"} %llu\n", name, bucket_le[i], (unsigned long long)cum);
+  for (int i = 0; i < t->n; i++) {
+    cum += s->buckets[i];
+    putf(b, "%s_bucket{%sle=\"%g\"} %llu\n", name, labels, t->le[i], (unsigned long long)cum);
   }
-  uint64_t count = sum_field(srv, off + offsetof(metrics_hist, count));
-  uint64_t sum_ns = sum_field(srv, off + offsetof(metrics_hist, sum_ns));
   /* count is read after the buckets: never below the last bucket. */
-  if (count < cum) count = cum;
-  putf(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)count);
-  putf(b, "%s_sum %.9f\n", name, (double)sum_ns / 1e9);
-  putf(b, "%s_count %llu\n", name, (unsigned long long)count);
+  uint64_t count = s->count < cum ? cum : s->count;
+  putf(b, "%s_bucket{%sle=\"+Inf\"} %llu\n", name, labels, (unsigned long long)count);
+  size_t n = strlen(labels);
+  if (n) {
+    putf(b, "%s_sum{%.*s} %.9f\n", name, (int)n - 1, labels, (double)s->sum_ns / 1e9);
+    putf(b, "%s_count{%.*s} %llu\n", name, (int)n - 1, labels, (unsigned long long)count);
+  } else {
+    putf(b, "%s_sum %.9f\n", name, (double)s->sum_ns / 1e9);
+    putf(b, "%s_count %llu\n", name, (unsigned long long)count);
+  }
+}
+
+static void render_hist(server *srv, json_buf *b, size_t off, const char *name, const char *help,
+                        const bucket_table *t) {
+  putf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+  hist_sum s = {0};
+  for (int w = 0; w < srv->nworkers; w++)
+    hist_add(&s, (metrics_hist *)((char *)&srv->workers[w].m + off));
+  render_hist_lines(b, name, "", t, &s);
+}
+
+/* A (strategy, source) histogram table summed over the workers: each label
+ * set once, by the first worker that has it (the sets are few). */
+static void render_htable(server *srv, json_buf *b, size_t off, const char *name,
+                          const char *help) {
+  putf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+  for (int w = 0; w < srv->nworkers; w++) {
+    metrics_htable *t = (metrics_htable *)((char *)&srv->workers[w].m + off);
+    uint32_t n = atomic_load_explicit(&t->nseries, memory_order_acquire);
+    for (uint32_t i = 0; i < n; i++) {
+      const metrics_hseries *e = &t->series[i];
+      int seen = 0;
+      for (int v = 0; v < w && !seen; v++) {
+        metrics_htable *o = (metrics_htable *)((char *)&srv->workers[v].m + off);
+        uint32_t on = atomic_load_explicit(&o->nseries, memory_order_acquire);
+        for (uint32_t j = 0; j < on && !seen; j++)
+          seen = o->series[j].hash == e->hash && !strcmp(o->series[j].label[0], e->label[0]) &&
+                 !strcmp(o->series[j].label[1], e->label[1]);
+      }
+      if (seen) continue;
+      hist_sum s = {0};
+      hist_add(&s, (metrics_hist *)&e->h);
+      for (int v = w + 1; v < srv->nworkers; v++) {
+        metrics_htable *o = (metrics_htable *)((char *)&srv->workers[v].m + off);
+        uint32_t on = atomic_load_explicit(&o->nseries, memory_order_acquire);
+        for (uint32_t j = 0; j < on; j++)
+          if (o->series[j].hash == e->hash && !strcmp(o->series[j].label[0], e->label[0]) &&
+              !strcmp(o->series[j].label[1], e->label[1]))
+            hist_add(&s, &o->series[j].h);
+      }
+      if (i == 0 && s.count == 0) continue; /* the empty labels, unused so far */
+      json_buf l;
+      json_buf_init(&l, NULL);
+      PUT_LIT(&l, "strategy=\"");
+      put_label(&l, e->label[0]);
+      PUT_LIT(&l, "\",source=\"");
+      put_label(&l, e->label[1]);
+      PUT_LIT(&l, "\",");
+      if (!l.oom) render_hist_lines(b, name, l.data, &latency_buckets, &s);
+      json_buf_free(&l);
+    }
+  }
 }
 
 static void render_http(server *srv, json_buf *b) {
@@ -250,10 +378,11 @@ static void render_http(server *srv, json_buf *b) {
     putf(b, "verdict_http_responses_total{code=\"%dxx\"} %llu\n", cls,
          (unsigned long long)sum_field(srv,
                                        offsetof(metrics, status) + (size_t)cls * sizeof(uint64_t)));
-  render_hist(srv, b, offsetof(metrics, request), "verdict_http_request_duration_seconds",
-              "Time from the first byte of a request to its answer being queued.");
-  render_hist(srv, b, offsetof(metrics, decide), "verdict_decide_duration_seconds",
-              "Time the engine took for one decision: parsing the request and deciding.");
+  render_htable(srv, b, offsetof(metrics, request), "verdict_http_request_duration_seconds",
+                "Time from the first byte of a request to its answer being queued, by the "
+                "strategy and source of its decision (empty: not one decision).");
+  render_htable(srv, b, offsetof(metrics, decide), "verdict_decide_duration_seconds",
+                "Time the engine took for one decision: parsing the request and deciding.");
   putf(b,
        "# HELP verdict_http_connections Open HTTP connections.\n"
        "# TYPE verdict_http_connections gauge\nverdict_http_connections %u\n",
@@ -407,9 +536,62 @@ static void render_process(json_buf *b) {
          (unsigned long long)rl.rlim_cur);
 }
 
+static void render_reviews(server *srv, json_buf *b) {
+  if (!srv->reviews) return;
+  putf(b,
+       "# HELP verdict_reviews_pending Decisions waiting for a reviewer's outcome.\n"
+       "# TYPE verdict_reviews_pending gauge\nverdict_reviews_pending %zu\n"
+       "# HELP verdict_reviews_dropped_total Decisions that left the review queue unanswered: "
+       "past its bound (%d), the oldest first.\n"
+       "# TYPE verdict_reviews_dropped_total counter\nverdict_reviews_dropped_total %llu\n",
+       reviews_pending(srv->reviews), REVIEWS_MAX_PENDING,
+       (unsigned long long)reviews_dropped(srv->reviews));
+  static const char *const okeys[3] = {"action", NULL, NULL};
+  PUT_LIT(b,
+          "# HELP verdict_review_outcomes_total Review outcomes recorded, by the reviewer's "
+          "action.\n# TYPE verdict_review_outcomes_total counter\n");
+  render_table(srv, b, offsetof(metrics, outcomes), "verdict_review_outcomes_total", okeys);
+  putf(b,
+       "# HELP verdict_review_outcomes_unlabelled_total Outcomes past the label-set table.\n"
+       "# TYPE verdict_review_outcomes_unlabelled_total counter\n"
+       "verdict_review_outcomes_unlabelled_total %llu\n",
+       (unsigned long long)sum_field(srv, offsetof(metrics, outcomes.overflow)));
+  render_hist(srv, b, offsetof(metrics, review_time), "verdict_review_duration_seconds",
+              "Time from a decision to its reviewer's outcome.", &review_buckets);
+}
+
+void metrics_table_count(metrics_table *t, const char *const l[3]) { table_count(t, l); }
+void metrics_hist_observe(metrics_hist *h, uint64_t ns) { hist_observe(h, &latency_buckets, ns); }
+
+/* One table with its own single writer (not summed over workers). */
+void metrics_render_table(json_buf *b, metrics_table *t, const char *name,
+                          const char *const keys[3]) {
+  uint32_t n = atomic_load_explicit(&t->nseries, memory_order_acquire);
+  for (uint32_t i = 0; i < n; i++) {
+    metrics_series *s = &t->series[i];
+    json_buf_put(b, name, strlen(name));
+    for (int k = 0; k < 3 && keys[k]; k++) {
+      json_buf_putc(b, k ? ',' : '{');
+      json_buf_put(b, keys[k], strlen(keys[k]));
+      PUT_LIT(b, "=\"");
+      put_label(b, s->label[k]);
+      json_buf_putc(b, '"');
+    }
+    putf(b, "} %llu\n", (unsigned long long)get(&s->count));
+  }
+}
+
+void metrics_render_hist(json_buf *b, metrics_hist *h, const char *name, const char *help) {
+  putf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+  hist_sum s = {0};
+  hist_add(&s, h);
+  render_hist_lines(b, name, "", &latency_buckets, &s);
+}
+
 void metrics_render(server *srv, json_buf *b) {
   render_decisions(srv, b);
   render_http(srv, b);
+  render_reviews(srv, b);
   render_engine(srv, b);
   putf(b,
        "# HELP verdict_reloads_total Bundle reloads, by result.\n"
@@ -417,5 +599,6 @@ void metrics_render(server *srv, json_buf *b) {
        "verdict_reloads_total{result=\"failed\"} %llu\n",
        (unsigned long long)atomic_load(&srv->reloads),
        (unsigned long long)atomic_load(&srv->reload_failures));
+  rollout_metrics(srv, b);
   render_process(b);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/timefmt.h"
+#include "server/console.h"
 #include "server/internal.h"
 
 #define PUT_LIT(b, s) json_buf_put((b), (s), sizeof(s) - 1)
@@ -41,11 +42,13 @@ int route_error_status(int code) {
 }
 
 static void decide(conn *c, const http_request *r) {
+  if (rollout_decide(c, r)) return; /* a shadow or a canary is set */
   worker *w = conn_worker(c);
   vd_decision *d = conn_decision(c);
   vd_error err;
   if (vd_decide_json(w->srv->engine, r->body, (long)r->body_len, d, &err) != 0) {
     metrics_count_refused(&w->m);
+    stats_count_refused(&w->st);
     conn_respond_error(c, route_error_status(err.code), vd_err_name(err.code), err.message,
                        err.path);
     return;
@@ -56,7 +59,7 @@ static void decide(conn *c, const http_request *r) {
     conn_respond_error(c, 503, vd_err_name(VD_ENOMEM), "out of memory writing the decision", NULL);
     return;
   }
-  metrics_count_decision(&w->m, d);
+  worker_count_decision(w, d);
   conn_note_decision(c, vd_decision_action(d), vd_decision_snapshot_id(d));
   conn_respond(c, 200, "application/json", NULL, s, n);
 }
@@ -136,7 +139,7 @@ static void metrics_page(conn *c) {
 
 static void route_request(const http_handler *h, conn *c, const http_request *r) {
   (void)h;
-  static const char prefix[] = "/v1/snapshots/";
+  static const char prefix[] = "/v1/snapshots/", rprefix[] = "/v1/reviews/";
   int get = r->method == HTTP_GET, post = r->method == HTTP_POST;
   if (path_is(r, "/v1/decide")) {
     if (!post) return method_not_allowed(c, r, "POST");
@@ -159,6 +162,9 @@ static void route_request(const http_handler *h, conn *c, const http_request *r)
     return route_reload(c, r);
   }
   if (path_is(r, "/mcp")) return route_mcp(c, r);
+  if (r->path_len >= 11 && memcmp(r->path, "/v1/rollout", 11) == 0 &&
+      (r->path_len == 11 || r->path[11] == '/'))
+    return route_rollout(c, r);
   if (path_is(r, "/healthz")) {
     if (!get) return method_not_allowed(c, r, "GET");
     return conn_respond(c, 200, "application/json", NULL, "{\"status\":\"ok\"}\n", 16);
@@ -170,6 +176,28 @@ static void route_request(const http_handler *h, conn *c, const http_request *r)
   if (path_is(r, "/metrics")) {
     if (!get) return method_not_allowed(c, r, "GET");
     return metrics_page(c);
+  }
+  if (path_is(r, "/v1/reviews")) {
+    if (!get) return method_not_allowed(c, r, "GET");
+    return route_reviews(c, r);
+  }
+  if (r->path_len > sizeof rprefix - 1 && memcmp(r->path, rprefix, sizeof rprefix - 1) == 0) {
+    if (!post) return method_not_allowed(c, r, "POST");
+    return route_review_post(c, r, r->path + sizeof rprefix - 1,
+                             r->path_len - (sizeof rprefix - 1));
+  }
+  if (path_is(r, "/v1/stats")) {
+    if (!get) return method_not_allowed(c, r, "GET");
+    return route_stats(c, r);
+  }
+  if (path_is(r, "/v1/stats/recent")) {
+    if (!get) return method_not_allowed(c, r, "GET");
+    return route_stats_recent(c, r);
+  }
+  if (r->path_len >= 8 && memcmp(r->path, "/console", 8) == 0 &&
+      (r->path_len == 8 || r->path[8] == '/')) {
+    if (!get) return method_not_allowed(c, r, "GET");
+    return route_console(c, r);
   }
   if (r->path_len > sizeof prefix - 1 && memcmp(r->path, prefix, sizeof prefix - 1) == 0) {
     if (!get) return method_not_allowed(c, r, "GET");

@@ -19,6 +19,8 @@
 
 #include "engine/service.h"
 #include "server/internal.h"
+#include "server/reviews.h"
+#include "snapshot/reviewlog.h"
 
 void server_opts_init(server_opts *o) {
   memset(o, 0, sizeof *o);
@@ -33,6 +35,7 @@ void server_opts_init(server_opts *o) {
   o->watch_debounce_ms = 300;
   o->authz_redact = VD_AUTHZ_REDACT_DEFAULT;
   o->authz_redact_query = VD_AUTHZ_REDACT_QUERY_DEFAULT;
+  rollout_opts_init(&o->rollout);
 }
 
 /* "HOST:PORT" or "[V6]:PORT" into addr. */
@@ -117,7 +120,7 @@ typedef struct main_ctx {
   uv_timer_t debounce;
   int watching, watching_models;
   int stopping;
-  uv_timer_t disk; /* watches the snapshot log's write errors, once a second */
+  uv_timer_t disk; /* once a second: the snapshot log's write errors; stats_tick */
   unsigned long long disk_errors, disk_written; /* as of the last look */
   int disk_failing;
 } main_ctx;
@@ -153,6 +156,7 @@ int server_reload(server *s, const char *trigger, vd_error *err, char before[65]
  * meanwhile. */
 static void on_disk_check(uv_timer_t *t) {
   main_ctx *m = t->data;
+  stats_tick(m->srv); /* the live figures fold their ended seconds on the same beat */
   vd_engine_counters c;
   if (vd_engine_stats(m->srv->engine, &c) != 0 || !c.snapshots_on) return;
   char f[256];
@@ -198,6 +202,7 @@ static void on_hup(uv_signal_t *h, int signum) {
   vd_error err;
   char before[65], after[65];
   server_reload(m->srv, "signal", &err, before, after);
+  rollout_hup(m->srv);
 }
 
 /* --watch: a change in the bundle folder (re)starts the debounce timer; the
@@ -326,6 +331,38 @@ int server_run(const server_opts *o) {
     if (!f.oom) server_log("warn", "snapshot_repaired", msg, f.data);
     json_buf_free(&f);
   }
+  if (srv.snapshots_dir) {
+    /* The review queue, rebuilt from the snapshots; its outcomes' log. */
+    uint64_t cut = 0;
+    char rwhy[700];
+    if (reviews_open(srv.snapshots_dir, 1, &srv.reviews, &cut, rwhy, sizeof rwhy) < 0) {
+      failed("start_failed", rwhy);
+      vd_engine_close(srv.engine);
+      free(srv.admin_token);
+      free(srv.store_dir);
+      if (srv.access_fd > STDOUT_FILENO) close(srv.access_fd);
+      return 1;
+    }
+    if (cut) {
+      char f[200];
+      snprintf(f, sizeof f, ",\"segment\":\"%s\",\"repair\":\"cut_tail\",\"bytes\":%llu",
+               REVIEWLOG_NAME, (unsigned long long)cut);
+      server_log("warn", "snapshot_repaired",
+                 "a torn tail was cut from the reviews log (an outcome being written when the "
+                 "process stopped, never acknowledged)",
+                 f);
+    }
+  }
+  if (rollout_start(&srv, why, sizeof why) != 0) {
+    failed("start_failed", why);
+    reviews_close(srv.reviews);
+    stats_free(srv.stats);
+    vd_engine_close(srv.engine);
+    free(srv.admin_token);
+    free(srv.store_dir);
+    if (srv.access_fd > STDOUT_FILENO) close(srv.access_fd);
+    return 1;
+  }
   int nw = o->threads > 0 ? o->threads : 1;
   srv.workers = calloc((size_t)nw, sizeof *srv.workers);
   int *fds = calloc((size_t)nw, sizeof *fds);
@@ -359,6 +396,7 @@ int server_run(const server_opts *o) {
                      ? (ntohl(((struct sockaddr_in *)&addr)->sin_addr.s_addr) >> 24) == 127
                      : IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&addr)->sin6_addr);
   srv.mcp = mcp_http_new();
+  srv.stats = stats_new(); /* NULL (out of memory): /v1/stats says so, deciding goes on */
   srv.nworkers = nw;
   for (int i = 0; i < nw; i++) {
     int wrc = worker_init(&srv, &srv.workers[i], i, fds[i]);
@@ -431,7 +469,7 @@ int server_run(const server_opts *o) {
              ",\"listen\":\"%s\",\"threads\":%d,\"policy_version\":\"%s\",\"snapshots\":%s%s%s,"
              "\"warmup_decisions\":%u,\"ready_ms\":%.3f,\"admin\":%s,\"snapshot_reads\":\"%s\","
              "\"on_full\":\"%s\","
-             "\"watch\":%s,\"access_log\":%s",
+             "\"watch\":%s,\"access_log\":%s,\"reviews_pending\":%zu",
              srv.listen_text, nw, v, srv.snapshots_dir ? "\"" : "",
              srv.snapshots_dir ? srv.snapshots_dir : "null", srv.snapshots_dir ? "\"" : "", warm,
              (double)(uv_hrtime() - t0) / 1e6, srv.admin_token ? "true" : "false",
@@ -439,7 +477,8 @@ int server_run(const server_opts *o) {
              : srv.snapshot_reads == SERVER_SNAPSHOT_READS_OPEN ? "open"
                                                                 : "local",
              o->engine.snapshot_on_full == VD_ON_FULL_DROP ? "drop" : "block",
-             m.watching ? "true" : "false", srv.access_fd >= 0 ? "true" : "false");
+             m.watching ? "true" : "false", srv.access_fd >= 0 ? "true" : "false",
+             srv.reviews ? reviews_pending(srv.reviews) : (size_t)0);
     server_log("info", "start", "ready", f);
     if (srv.snapshot_reads == SERVER_SNAPSHOT_READS_OPEN && !srv.loopback && srv.snapshots_dir) {
       char msg[300];
@@ -478,6 +517,9 @@ out:
       if (fds[i] >= 0) close(fds[i]);
   free(fds);
   mcp_http_free(srv.mcp); /* its sessions hold decisions of the engine */
+  rollout_stop(&srv);     /* its queue drains into the live engine's log first */
+  reviews_close(srv.reviews);
+  stats_free(srv.stats);
   /* The snapshot log drains here: on a disk that refuses writes, for
    * --drain-timeout at most; what it could not write is said. */
   vd_engine_counters fin;

@@ -25,6 +25,30 @@
   "x_amz_credential,x_amz_signature,x_amz_security_token,*token,*secret,*password,"   \
   "*signature"
 
+/* A rollout (docs/rollout.md): a shadow or a canary bundle beside the live
+ * one, and the canary's limits. */
+typedef struct rollout_opts {
+  const char *shadow_dir; /* --shadow: decides every request off the answer's path */
+  const char *canary_dir; /* --canary: answers percent of the requests */
+  double percent;         /* --canary-percent, 0..100 */
+  int percent_set;
+  int no_key_canary;         /* --canary-no-key canary: requests without a key go to it */
+  double max_disagreement;   /* --canary-max-disagreement, 0..1; -1: not watched */
+  double max_errors;         /* --canary-max-errors, 0..1; -1: not watched */
+  double max_p99_us;         /* --canary-max-latency-us; -1: not watched */
+  unsigned window;           /* --canary-window: compared decisions watched (1000) */
+  unsigned min_decisions;    /* --canary-min-decisions before a limit is judged (100) */
+  unsigned queue;            /* --shadow-queue: off-path decisions waiting at most (1024) */
+  const char *settings_file; /* --rollout-settings: percent and limits, re-read on SIGHUP */
+} rollout_opts;
+
+void rollout_opts_init(rollout_opts *o);
+/* Applies the rollout setting NAME (its long form) = V: 0; 1 with *why (a
+ * phrase ending before the value) for a bad value; -1 not a rollout setting. */
+int rollout_setting(rollout_opts *o, const char *name, const char *v, const char **why);
+/* Settings that contradict each other: -1 with why. */
+int rollout_opts_check(const rollout_opts *o, char *why, size_t n);
+
 typedef struct server_opts {
   const char *policy_dir;         /* the bundle (required) */
   const char *listen;             /* "HOST:PORT" or "[V6]:PORT"; default 127.0.0.1:8181 */
@@ -50,6 +74,7 @@ typedef struct server_opts {
   int snapshot_reads;             /* who may read a recorded decision (GET /v1/snapshots/{id},
                                    * the MCP tool explain_decision over /mcp): one of
                                    * SERVER_SNAPSHOT_READS_* below; default _LOCAL */
+  rollout_opts rollout;
 } server_opts;
 
 /* --snapshot-reads: a peer on a loopback address or a request with the admin
@@ -63,5 +88,10 @@ void server_opts_init(server_opts *o);
 /* Runs the service until SIGTERM or SIGINT. Returns the process exit status:
  * 0 after a clean stop, 1 when it could not start (the reason was logged). */
 int server_run(const server_opts *o);
+
+/* One line of the server's log (log.c): for work the command runs beside
+ * the server (verdict serve --retention's gc) to log as the server does.
+ * fields: ",\"key\":value..." JSON members to add, or NULL. */
+void server_log(const char *level, const char *event, const char *message, const char *fields);
 
 #endif

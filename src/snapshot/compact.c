@@ -87,7 +87,8 @@ int segb_flush(seg_builder *b) {
   put_le32(b->z + FRAME_HEADER, b->raw_n);
   put_le32(b->z + FRAME_HEADER + 4, (uint32_t)b->raw_len);
   put_le32(b->z + 4, snapshot_crc32c(0, b->z + FRAME_HEADER, body));
-  if (write_full(b->fd, b->z, FRAME_HEADER + (size_t)body, b->off) < 0) return fail(b, errno);
+  if (b->fd >= 0 && write_full(b->fd, b->z, FRAME_HEADER + (size_t)body, b->off) < 0)
+    return fail(b, errno);
   for (uint32_t i = 0; i < b->raw_n; i++)
     if (b->x && seg_index_add_block(b->x, b->off, b->ids + 16 * (size_t)i, b->times[i]) < 0)
       return fail(b, ENOMEM);
@@ -100,7 +101,7 @@ int segb_flush(seg_builder *b) {
 int segb_frame(seg_builder *b, const uint8_t *frame, size_t len, const uint8_t id[16], int64_t t) {
   if (b->err) return fail(b, b->err);
   if (b->level == 0) { /* uncompressed: the frame as it is */
-    if (write_full(b->fd, frame, len, b->off) < 0) return fail(b, errno);
+    if (b->fd >= 0 && write_full(b->fd, frame, len, b->off) < 0) return fail(b, errno);
     if (b->x && seg_index_add(b->x, b->off, id, t) < 0) return fail(b, ENOMEM);
     b->off += len;
     return 0;

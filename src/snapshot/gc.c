@@ -80,8 +80,12 @@ typedef struct gc_run {
   size_t errlen;
 } gc_run;
 
+/* The selection: everything in the full window, then the declared
+ * retention or the built-in rule. */
 static int keep(const gc_run *g, const snapshot_rec *rec) {
-  return rec->time_ns >= g->cutoff || snapshot_gc_keeps(g->o, rec);
+  if (rec->time_ns >= g->cutoff) return 1;
+  if (g->o->keeps) return g->o->keeps(g->o->keeps_ud, rec) != 0;
+  return snapshot_gc_keeps(g->o, rec);
 }
 
 /* Copies the kept records of the segment open at fd into a new file,
@@ -156,6 +160,16 @@ done:
   return rc;
 }
 
+/* A segment gc leaves as it is still counts in the folder's bytes, before
+ * and after, so that bytes_after is what the folder holds once gc is done
+ * (and what a dry run predicts it will hold). */
+static void untouched(gc_run *g, int fd) {
+  struct stat st;
+  if (fstat(fd, &st) < 0) return;
+  g->st->bytes_before += (uint64_t)st.st_size;
+  g->st->bytes_after += (uint64_t)st.st_size;
+}
+
 static int gc_segment(gc_run *g, const seg_entry *e) {
   char path[4096], ipath[4096];
   if (seg_path(path, sizeof path, g->dir, e->name, 0) < 0 ||
@@ -167,6 +181,7 @@ static int gc_segment(gc_run *g, const seg_entry *e) {
   struct stat a, b;
   if (flock(fd, (g->o->dry_run ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
     g->st->segments_locked++;
+    untouched(g, fd);
     close(fd);
     return 0;
   }
@@ -189,6 +204,8 @@ static int gc_segment(gc_run *g, const seg_entry *e) {
   uint64_t nrec = x.records;
   seg_index_free(&x);
   if (indexed && (nrec == 0 || min_time >= g->cutoff)) { /* nothing old here */
+    untouched(g, fd);
+    g->st->records_kept += nrec;
     close(fd);
     return 0;
   }
@@ -198,6 +215,14 @@ static int gc_segment(gc_run *g, const seg_entry *e) {
     snprintf(g->err, g->errlen, "gc %s: out of memory", path);
     return SNAPSHOT_ENOMEM;
   }
+  /* A dry run compresses the kept frames as rewrite() does, through a
+   * builder that writes nothing: the size it ends at (header included) is
+   * exactly the size the rewrite will give the segment. */
+  seg_header nh = h;
+  uint8_t nhb[SEG_HEADER_MAX];
+  uint64_t nhlen = seg_header_encode(&nh, nhb);
+  seg_builder sb;
+  segb_init(&sb, -1, nhlen, SNAPSHOT_LEVEL_DEFAULT, SNAPSHOT_BLOCK_DEFAULT, NULL);
   uint64_t kept = 0, removed = 0;
   const uint8_t *body;
   uint32_t len;
@@ -205,13 +230,29 @@ static int gc_segment(gc_run *g, const seg_entry *e) {
   while ((k = frame_scan_next(&s, &body, &len)) == 1) {
     snapshot_rec rec;
     rec_body_decode(body, len, &rec);
-    if (keep(g, &rec))
+    if (keep(g, &rec)) {
       kept++;
-    else
+      if (g->o->dry_run &&
+          segb_frame(&sb, body - FRAME_HEADER, FRAME_HEADER + (size_t)len, body, rec.time_ns) < 0)
+        k = -2;
+      if (k == -2) break;
+    } else {
       removed++;
+    }
   }
+  if (k == 1 || k == 0) {
+    if (g->o->dry_run && segb_flush(&sb) < 0) k = -2;
+  }
+  uint64_t kept_bytes = sb.off;
+  int berr = sb.err;
+  segb_free(&sb);
   int serr = s.err;
   frame_scan_free(&s);
+  if (k == -2) {
+    close(fd);
+    snprintf(g->err, g->errlen, "gc %s: %s", path, strerror(berr));
+    return berr == ENOMEM ? SNAPSHOT_ENOMEM : SNAPSHOT_EIO;
+  }
   if (k < 0) {
     close(fd);
     snprintf(g->err, g->errlen, "gc read %s: %s", path, strerror(serr));
@@ -227,11 +268,7 @@ static int gc_segment(gc_run *g, const seg_entry *e) {
       g->st->segments_deleted++;
     else if (removed)
       g->st->segments_rewritten++;
-    if (removed && g->o->dry_run) {
-      /* a dry run reports the size the rewrite would have: estimate from
-       * the share of records kept */
-      new_size = kept ? h.header_len + (size - h.header_len) * kept / (kept + removed) : 0;
-    }
+    if (removed && g->o->dry_run) new_size = kept ? kept_bytes : 0;
   } else if (kept == 0) {
     if (unlink(path) < 0) {
       snprintf(g->err, g->errlen, "gc remove %s: %s", path, strerror(errno));

@@ -157,6 +157,11 @@ typedef struct frame_scan {
   uint8_t *raw;       /* the block's raw frames */
   size_t raw_cap, raw_len, raw_pos;
   void *dctx; /* ZSTD_DCtx, made at the first block */
+  /* what a valid body is: its length range and a check of its bytes after
+   * the CRC (frame_scan_init: a snapshot record's; reviewlog.c sets its own) */
+  uint32_t min_body, max_body;
+  int (*body_ok)(const uint8_t *body, uint32_t len);
+  int blocks; /* compressed blocks accepted (segments: 1; reviews.log: 0) */
 } frame_scan;
 
 /* start: offset of the first frame (the header length). */
@@ -264,7 +269,8 @@ typedef struct seg_builder {
   int err;    /* errno of the first failure */
 } seg_builder;
 
-/* level 0: frames are written as they are, no block. */
+/* level 0: frames are written as they are, no block. fd -1: nothing is
+ * written, b->off only counts the bytes (gc's dry run sizes a rewrite so). */
 int segb_init(seg_builder *b, int fd, uint64_t off, int level, size_t block_bytes, seg_index *x);
 /* One ordinary frame (header and body), the record's id and time. */
 int segb_frame(seg_builder *b, const uint8_t *frame, size_t len, const uint8_t id[16], int64_t t);

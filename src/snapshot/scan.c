@@ -25,12 +25,21 @@
 
 #define SCAN_BUF 262144
 
+static int rec_body_ok(const uint8_t *body, uint32_t len) {
+  snapshot_rec rec;
+  return rec_body_decode(body, len, &rec) == 0;
+}
+
 int frame_scan_init(frame_scan *s, int fd, uint64_t start, uint64_t end) {
   memset(s, 0, sizeof *s);
   s->fd = fd;
   s->off = start;
   s->end = end;
   s->tail_off = end;
+  s->min_body = BODY_FIXED;
+  s->max_body = (uint32_t)BODY_MAX;
+  s->body_ok = rec_body_ok;
+  s->blocks = 1;
   s->buf_cap = SCAN_BUF;
   s->buf = malloc(s->buf_cap);
   return s->buf ? 0 : -1;
@@ -43,6 +52,10 @@ void frame_scan_init_mem(frame_scan *s, const uint8_t *mem, uint64_t start, uint
   s->off = start;
   s->end = end;
   s->tail_off = end;
+  s->min_body = BODY_FIXED;
+  s->max_body = (uint32_t)BODY_MAX;
+  s->body_ok = rec_body_ok;
+  s->blocks = 1;
 }
 
 void frame_scan_seek(frame_scan *s, uint64_t off) {
@@ -171,7 +184,7 @@ static int frame_at(frame_scan *s, uint64_t off, const uint8_t **body, uint32_t 
   const uint8_t *h = scan_ensure(s, off, FRAME_HEADER);
   if (!h) return s->err ? -1 : 0;
   uint32_t n = get_le32(h), crc = get_le32(h + 4);
-  if ((n & ~BLOCK_LEN_MASK) == BLOCK_TAG) {
+  if (s->blocks && (n & ~BLOCK_LEN_MASK) == BLOCK_TAG) {
     n &= BLOCK_LEN_MASK;
     if (n < BLOCK_FIXED || off + FRAME_HEADER + n > s->end) return 0;
     const uint8_t *f = scan_ensure(s, off, FRAME_HEADER + (size_t)n);
@@ -182,12 +195,11 @@ static int frame_at(frame_scan *s, uint64_t off, const uint8_t **body, uint32_t 
     *len = n;
     return 2;
   }
-  if (n < BODY_FIXED || n > BODY_MAX || off + FRAME_HEADER + n > s->end) return 0;
+  if (n < s->min_body || n > s->max_body || off + FRAME_HEADER + n > s->end) return 0;
   const uint8_t *f = scan_ensure(s, off, FRAME_HEADER + (size_t)n);
   if (!f) return s->err ? -1 : 0;
   if (snapshot_crc32c(0, f + FRAME_HEADER, n) != crc) return 0;
-  snapshot_rec rec;
-  if (rec_body_decode(f + FRAME_HEADER, n, &rec) < 0) return 0;
+  if (!s->body_ok(f + FRAME_HEADER, n)) return 0;
   *body = f + FRAME_HEADER;
   *len = n;
   return 1;
@@ -222,11 +234,13 @@ int frame_scan_next(frame_scan *s, const uint8_t **body, uint32_t *len) {
   if (r < 0) return -1;
   if (r == 0) {
     uint64_t bad = s->off, p = bad + 1;
-    while (p + FRAME_HEADER + BLOCK_FIXED <= s->end) {
+    /* the smallest frame this scan accepts: a block's fixed part or a body */
+    uint32_t least = s->blocks && BLOCK_FIXED < s->min_body ? BLOCK_FIXED : s->min_body;
+    while (p + FRAME_HEADER + least <= s->end) {
       /* A length word's fourth byte is 0 or 1 (a frame) or 2 (a block):
        * most bytes of a damaged span (JSON text) are ruled out by it alone,
        * a window of the buffer at a time. */
-      uint64_t left = s->end - p - (FRAME_HEADER + BLOCK_FIXED) + 1; /* candidates */
+      uint64_t left = s->end - p - (FRAME_HEADER + least) + 1; /* candidates */
       size_t win = left < SCAN_BUF - 3 ? (size_t)left : SCAN_BUF - 3;
       const uint8_t *w = scan_ensure(s, p, win + 3);
       if (!w) {

@@ -412,6 +412,14 @@ typedef struct snapshot_gc_opts {
   double min_confidence; /* below this an old record is kept: default 0.8 */
   int dry_run;           /* count, change nothing */
   int64_t now_ns;        /* 0: the clock (tests pass a fixed time) */
+  /* A declared retention (docs/snapshots.md, "The retention file"): when
+   * set, it decides each record older than keep_days instead of the rule
+   * above (min_confidence and sample are then not used): 1 keep, 0 remove.
+   * It may read the payload; it must answer the same for the same record
+   * (a dry run and the gc after it agree only then). Called from the
+   * thread that runs gc, one record at a time. */
+  int (*keeps)(void *ud, const snapshot_rec *rec);
+  void *keeps_ud;
 } snapshot_gc_opts;
 
 typedef struct snapshot_gc_stats {
@@ -419,9 +427,11 @@ typedef struct snapshot_gc_stats {
   uint64_t segments_locked; /* skipped: held by a writer */
   uint64_t segments_rewritten;
   uint64_t segments_deleted; /* nothing left in them */
-  uint64_t records_kept;     /* in the segments gc read */
+  uint64_t records_kept;     /* in every segment but those a writer holds */
   uint64_t records_removed;
-  uint64_t bytes_before; /* of the segments gc read */
+  /* of every segment file in the folder, before and after (a dry run: what
+   * the gc after it leaves, to the byte, with the same now_ns) */
+  uint64_t bytes_before;
   uint64_t bytes_after;
 } snapshot_gc_stats;
 
@@ -429,6 +439,9 @@ void snapshot_gc_opts_init(snapshot_gc_opts *o);
 /* Whether gc keeps an old record with this header under o (exposed for the
  * CLI and tests): 1 keep, 0 remove. */
 int snapshot_gc_keeps(const snapshot_gc_opts *o, const snapshot_rec *rec);
+/* Where an id falls in [0, 1) for sampling: kept when below the rate (the
+ * hash docs/snapshots.md gives, so any tool can compute it). */
+double snapshot_sample_point(const uint8_t id[16]);
 /* opts may be NULL. Fills *stats (may be NULL). 0, or SNAPSHOT_E* + err. */
 int snapshot_gc(const char *dir, const snapshot_gc_opts *opts, snapshot_gc_stats *stats, char *err,
                 size_t errlen);
@@ -440,5 +453,45 @@ int snapshot_gc(const char *dir, const snapshot_gc_opts *opts, snapshot_gc_stats
 uint32_t snapshot_crc32c(uint32_t crc, const void *data, size_t len);
 /* The table version alone (tests compare the two). */
 uint32_t snapshot_crc32c_sw(uint32_t crc, const void *data, size_t len);
+
+/* ---- the folder (folder.c) ----
+ * A snapshot folder is self-contained: besides its segments it carries, in
+ * `<dir>/versions`, every policy and model version its records name,
+ * content-addressed (<hex>.json, models/<hex>.json,
+ * models/<hex>.features.yaml; each file's SHA-256 is its name), written by
+ * the engine before the first record naming one (docs/snapshots.md). */
+
+/* Creates dir (and its parents) as the log does, 0750. 0, or SNAPSHOT_EIO. */
+int snapshot_folder_make(const char *dir, char *err, size_t errlen);
+/* "<dir>/versions", malloc'd (NULL: out of memory). */
+char *snapshot_versions_path(const char *dir);
+
+/* Checks every frame's CRC in every segment and that every version a
+ * record names is in <dir>/versions and hashes to its name. Each problem
+ * goes to cb (may be NULL): kind is "damaged", "header", "unreadable",
+ * "payload" (the record), "missing", "mismatch" (a version); file the
+ * segment or the version's name under versions/. Returns 0 when the
+ * folder could be checked (problems counted in stats), or SNAPSHOT_E* with
+ * err when it could not be read at all. */
+typedef void (*snapshot_verify_cb)(void *ud, const char *kind, const char *file,
+                                   const char *detail);
+typedef struct snapshot_verify_stats {
+  uint64_t segments, records, damaged_bytes;
+  uint64_t versions, versions_bad; /* distinct versions named, and those missing or changed */
+  uint64_t problems;
+} snapshot_verify_stats;
+int snapshot_verify(const char *dir, snapshot_verify_cb cb, void *ud, snapshot_verify_stats *stats,
+                    char *err, size_t errlen);
+
+/* Disk use by the UTC day of each segment's first record (a segment holds
+ * one day's records: it rotates at midnight UTC): segment and index bytes.
+ * *out malloc'd, in day order. 0, or SNAPSHOT_E* with err. */
+typedef struct snapshot_day_usage {
+  uint32_t day; /* YYYYMMDD */
+  uint32_t segments;
+  uint64_t bytes;
+} snapshot_day_usage;
+int snapshot_folder_usage(const char *dir, snapshot_day_usage **out, size_t *n, char *err,
+                          size_t errlen);
 
 #endif

@@ -293,6 +293,47 @@ int main(void) {
   CHECK(programs(lazy) > 0 && programs(lazy) <= programs(eager));
   CHECK(programs(imaged) == programs(lazy));
   arena_free(&na);
+  /* With its compiled/ file this user's own, a load checked its lets'
+   * graph before (the file is written only after a load without an error):
+   * they are not parsed at load, each only at first use when its image does
+   * not read back. A file others may write proves nothing: parsed and
+   * walked again. */
+  {
+    uint32_t unparsed = 0, parsed = 0, with_lets = 0;
+    for (uint32_t i = 0; i < imaged->nstrategies; i++) {
+      const strategy *s = &imaged->strategies[i];
+      with_lets += s->nlets > 0 && !s->fallback_model;
+      for (uint32_t l = 0; l < s->nlets && !s->fallback_model; l++)
+        unparsed += s->lets[l].lazy.tree == NULL && s->lets[l].lazy.text != NULL;
+    }
+    CHECK(with_lets > 0 && unparsed > 100);
+    /* and a rule with no part the index can use is not parsed either;
+     * one with such a part is, for the index */
+    uint32_t rules_unparsed = 0, rules_parsed = 0;
+    for (uint32_t i = 0; i < imaged->nstrategies; i++) {
+      const strategy *s = &imaged->strategies[i];
+      for (uint32_t r = 0; r < s->nrules && !s->fallback_model && s->nlets; r++) {
+        const policy_rule *pr = &s->rules[r];
+        rules_unparsed += pr->lazy.tree == NULL && pr->lazy.text != NULL && !pr->index_part;
+        rules_parsed += pr->lazy.tree != NULL && pr->index_part;
+        CHECK(pr->index_part == (pr->lazy.tree != NULL));
+      }
+    }
+    CHECK_MSG(rules_unparsed > 50 && rules_parsed > 0, "%u rules not parsed, %u parsed",
+              rules_unparsed, rules_parsed);
+    snprintf(cmd, sizeof cmd, "chmod g+w '%s'/compiled/*", store);
+    CHECK(system(cmd) == 0);
+    policy_bundle *shared = load(pol, store, 1);
+    CHECK(shared != NULL);
+    for (uint32_t i = 0; shared && i < shared->nstrategies; i++)
+      for (uint32_t l = 0; l < shared->strategies[i].nlets; l++)
+        parsed += shared->strategies[i].lets[l].lazy.tree != NULL;
+    CHECK_MSG(parsed >= unparsed, "%u lets parsed from a shared file, %u not from an own one",
+              parsed, unparsed);
+    policy_bundle_free(shared);
+    snprintf(cmd, sizeof cmd, "chmod g-w '%s'/compiled/*", store);
+    CHECK(system(cmd) == 0);
+  }
   policy_bundle_free(imaged);
   imaged = NULL;
 

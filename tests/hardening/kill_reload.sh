@@ -28,7 +28,8 @@ VD="$BUILD/verdict"
 HERE=$(dirname "$0")
 PY=/usr/bin/python3
 ROUNDS=${KILL_RELOAD_ROUNDS:-20}
-TEST_NAME=hardening/kill_reload
+SHADOW=${KILL_RELOAD_SHADOW:-0} # 1: with a shadow bundle (kill_shadow.sh)
+TEST_NAME=${TEST_NAME:-hardening/kill_reload}
 . "$HERE/../lib.sh"
 scratch
 need curl
@@ -49,7 +50,7 @@ start() { # start NAME: the server on the same folders; fails the test unless it
   LOG="$T/serve-$1.log"
   "$VD" serve --policy "$T/bundle" --listen "127.0.0.1:$PORT" --threads 2 \
     --snapshots "$SNAP" --store "$STORE" --durability always \
-    --admin-token-file "$T/token" 2>"$LOG" &
+    --admin-token-file "$T/token" ${SHADOW_ARGS[@]+"${SHADOW_ARGS[@]}"} 2>"$LOG" &
   PID=$!
   for _ in $(seq 1 600); do
     [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/readyz")" = 200 ] && break
@@ -131,6 +132,13 @@ PYEOF
 mkdir -p "$T/bundle"
 for f in examples/policies/*; do cp -r "$f" "$T/bundle/"; done
 write_extra start
+SHADOW_ARGS=()
+if [ "$SHADOW" = 1 ]; then # the same bundle, one reason changed: a second version of a strategy
+  mkdir -p "$T/shadow"
+  for f in "$T"/bundle/*; do cp -r "$f" "$T/shadow/"; done
+  sed -i 's/reason: flagged (start)/reason: flagged by the shadow/' "$T/shadow/extra.yaml"
+  SHADOW_ARGS=(--shadow "$T/shadow")
+fi
 TOKEN=verdict-kill-token-$RANDOM-$RANDOM-0123456789
 printf '%s\n' "$TOKEN" >"$T/token"
 echo '{"action":"http_request","context":{"method":"GET","path":"/products/espresso-grinder","client_ip":"81.2.69.160","headers":{"user-agent":"Mozilla/5.0 (Macintosh; Intel Mac OS X 14_5) AppleWebKit/605.1.15 Safari/605.1.15"},"env":{"country":"GB"}}}' >"$T/req-model.json"
@@ -174,7 +182,7 @@ curl -s "$URL/v1/policies" | $PY -c 'import json,sys; [print(s["version"]) for s
 kill -TERM "$PID"; wait "$PID"; eq "$?" 0 "final: SIGTERM, exit 0"; PID=
 "$VD" snapshots export -s "$SNAP" >"$T/export" 2>"$T/export.err"
 eq "$?" 0 "the log reads back"
-RES=$($PY - "$T/export" "$T/ids" "$STORE" <<'PYEOF'
+RES=$($PY - "$T/export" "$T/ids" "$STORE" 2>"$T/shadow-check" <<'PYEOF'
 import json, os, sys
 seen = {}
 versions = set()
@@ -187,9 +195,19 @@ missing = sum(1 for i in acked if i not in seen)
 dups = sum(1 for v in seen.values() if v > 1)
 unstored = sum(1 for v in versions if not os.path.exists(os.path.join(sys.argv[3], v + ".json")))
 print("acked=%d missing=%d dups=%d unstored=%d" % (len(acked) > 0, missing, dups, unstored))
+# with a shadow: its records complete answered ones that are in the log (an
+# answer, and so its completion, comes only once its own record is durable)
+done = [json.loads(l) for l in open(sys.argv[1])]
+comp = [d for d in done if "completes" in d]
+if os.environ.get("KILL_RELOAD_SHADOW") == "1":
+    orphans = sum(1 for d in comp if d["completes"] not in seen)
+    print("shadowed=%d orphans=%d" % (len(comp) > 0, orphans), file=sys.stderr)
 PYEOF
 )
 eq "$RES" "acked=1 missing=0 dups=0 unstored=0" "every acknowledged decision is in the log once, its version stored"
+if [ "$SHADOW" = 1 ]; then
+  eq "$(cat "$T/shadow-check")" "shadowed=1 orphans=0" "the shadow's records complete answered records in the log"
+fi
 if grep -q skipped "$T/export.err"; then bad "damaged bytes in the log: $(cat "$T/export.err")"; else ok; fi
 
 # ---- torn entries made on purpose: detected, parsed again, repaired ----

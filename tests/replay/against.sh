@@ -100,7 +100,7 @@ rc=$?
 [ "$rc" = 0 ] && ok || { bad "replay --against: exit $rc"; cat "$T/err" >&2; }
 check_json "$T/r.json" mode=against seen=300 replayed=300 reproduced="$SAME" changed="$CHANGED" \
   errors=0 labels.labelled=300 labels.recorded.accuracy="$REC_ACC" \
-  labels.replayed.accuracy="$REM_ACC" cpu_ns=null score_breakdown.categories.2.scored=false \
+  labels.replayed.accuracy="$REM_ACC" cpu_ns=null score_breakdown.categories.2.scored=true \
   && ok || bad "replay --against: report fields"
 read -r REQS CONNS < <(stats)
 [ "$REQS" = 300 ] && ok || bad "the service got $REQS requests, want 300"
@@ -116,7 +116,7 @@ assert d['recorded_score'] is not None and 0 <= d['score'] <= 100
 "$V" replay -s "$T/snaps" --against "http://127.0.0.1:$PORT/v1/decide" >"$T/out" 2>&1
 grep -q "another decision service" "$T/out" && grep -q "against    http://127.0.0.1:$PORT/v1/decide" "$T/out" &&
   grep -q "changed by action (recorded -> remote)" "$T/out" && grep -q "remote " "$T/out" &&
-  grep -q "not scored: a remote service" "$T/out" && ok || { bad "text summary of --against"; cat "$T/out" >&2; }
+  grep -q "^side by side  *recorded  *remote" "$T/out" && ok || { bad "text summary of --against"; cat "$T/out" >&2; }
 stop_server
 
 # ---- chunked answers: the same figures ----

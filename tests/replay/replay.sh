@@ -74,7 +74,11 @@ done
 mkdir "$T/elsewhere" && cp -r "$SNAPS" "$T/elsewhere/snaps"
 "$V" replay -s "$T/elsewhere/snaps" --store "$T/bundle/.verdict/versions" --json >"$T/s.json" 2>/dev/null
 check_json "$T/s.json" reproduced=$N && ok || bad "--store DIR"
+# the folder alone, copied elsewhere: it carries its versions
+"$V" replay -s "$T/elsewhere/snaps" --json >"$T/s.json" 2>/dev/null
+check_json "$T/s.json" reproduced=$N && ok || bad "the folder alone, copied elsewhere"
 # without its versions nothing can be replayed: each is listed, exit 1
+rm -r "$T/elsewhere/snaps/versions"
 "$V" replay -s "$T/elsewhere/snaps" >"$T/out" 2>"$T/err"
 rc=$?
 [ "$rc" = 1 ] && ok || bad "missing versions: exit $rc, want 1"

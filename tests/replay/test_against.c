@@ -139,7 +139,7 @@ static void test_content_length_and_keep_alive(void) {
   replay_side d;
   double rtt = -1;
   char err[512] = "";
-  CHECK_MSG(against_decide(c, req, strlen(req), &d, &rtt, err, sizeof err) == 0, "%s", err);
+  CHECK_MSG(against_decide(c, NULL, req, strlen(req), &d, &rtt, err, sizeof err) == 0, "%s", err);
   CHECK_STR(d.action, "block");
   CHECK(d.allowed == 0 && d.review == 1);
   CHECK(d.confidence == 1.0);
@@ -155,7 +155,7 @@ static void test_content_length_and_keep_alive(void) {
   CHECK(strstr(s.last_request, "Content-Length: 52\r\n") != NULL);
   CHECK(strstr(s.last_request, req) != NULL);
   /* the second request rides the same connection; a null action is fine */
-  CHECK_MSG(against_decide(c, req, strlen(req), &d, &rtt, err, sizeof err) == 0, "%s", err);
+  CHECK_MSG(against_decide(c, NULL, req, strlen(req), &d, &rtt, err, sizeof err) == 0, "%s", err);
   CHECK(d.action == NULL && d.rule == NULL && d.source == NULL);
   CHECK(against_connections(c) == 1);
   against_close(c);
@@ -179,12 +179,12 @@ static void test_chunked_byte_by_byte(void) {
   replay_side d;
   double rtt;
   char err[512] = "";
-  CHECK_MSG(against_decide(c, req, strlen(req), &d, &rtt, err, sizeof err) == 0, "%s", err);
+  CHECK_MSG(against_decide(c, NULL, req, strlen(req), &d, &rtt, err, sizeof err) == 0, "%s", err);
   CHECK_STR(d.action, "allow");
   CHECK(d.allowed == 1);
   CHECK_STR(d.source, "rule");
   CHECK(strncmp(s.last_request, "POST /custom/decide?tenant=a HTTP/1.1", 37) == 0);
-  CHECK_MSG(against_decide(c, req, strlen(req), &d, &rtt, err, sizeof err) == 0, "%s", err);
+  CHECK_MSG(against_decide(c, NULL, req, strlen(req), &d, &rtt, err, sizeof err) == 0, "%s", err);
   CHECK_STR(d.action, "allow");
   CHECK(against_connections(c) == 1);
   against_close(c);
@@ -201,11 +201,11 @@ static void test_no_length_and_close(void) {
   replay_side d;
   double rtt;
   char err[512] = "";
-  CHECK_MSG(against_decide(c, req, strlen(req), &d, &rtt, err, sizeof err) == 0, "%s", err);
+  CHECK_MSG(against_decide(c, NULL, req, strlen(req), &d, &rtt, err, sizeof err) == 0, "%s", err);
   CHECK_STR(d.action, "deny");
-  CHECK(d.allowed == 0);
+  CHECK(d.allowed == -1); /* the answer does not say */
   /* HTTP/1.0 without keep-alive: the next request opens a new connection */
-  CHECK_MSG(against_decide(c, req, strlen(req), &d, &rtt, err, sizeof err) == 0, "%s", err);
+  CHECK_MSG(against_decide(c, NULL, req, strlen(req), &d, &rtt, err, sizeof err) == 0, "%s", err);
   CHECK_STR(d.action, "ask");
   CHECK(against_connections(c) == 2);
   against_close(c);
@@ -229,12 +229,12 @@ static void test_stale_keep_alive_retried_once(void) {
   replay_side d;
   double rtt;
   char err[512] = "";
-  CHECK(against_decide(c, req, strlen(req), &d, &rtt, err, sizeof err) == 0);
-  CHECK_MSG(against_decide(c, req, strlen(req), &d, &rtt, err, sizeof err) == 0, "%s", err);
+  CHECK(against_decide(c, NULL, req, strlen(req), &d, &rtt, err, sizeof err) == 0);
+  CHECK_MSG(against_decide(c, NULL, req, strlen(req), &d, &rtt, err, sizeof err) == 0, "%s", err);
   CHECK_STR(d.action, "block");
   CHECK(against_connections(c) == 2);
   /* now: dropped on the reused connection, retried, dropped again on the fresh one */
-  CHECK(against_decide(c, req, strlen(req), &d, &rtt, err, sizeof err) == AGAINST_ETRANSPORT);
+  CHECK(against_decide(c, NULL, req, strlen(req), &d, &rtt, err, sizeof err) == AGAINST_ETRANSPORT);
   CHECK_MSG(strstr(err, "closed before an answer") != NULL, "%s", err);
   CHECK(against_connections(c) == 3);
   against_close(c);
@@ -257,7 +257,7 @@ static void test_timeout(void) {
   double rtt;
   char err[512] = "";
   double t0 = now_ms();
-  CHECK(against_decide(c, req, strlen(req), &d, &rtt, err, sizeof err) == AGAINST_ETRANSPORT);
+  CHECK(against_decide(c, NULL, req, strlen(req), &d, &rtt, err, sizeof err) == AGAINST_ETRANSPORT);
   double took = now_ms() - t0;
   CHECK_MSG(took >= 140 && took < 2000, "took %.0f ms", took);
   CHECK_MSG(strstr(err, "timeout") != NULL, "%s", err);
@@ -283,17 +283,17 @@ static void test_refusals_and_non_decisions(void) {
   replay_side d;
   double rtt;
   char err[512] = "";
-  CHECK(against_decide(c, req, strlen(req), &d, &rtt, err, sizeof err) == AGAINST_EREFUSED);
+  CHECK(against_decide(c, NULL, req, strlen(req), &d, &rtt, err, sizeof err) == AGAINST_EREFUSED);
   CHECK_STR(err, "HTTP 429: slow down");
-  CHECK(against_decide(c, req, strlen(req), &d, &rtt, err, sizeof err) == AGAINST_EREFUSED);
+  CHECK(against_decide(c, NULL, req, strlen(req), &d, &rtt, err, sizeof err) == AGAINST_EREFUSED);
   CHECK_MSG(strstr(err, "not a JSON object") != NULL, "%s", err);
-  CHECK(against_decide(c, req, strlen(req), &d, &rtt, err, sizeof err) == AGAINST_EREFUSED);
+  CHECK(against_decide(c, NULL, req, strlen(req), &d, &rtt, err, sizeof err) == AGAINST_EREFUSED);
   CHECK_MSG(strstr(err, "no \"action\"") != NULL, "%s", err);
-  CHECK(against_decide(c, req, strlen(req), &d, &rtt, err, sizeof err) == AGAINST_EREFUSED);
-  CHECK(against_decide(c, req, strlen(req), &d, &rtt, err, sizeof err) == AGAINST_EREFUSED);
+  CHECK(against_decide(c, NULL, req, strlen(req), &d, &rtt, err, sizeof err) == AGAINST_EREFUSED);
+  CHECK(against_decide(c, NULL, req, strlen(req), &d, &rtt, err, sizeof err) == AGAINST_EREFUSED);
   CHECK_STR(err, "HTTP 500: boom!");
   CHECK(against_connections(c) == 1); /* refusals keep the connection */
-  CHECK(against_decide(c, req, strlen(req), &d, &rtt, err, sizeof err) == AGAINST_ETRANSPORT);
+  CHECK(against_decide(c, NULL, req, strlen(req), &d, &rtt, err, sizeof err) == AGAINST_ETRANSPORT);
   CHECK_MSG(strstr(err, "not an HTTP/1.x answer") != NULL, "%s", err);
   against_close(c);
   server_stop(&s);
@@ -316,7 +316,7 @@ static void test_connection_refused(void) {
   CHECK(against_open(url, 500, &c, err, sizeof err) == 0);
   replay_side d;
   double rtt;
-  CHECK(against_decide(c, req, strlen(req), &d, &rtt, err, sizeof err) == AGAINST_ETRANSPORT);
+  CHECK(against_decide(c, NULL, req, strlen(req), &d, &rtt, err, sizeof err) == AGAINST_ETRANSPORT);
   CHECK_MSG(strstr(err, "cannot connect to 127.0.0.1:") != NULL, "%s", err);
   CHECK(against_connections(c) == 0);
   against_close(c);

@@ -44,14 +44,20 @@ static replay_item mk(int n, const char *point, const char *key, tside rec, tsid
                               .source = rec.source ? rec.source : "rule",
                               .rule = rec.rule,
                               .confidence = rec.confidence,
-                              .latency_us = rec.latency_us};
+                              .latency_us = rec.latency_us,
+                              .timing = rec.latency_us > 0 ? REPLAY_TIMING_INPROCESS : 0,
+                              .decision_id = idbuf,
+                              .policy_version = "v1"};
   if (!error) {
     it.replayed = (replay_side){.action = rep.action,
                                 .allowed = rep.allowed,
                                 .source = rep.source ? rep.source : "rule",
                                 .rule = rep.rule,
                                 .confidence = rep.confidence,
-                                .latency_us = rep.latency_us};
+                                .latency_us = rep.latency_us,
+                                .timing = rep.latency_us > 0 ? REPLAY_TIMING_INPROCESS : 0,
+                                .decision_id = idbuf,
+                                .policy_version = "v1"};
     it.same = (rec.action == rep.action ||
                (rec.action && rep.action && strcmp(rec.action, rep.action) == 0)) &&
               rec.allowed == rep.allowed && rec.confidence == rep.confidence &&
@@ -408,10 +414,11 @@ static void test_category_scales(void) {
   CHECK(score_latency_value(100) > score_latency_value(200));
 }
 
-/* 4 labelled items: 3 right; latency 100 us each; CPU 100 us each; 2 of 4
- * complete. */
+/* 4 labelled items: 3 right; recorded latency 400 us, replayed 100 us
+ * (in process, 4x apart: no tie); the replayed answers of items 2 and 3
+ * name no policy version (audit 10 of 12 items), the recorded ones all. */
 static score_acc *formula_fixture(score_mode mode, const score_weights *w, score_labels **lp,
-                                  int with_labels, int with_cpu) {
+                                  int with_labels, int timing) {
   const char *text =
       "{\"key\":\"k0\",\"action\":\"allow\"}\n{\"key\":\"k1\",\"action\":\"allow\"}\n"
       "{\"key\":\"k2\",\"action\":\"allow\"}\n{\"key\":\"k3\",\"action\":\"block\"}\n";
@@ -423,8 +430,11 @@ static score_acc *formula_fixture(score_mode mode, const score_weights *w, score
   const char *keys[4] = {"k0", "k1", "k2", "k3"};
   for (int i = 0; i < 4; i++) {
     char id[SCORE_ID_TEXT];
-    replay_item it = mk(i, "p", keys[i], A, Arep, 0, with_cpu ? 100000 : 0, i < 2, id);
+    replay_item it = mk(i, "p", keys[i], A, Arep, 0, 100000, i < 2, id);
     it.same = i == 3;
+    if (i >= 2) it.replayed.policy_version = NULL;
+    it.replayed.timing = timing;
+    if (timing == REPLAY_TIMING_ROUNDTRIP) it.replayed.rtt_us = 100;
     score_add(s, &it);
   }
   return s;
@@ -435,82 +445,98 @@ static void test_score_formula_default_and_custom_weights(void) {
   score_report r;
   double lat = score_latency_value(100); /* 1 - ln 2 / ln 200 */
   CHECK(near(lat, 1 - log(2) / log(200), 1e-12));
+  double rl = score_latency_value(400), rc = score_cost_value(400), audit = 10.0 / 12;
 
-  score_acc *s = formula_fixture(SCORE_CANDIDATE, NULL, &l, 1, 1);
+  score_acc *s = formula_fixture(SCORE_CANDIDATE, NULL, &l, 1, REPLAY_TIMING_INPROCESS);
   score_finish(s, &r);
   CHECK(near(r.replayed_side.latency_us.p99, 100, 0.008));
   CHECK(near(r.cpu_ns.mean, 100000, 1e-12));
   CHECK(near(r.cat[SCORE_CAT_ACCURACY].value, 0.75, 1e-12));
-  CHECK(near(r.cat[SCORE_CAT_COST].value, 0.5, 1e-9));
-  CHECK(near(r.cat[SCORE_CAT_AUDIT].value, 0.5, 1e-12));
-  double lv = r.cat[SCORE_CAT_LATENCY].value;
+  /* cost: the mean in-process time, 100 us */
+  CHECK(near(r.cat[SCORE_CAT_COST].value, 0.5, 0.01));
+  CHECK_MSG(near(r.cat[SCORE_CAT_AUDIT].value, audit, 1e-12), "audit %f",
+            r.cat[SCORE_CAT_AUDIT].value);
+  double lv = r.cat[SCORE_CAT_LATENCY].value, cv = r.cat[SCORE_CAT_COST].value;
   CHECK(near(lv, lat, 0.01));
-  double want = (40 * 0.75 + 20 * lv + 20 * 0.5 + 20 * 0.5) / 100 * 100;
+  double want = (40 * 0.75 + 20 * lv + 20 * cv + 20 * audit) / 100 * 100;
   CHECK_MSG(near(r.score, want, 1e-9), "score %f want %f", r.score, want);
   double sum = 0;
   for (int i = 0; i < SCORE_NCAT; i++) sum += r.cat[i].points;
   CHECK(near(sum, r.score, 1e-9));
   CHECK(near(r.cat[SCORE_CAT_ACCURACY].points, 30, 1e-9));
-  /* the recorded side: accuracy 0.75 too (same actions), latency 400 us, no cost */
+  /* the recorded side on the same four categories: accuracy 0.75 (same
+   * actions), latency and cost from 400 us, every answer complete */
   CHECK(r.has_recorded_score);
-  CHECK(!r.recorded_cat[SCORE_CAT_COST].scored);
-  double rl = score_latency_value(400);
+  for (int i = 0; i < SCORE_NCAT; i++) CHECK(r.recorded_cat[i].scored == r.cat[i].scored);
+  CHECK(r.recorded_cat[SCORE_CAT_COST].scored);
   CHECK(near(r.recorded_cat[SCORE_CAT_LATENCY].value, rl, 0.01));
+  CHECK(near(r.recorded_cat[SCORE_CAT_COST].value, rc, 0.01));
+  CHECK(r.recorded_cat[SCORE_CAT_AUDIT].value == 1.0);
   CHECK(near(r.recorded_score,
-             (40 * 0.75 + 20 * r.recorded_cat[SCORE_CAT_LATENCY].value + 20 * 0.5) / 80 * 100,
+             (40 * 0.75 + 20 * r.recorded_cat[SCORE_CAT_LATENCY].value +
+              20 * r.recorded_cat[SCORE_CAT_COST].value + 20 * 1.0) /
+                 100 * 100,
              1e-9));
+  /* one decision point: the same figures */
+  CHECK(r.cmp.npoints == 1 && strcmp(r.cmp.points[0].point, "p") == 0);
+  CHECK(near(r.cmp.points[0].sides[1].score, r.score, 1e-9));
+  CHECK(near(r.cmp.points[0].sides[0].score, r.recorded_score, 1e-9));
   score_free(s);
   score_labels_free(l);
 
-  /* custom weights: 10,0,0,90 -> (10*0.75 + 90*0.5) / 100 */
+  /* custom weights: 10,0,0,90 -> (10*0.75 + 90*audit) / 100 */
   score_weights w;
   char err[128];
   CHECK(score_weights_parse("10,0,0,90", &w, err, sizeof err) == 0);
-  s = formula_fixture(SCORE_CANDIDATE, &w, &l, 1, 1);
+  s = formula_fixture(SCORE_CANDIDATE, &w, &l, 1, REPLAY_TIMING_INPROCESS);
   score_finish(s, &r);
-  CHECK_MSG(near(r.score, 52.5, 1e-9), "score %f", r.score);
+  CHECK_MSG(near(r.score, 7.5 + 90 * audit, 1e-9), "score %f", r.score);
   CHECK(r.cat[SCORE_CAT_LATENCY].points == 0);
   score_free(s);
   score_labels_free(l);
 
   /* weights need not add up to 100: 4,2,2,2 is the default again */
   CHECK(score_weights_parse("4,2,2,2", &w, err, sizeof err) == 0);
-  s = formula_fixture(SCORE_CANDIDATE, &w, &l, 1, 1);
+  s = formula_fixture(SCORE_CANDIDATE, &w, &l, 1, REPLAY_TIMING_INPROCESS);
   score_finish(s, &r);
   CHECK(near(r.score, want, 1e-9));
   score_free(s);
   score_labels_free(l);
 
   /* candidate without labels: accuracy is not scored, the rest renormalised */
-  s = formula_fixture(SCORE_CANDIDATE, NULL, &l, 0, 1);
+  s = formula_fixture(SCORE_CANDIDATE, NULL, &l, 0, REPLAY_TIMING_INPROCESS);
   score_finish(s, &r);
-  CHECK(!r.cat[SCORE_CAT_ACCURACY].scored);
+  CHECK(!r.cat[SCORE_CAT_ACCURACY].scored && !r.recorded_cat[SCORE_CAT_ACCURACY].scored);
   CHECK(strstr(r.cat[SCORE_CAT_ACCURACY].basis, "not scored") != NULL);
-  CHECK(near(r.score, (20 * lv + 20 * 0.5 + 20 * 0.5) / 60 * 100, 1e-9));
+  CHECK(near(r.score, (20 * lv + 20 * cv + 20 * audit) / 60 * 100, 1e-9));
   score_free(s);
 
   /* determinism without labels: accuracy = reproduced share (here: 1 of 4 same) */
-  s = formula_fixture(SCORE_DETERMINISM, NULL, &l, 0, 1);
+  s = formula_fixture(SCORE_DETERMINISM, NULL, &l, 0, REPLAY_TIMING_INPROCESS);
   score_finish(s, &r);
   CHECK(r.cat[SCORE_CAT_ACCURACY].scored);
   CHECK(near(r.cat[SCORE_CAT_ACCURACY].value, 0.25, 1e-12));
   CHECK(strstr(r.cat[SCORE_CAT_ACCURACY].basis, "determinism") != NULL);
-  CHECK(near(r.score, (40 * 0.25 + 20 * lv + 20 * 0.5 + 20 * 0.5) / 100 * 100, 1e-9));
+  CHECK(near(r.score, (40 * 0.25 + 20 * lv + 20 * cv + 20 * audit) / 100 * 100, 1e-9));
   CHECK(!r.has_recorded_score);
   score_free(s);
 
-  /* against: no CPU time, cost not scored */
-  s = formula_fixture(SCORE_AGAINST, NULL, &l, 1, 0);
+  /* against a service timed only by its round trip: latency and cost are
+   * left out for both sides, and the basis says why */
+  s = formula_fixture(SCORE_AGAINST, NULL, &l, 1, REPLAY_TIMING_ROUNDTRIP);
   score_finish(s, &r);
-  CHECK(!r.cat[SCORE_CAT_COST].scored);
-  CHECK(strstr(r.cat[SCORE_CAT_COST].basis, "remote") != NULL);
-  CHECK(near(r.score, (40 * 0.75 + 20 * lv + 20 * 0.5) / 80 * 100, 1e-9));
+  CHECK(!r.cat[SCORE_CAT_COST].scored && !r.cat[SCORE_CAT_LATENCY].scored);
+  CHECK(!r.recorded_cat[SCORE_CAT_COST].scored && !r.recorded_cat[SCORE_CAT_LATENCY].scored);
+  CHECK(strstr(r.cat[SCORE_CAT_LATENCY].basis, "round trip") != NULL);
+  CHECK(near(r.score, (40 * 0.75 + 20 * audit) / 60 * 100, 1e-9));
+  CHECK(near(r.recorded_score, (40 * 0.75 + 20 * 1.0) / 60 * 100, 1e-9));
+  CHECK(r.cmp.sides[1].rtt_us.count == 4);
   score_free(s);
   score_labels_free(l);
 
   /* only weight on an unscored category: nothing to score */
   CHECK(score_weights_parse("0,0,1,0", &w, err, sizeof err) == 0);
-  s = formula_fixture(SCORE_AGAINST, &w, &l, 0, 0);
+  s = formula_fixture(SCORE_AGAINST, &w, &l, 0, REPLAY_TIMING_ROUNDTRIP);
   score_finish(s, &r);
   CHECK(r.score == 0);
   score_free(s);
@@ -520,6 +546,112 @@ static void test_score_formula_default_and_custom_weights(void) {
   score_finish(s, &r);
   CHECK(r.seen == 0 && r.score == 0 && r.ntransitions == 0);
   score_free(s);
+}
+
+/* The same answers on both sides, timed a little apart (as two runs of
+ * the same bundle are): exactly the same score. Before the sides were
+ * scored on the same categories, the recorded side had no cost and scored
+ * differently. */
+static void test_identical_sides_score_the_same(void) {
+  score_acc *s = score_new(SCORE_CANDIDATE, NULL, NULL);
+  for (int i = 0; i < 50; i++) {
+    char id[SCORE_ID_TEXT];
+    tside rec = {"allow", "r", "rule", 1, 1, 120 + i}, rep = {"allow", "r", "rule", 1, 1, 70 + i};
+    replay_item it = mk(i, i % 2 ? "a" : "b", "", rec, rep, 0, 60000, 1, id);
+    score_add(s, &it);
+  }
+  score_report r;
+  score_finish(s, &r);
+  CHECK_MSG(r.score == r.recorded_score, "%f vs %f", r.score, r.recorded_score);
+  for (int i = 0; i < SCORE_NCAT; i++) {
+    CHECK(r.cat[i].scored == r.recorded_cat[i].scored);
+    CHECK(r.cat[i].value == r.recorded_cat[i].value);
+  }
+  CHECK(r.cat[SCORE_CAT_LATENCY].scored && r.cat[SCORE_CAT_COST].scored);
+  CHECK(strstr(r.cat[SCORE_CAT_LATENCY].basis, "a tie") != NULL);
+  CHECK(r.cmp.npoints == 2);
+  for (size_t p = 0; p < r.cmp.npoints; p++)
+    CHECK(r.cmp.points[p].sides[0].score == r.cmp.points[p].sides[1].score);
+  score_free(s);
+}
+
+/* A side timed beside the recorded version (cpu_us, reference_cpu_us) is
+ * put on the recording's scale by the ratio of the two CPU times: 90 us
+ * beside 36 us for the recorded version is 2.5x the recording's 400 us,
+ * not a tie (whatever its own wall time, 100 us, says). */
+static void test_timing_on_the_recordings_scale(void) {
+  score_acc *s = score_new(SCORE_CANDIDATE, NULL, NULL);
+  for (int i = 0; i < 10; i++) {
+    char id[SCORE_ID_TEXT];
+    tside rec = {"allow", "r", "rule", 1, 1, 400}, rep = {"allow", "r", "rule", 1, 1, 100};
+    replay_item it = mk(i, "p", "", rec, rep, 0, 0, 1, id);
+    it.replayed.cpu_us = 90;
+    it.replayed.reference_cpu_us = 36; /* x2.5 */
+    score_add(s, &it);
+  }
+  score_report r;
+  score_finish(s, &r);
+  CHECK_MSG(near(r.cat[SCORE_CAT_COST].measure, 1000, 0.01), "%f", r.cat[SCORE_CAT_COST].measure);
+  CHECK(near(r.cat[SCORE_CAT_COST].value, score_cost_value(1000), 0.01));
+  CHECK(near(r.recorded_cat[SCORE_CAT_COST].value, score_cost_value(400), 0.01));
+  CHECK(r.score < r.recorded_score);
+  CHECK(strstr(r.cat[SCORE_CAT_COST].basis, "scale") != NULL);
+  score_free(s);
+}
+
+/* Audit is judged on what each side answered: a side whose answers carry
+ * only an action and allowed gets no audit marks, whatever the recorded
+ * snapshots hold. */
+static void test_audit_on_what_was_answered(void) {
+  score_acc *s = score_new(SCORE_AGAINST, NULL, NULL);
+  for (int i = 0; i < 8; i++) {
+    char id[SCORE_ID_TEXT];
+    tside rec = {"allow", "r", "rule", 1, 1, 10}, rep = {"allow", NULL, NULL, 1, 0, 0};
+    replay_item it = mk(i, "p", "", rec, rep, 0, 0, 1, id);
+    it.replayed = (replay_side){.action = "allow",
+                                .allowed = 1,
+                                .timing = REPLAY_TIMING_ROUNDTRIP,
+                                .latency_us = 300,
+                                .rtt_us = 300};
+    score_add(s, &it);
+  }
+  score_report r;
+  score_finish(s, &r);
+  CHECK(r.complete == 8);
+  CHECK(r.cat[SCORE_CAT_AUDIT].scored && r.cat[SCORE_CAT_AUDIT].value == 0);
+  CHECK(r.recorded_cat[SCORE_CAT_AUDIT].value == 1);
+  CHECK(r.cmp.sides[1].audit_id == 0 && r.cmp.sides[1].audit_reason == 0);
+  CHECK(r.score == 0 && r.recorded_score == 100);
+  score_free(s);
+}
+
+/* score_sides on its own, with three sides and an error. */
+static void test_three_sides(void) {
+  const char *names[3] = {"live", "a", "b"};
+  score_sides *s = score_sides_new(3, names, NULL, 0);
+  CHECK(s != NULL);
+  for (int i = 0; i < 10; i++) {
+    replay_side live = {.action = "allow",
+                        .rule = "r",
+                        .policy_version = "v",
+                        .decision_id = "x",
+                        .timing = REPLAY_TIMING_INPROCESS,
+                        .latency_us = 20};
+    replay_side a = live, b = live;
+    b.action = i < 5 ? "deny" : "allow";
+    const replay_side *ans[3] = {&live, &a, i == 9 ? NULL : &b};
+    CHECK(score_sides_add(s, i < 4 ? "q" : "p", ans, NULL, "allow") == 0);
+  }
+  score_comparison c;
+  score_sides_finish(s, &c);
+  CHECK(c.nsides == 3);
+  CHECK(c.sides[0].correct == 10 && c.sides[1].correct == 10 && c.sides[2].correct == 4);
+  CHECK(c.sides[2].errors == 1);
+  CHECK(c.sides[0].score == c.sides[1].score && c.sides[2].score < c.sides[1].score);
+  CHECK(c.npoints == 2 && strcmp(c.points[0].point, "p") == 0);
+  CHECK(c.points[1].sides[2].correct == 0); /* q: decisions 0..3, all denied */
+  score_sides_free(s);
+  CHECK(score_sides_new(1, names, NULL, 0) == NULL);
 }
 
 /* ---- reports ---- */
@@ -773,6 +905,10 @@ int main(void) {
   TEST_RUN(test_label_accuracy_and_confusion);
   TEST_RUN(test_category_scales);
   TEST_RUN(test_score_formula_default_and_custom_weights);
+  TEST_RUN(test_identical_sides_score_the_same);
+  TEST_RUN(test_timing_on_the_recordings_scale);
+  TEST_RUN(test_audit_on_what_was_answered);
+  TEST_RUN(test_three_sides);
   TEST_RUN(test_report_json_fields);
   TEST_RUN(test_report_html_self_contained);
   TEST_RUN(test_failures_limit);

@@ -34,9 +34,19 @@ eq "$?" 0 "replay of 24 versions: exit 0"
 has "$T/out" "every decision reproduced exactly" "replay of 24 versions"
 grep -Eq 'replayed +48' "$T/out" && ok || bad "48 snapshots replayed: $(grep -E 'replayed' "$T/out")"
 
-# a version changed under its name (same size: the JSON is still canonical)
+eq "$(ls "$S"/versions/*.json | wc -l)" 24 "the snapshot folder carries the 24 versions too"
+
+# the folder's own copy is read first; the store is the fallback
 victim=$(ls "$STORE"/*.json | head -1)
-sed -i 's/"block"/"allow"/' "$victim"
+own="$S/versions/$(basename "$victim")"
+mv "$own" "$T/own.json"
+"$V" replay --snapshots "$S" --store "$STORE" >"$T/out" 2>"$T/err"
+eq "$?" 0 "a version missing from the folder is read from --store"
+mv "$T/own.json" "$own"
+
+# a version changed under its name (same size: the JSON is still canonical),
+# in the folder and in the store
+sed -i 's/"block"/"allow"/' "$victim" "$own"
 "$V" replay --snapshots "$S" --store "$STORE" >"$T/out" 2>"$T/err"
 eq "$?" 1 "a changed version: exit 1"
 has "$T/out" "not as the version its name says" "a changed version is refused"
@@ -45,11 +55,12 @@ has "$T/out" "restore it from a copy of the store" "the message says what to do"
 grep -Eq 'reproduced +46' "$T/out" && ok || bad "the other 46 reproduce: $(grep -E 'reproduced' "$T/out")"
 
 # a version missing
-rm "$victim"
+rm "$victim" "$own"
 "$V" replay --snapshots "$S" --store "$STORE" >"$T/out" 2>"$T/err"
 eq "$?" 1 "a missing version: exit 1"
-has "$T/out" "is not in the version store" "a missing version is reported"
-has "$T/out" "give that engine's store with --store DIR" "the message says what to do"
+has "$T/out" "is neither in the snapshot folder's versions nor in the version store" \
+  "a missing version is reported"
+has "$T/out" "give a store that has it with --store DIR" "the message says what to do"
 
 summary
 [ "$fail" -eq 0 ]

@@ -202,7 +202,7 @@ PY
 )
 got=$(curl -s "$URL/metrics" | awk '/^verdict_decisions_total\{/ { s += $2 } END { print s }')
 eq "$got" "$want" "metrics: every decision counted"
-cnt=$(curl -s "$URL/metrics" | awk '/^verdict_http_request_duration_seconds_count/ { print $2 }')
+cnt=$(curl -s "$URL/metrics" | awk '/^verdict_http_request_duration_seconds_count/ { s += $2 } END { print s }')
 [ "${cnt:-0}" -ge "$want" ] && ok || bad "metrics: request latency observed for each answer (got $cnt)"
 python3 "$T/client.py" "$PORT" slow >"$T/slow" 2>&1
 has "$T/slow" "slow: 20000 in order other: 1 served" \

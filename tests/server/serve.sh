@@ -141,7 +141,8 @@ eq "$(cat "$T/pipe")" "200 200 404" "pipelining: answers in order"; decisions=$(
 req GET /metrics
 eq "$CODE" 200 "metrics"
 has "$T/body" 'verdict_decisions_total{strategy="request_gate",action="allow",source=' "metrics: decisions by strategy/action/source"
-has "$T/body" 'verdict_http_request_duration_seconds_bucket{le="+Inf"}' "metrics: latency histogram"
+has "$T/body" 'verdict_http_request_duration_seconds_bucket{strategy="request_gate",source="' "metrics: request latency by the strategy and source of its decision"
+has "$T/body" 'verdict_http_request_duration_seconds_bucket{strategy="",source="",le="1e-06"}' "metrics: request latency of requests that are not one decision, from 1 µs"
 has "$T/body" 'verdict_snapshots_appended_total' "metrics: snapshot counters"
 has "$T/body" 'verdict_policy_info{version="' "metrics: policy version"
 count=$(python3 -c 'import sys,re; print(sum(int(m) for m in re.findall(r"^verdict_decisions_total\{[^}]*\} (\d+)$", open(sys.argv[1]).read(), re.M)))' "$T/body")

@@ -51,6 +51,28 @@ static void test_hw_matches_table(void) {
         mismatches++;
   CHECK_MSG(mismatches == 0, "%d length/alignment pairs differ", mismatches);
   CHECK(snapshot_crc32c(0, buf, 4096) == snapshot_crc32c_sw(0, buf, 4096));
+  /* inputs long enough for the three streams (3 x 8192 bytes a block),
+   * at every alignment and around each block's end */
+  {
+    size_t big = 3 * 3 * 8192 + 64;
+    uint8_t *b2 = malloc(big + 8);
+    for (size_t i = 0; i < big + 8; i++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      b2[i] = (uint8_t)x;
+    }
+    static const size_t lens[] = {24575, 24576, 24577, 24583, 49151, 49152, 49160, 73728, 73792};
+    int differ = 0;
+    for (size_t align = 0; align < 8; align++)
+      for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++)
+        differ +=
+            snapshot_crc32c(0, b2 + align, lens[k]) != snapshot_crc32c_sw(0, b2 + align, lens[k]);
+    CHECK_MSG(differ == 0, "%d long length/alignment pairs differ", differ);
+    uint32_t seeded = snapshot_crc32c(0x12345678u, b2, 73728);
+    CHECK(seeded == snapshot_crc32c_sw(0x12345678u, b2, 73728));
+    CHECK(snapshot_crc32c(snapshot_crc32c(0, b2, 30000), b2 + 30000, 43728) ==
+          snapshot_crc32c(0, b2, 73728));
+    free(b2);
+  }
   /* chaining: any split gives the CRC of the whole */
   uint32_t whole = snapshot_crc32c(0, buf, 1000);
   int bad = 0;
