@@ -57,7 +57,9 @@ p = st["projection"]
 want = sum(map(keeps, snaps)) / 800
 assert abs(p["kept_share"] - want) < 1e-6, (p["kept_share"], want)
 assert p["keep_days"] == 3 and p["rate_per_day"] > 0
-assert abs(p["window_bytes"] - p["rate_per_day"] * 3 * st["bytes_per_snapshot"]) <= 1 + 1e-4 * p["window_bytes"]
+# bytes_per_snapshot is printed to 0.1: at ~300 compressed bytes that is
+# more than 1e-4 of it, so the tolerance is the rounding's own
+assert abs(p["window_bytes"] - p["rate_per_day"] * 3 * st["bytes_per_snapshot"]) <= 1 + p["rate_per_day"] * 3 * 0.05 + 1e-9 * p["window_bytes"]
 assert abs(p["bytes_at_30_days"] - (p["window_bytes"] + 27 * p["kept_bytes_per_day"])) <= 2 + 1e-6 * p["bytes_at_30_days"]
 EOF2
 "$V" snapshots stats -s "$T/S" >"$T/out" 2>&1
