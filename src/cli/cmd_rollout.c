@@ -115,8 +115,7 @@ static int bool_at(const value *obj, const char *k) {
   return v && v->kind == V_BOOL && v->b;
 }
 
-/* The payload into x. 0; 1 a record of no rollout (skipped); -1 with a
- * message naming the snapshot. */
+/* The payload into x. 0, or -1 with a message naming the snapshot. */
 static int read_rec(const snapshot_rec *r, rrec *x, char *err, size_t errlen) {
   memset(x, 0, sizeof *x);
   snapshot_id_format(r->id, x->id);
@@ -135,10 +134,8 @@ static int read_rec(const snapshot_rec *r, rrec *x, char *err, size_t errlen) {
   }
   char *side = str_at(&v, "side");
   char *completes = str_at(&v, "completes");
-  if (!side && !completes) {
-    arena_free(&a);
-    return 1;
-  }
+  /* An answered record without a canary has neither key: every record
+   * without "completes" is a possible answered one. */
   if (completes) snprintf(x->completes, sizeof x->completes, "%s", completes);
   x->is_live = !side || strcmp(side, "live") == 0;
   x->answered = !completes;
@@ -595,13 +592,10 @@ int cmd_rollout(int argc, char **argv) {
       rc = 1;
       break;
     }
-    if (got > 0) continue;
     if (recs[n].answered &&
         ((f.since_ns && rec.time_ns < f.since_ns) || (f.until_ns && rec.time_ns >= f.until_ns))) {
-      rrec_free(&recs[n]);
-      recs[n].answered = 0;
-      recs[n].completes[0] = '\0'; /* outside the window: kept only to be skipped */
-      snprintf(recs[n].id, sizeof recs[n].id, "~");
+      rrec_free(&recs[n]); /* outside the window: its completing record finds no pair */
+      continue;
     }
     n++;
   }
