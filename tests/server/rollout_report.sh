@@ -20,14 +20,16 @@ sed -i 's/if: score >= 80/if: score >= 30/' "$T/cand/payment_fraud.yaml"
 cmp -s "$T/live/payment_fraud.yaml" "$T/cand/payment_fraud.yaml" && bad "the candidate is not changed"
 "$V" gen --kind all --count 600 --seed 7 --labels "$T/labels.jsonl" --out "$T/req.jsonl"
 
-PORT=$(free_port)
-URL="http://127.0.0.1:$PORT"
-"$V" serve --listen "127.0.0.1:$PORT" --threads 2 --policy "$T/live" --snapshots "$T/snaps" \
-  --shadow "$T/cand" 2>"$T/log" &
-PID=$!
-wait_ready rollout_report "$T/log"
 metric() { curl -s "$URL/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
-python3 - "$URL" "$T/req.jsonl" <<'EOF'
+run() { # run SNAPS ARGS...: a server recording into SNAPS, the gen traffic sent, stopped
+  local snaps=$1; shift
+  PORT=$(free_port)
+  URL="http://127.0.0.1:$PORT"
+  "$V" serve --listen "127.0.0.1:$PORT" --threads 2 --policy "$T/live" --snapshots "$snaps" \
+    "$@" 2>"$T/log" &
+  PID=$!
+  wait_ready rollout_report "$T/log"
+  python3 - "$URL" "$T/req.jsonl" <<'EOF'
 import sys, http.client, urllib.parse
 u = urllib.parse.urlparse(sys.argv[1])
 c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
@@ -36,18 +38,21 @@ for line in open(sys.argv[2]):
     r = c.getresponse(); r.read()
     assert r.status == 200, r.status
 EOF
-for _ in $(seq 1 100); do # every answered request compared, dropped or failed
-  a=$(metric 'verdict_rollout_answered_total{side="live"}')
-  c=$(metric verdict_rollout_compared_total) d=$(metric verdict_rollout_dropped_total) e=$(metric verdict_rollout_errors_total)
-  [ $((c + d + e)) -ge "${a:-0}" ] && break
-  sleep 0.1
-done
-stop
+  local a c d e
+  for _ in $(seq 1 100); do # every answered request compared, dropped or failed
+    a=$(( $(metric 'verdict_rollout_answered_total{side="live"}') + $(metric 'verdict_rollout_answered_total{side="canary"}') ))
+    c=$(metric verdict_rollout_compared_total) d=$(metric verdict_rollout_dropped_total) e=$(metric verdict_rollout_errors_total)
+    [ $((c + d + e)) -ge "$a" ] && break
+    sleep 0.1
+  done
+  stop
+}
+run "$T/snaps" --shadow "$T/cand"
 
 "$V" snapshots export --snapshots "$T/snaps" >"$T/export.jsonl"
 "$V" rollout --snapshots "$T/snaps" --labels "$T/labels.jsonl" --json >"$T/report.json" 2>"$T/err"
 eq "$?" 0 "rollout --json runs"
-python3 - "$T/export.jsonl" "$T/labels.jsonl" "$T/report.json" >"$T/check" <<'EOF'
+cat >"$T/check.py" <<'EOF'
 import sys, json
 recs = [json.loads(l) for l in open(sys.argv[1])]
 labels = {}
@@ -61,6 +66,7 @@ by_action = {}
 for c in recs:
     if "completes" not in c: continue
     a = answered[c["completes"]]
+    if a.get("side", "live") != "live": a, c = c, a  # a: live's, c: the candidate's
     compared += 1
     if a["action"] == c["action"] and a["allowed"] == c["allowed"]:
         agreed += 1; continue
@@ -76,13 +82,30 @@ print("by_action", got_rows == by_action)
 print("fixed_broke", rep["fixed"] == fixed, rep["broke"] == broke, fixed + broke > 0)
 print("latency", rep["live"]["latency_us"]["p50"] > 0, rep["candidate"]["latency_us"]["p99"] >= rep["candidate"]["latency_us"]["p50"] > 0)
 ids = {r["id"] for r in recs}
-print("examples", all(e in answered for r in rep["by_action"] for e in r["examples"]))
+ex = {r["completes"] for r in recs if "completes" in r}
+print("examples", all(e in ex for r in rep["by_action"] for e in r["examples"]))
+print("canary", rep["canary_answered"] == sum(1 for r in answered.values() if r.get("side") == "canary"))
 print("figures", compared, agreed, fixed, broke, file=sys.stderr)
 EOF
+python3 "$T/check.py" "$T/export.jsonl" "$T/labels.jsonl" "$T/report.json" >"$T/check"
 for w in "compared True True" "agreed True True True" "by_action True" "fixed_broke True True True" \
-  "latency True True" "examples True"; do
-  has "$T/check" "$w" "the report against the recomputation"
+  "latency True True" "examples True" "canary True"; do
+  has "$T/check" "$w" "shadow: the report against the recomputation"
 done
+
+# a canary answering half of the keys: the live side is the one marked live,
+# whichever answered
+run "$T/csnaps" --canary "$T/cand" --canary-percent 50
+"$V" snapshots export --snapshots "$T/csnaps" >"$T/cexport.jsonl"
+"$V" rollout --snapshots "$T/csnaps" --labels "$T/labels.jsonl" --json >"$T/creport.json"
+eq "$?" 0 "canary: rollout --json runs"
+python3 "$T/check.py" "$T/cexport.jsonl" "$T/labels.jsonl" "$T/creport.json" >"$T/ccheck"
+for w in "compared True True" "agreed True True True" "by_action True" "latency True True" \
+  "examples True" "canary True"; do
+  has "$T/ccheck" "$w" "canary: the report against the recomputation"
+done
+[ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["canary_answered"])' "$T/creport.json")" -gt 0 ] &&
+  ok || bad "canary: no pair the canary answered"
 
 # the declared limits: a disagreement limit the changes cross, a p99 limit they hold
 printf 'canary-max-disagreement = 0.0001\n# a comment\ncanary-max-latency-us = 1000000\n' >"$T/limits.conf"
