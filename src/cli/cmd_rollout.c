@@ -620,7 +620,7 @@ int cmd_rollout(int argc, char **argv) {
   if (!rc) {
     for (size_t i = 0; i < n; i++)
       if (recs[i].answered) answered[na++] = &recs[i];
-    qsort(answered, na, sizeof *answered, by_id);
+    if (na > 1) qsort(answered, na, sizeof *answered, by_id);
     for (size_t i = 0; i < n && !rc; i++) {
       rrec *c = &recs[i];
       if (!c->completes[0]) continue;
@@ -673,8 +673,8 @@ int cmd_rollout(int argc, char **argv) {
   }
   if (!rc) {
     score_sides_finish(ss, &rr.cmp);
-    qsort(rr.by_action.r, rr.by_action.n, sizeof *rr.by_action.r, row_cmp);
-    qsort(rr.by_rule.r, rr.by_rule.n, sizeof *rr.by_rule.r, row_cmp);
+    if (rr.by_action.n > 1) qsort(rr.by_action.r, rr.by_action.n, sizeof *rr.by_action.r, row_cmp);
+    if (rr.by_rule.n > 1) qsort(rr.by_rule.r, rr.by_rule.n, sizeof *rr.by_rule.r, row_cmp);
     /* The limits as the canary watches them, judged over the whole period:
      * disagreement and refusals (the candidate's error decisions; refused
      * requests are not recorded) as shares of the compared, p99 of the

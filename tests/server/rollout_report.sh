@@ -84,7 +84,7 @@ print("latency", rep["live"]["latency_us"]["p50"] > 0, rep["candidate"]["latency
 ids = {r["id"] for r in recs}
 ex = {r["completes"] for r in recs if "completes" in r}
 print("examples", all(e in ex for r in rep["by_action"] for e in r["examples"]))
-print("canary", rep["canary_answered"] == sum(1 for r in answered.values() if r.get("side") == "canary"))
+print("canary", rep["canary_answered"] == sum(1 for i in ex if answered[i].get("side") == "canary"))
 print("figures", compared, agreed, fixed, broke, file=sys.stderr)
 EOF
 python3 "$T/check.py" "$T/export.jsonl" "$T/labels.jsonl" "$T/report.json" >"$T/check"
