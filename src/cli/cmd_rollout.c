@@ -8,7 +8,6 @@
  * (score.h) for agreement, accuracy and latency; the changes, fixed and
  * broke counts are tallied here, and the declared canary limits are judged
  * on the same pairs. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,7 +124,7 @@ static int read_rec(const snapshot_rec *r, rrec *x, char *err, size_t errlen) {
   json_opts jo = {0};
   jo.lenient = 1;
   value v;
-  json_error je;
+  json_error je = {0};
   if (json_parse(&a, r->payload, r->payload_len, &jo, &v, &je) != 0 || v.kind != V_MAP) {
     snprintf(err, errlen, "snapshot %s: payload is not a JSON object (line %d, column %d)", x->id,
              je.line, je.column);
@@ -531,7 +530,7 @@ int cmd_rollout(int argc, char **argv) {
         settings = v;
       else if (!strcmp(o, "--html"))
         html = v;
-      else if (o[2] == 's' && o[3] == 'i') {
+      else if (!strcmp(o, "--since")) {
         int64_t t;
         if (cli_parse_when(v, now, &t) != 0) return usage_error("bad --since time:", v);
         f.since_ns = t ? t : 1;
