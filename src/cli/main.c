@@ -37,6 +37,8 @@ static const command commands[] = {
     {"store", "show a policy version store, clean its caches", cmd_store, cmd_store_help},
     {"reviews", "the review queue of a snapshot folder, its outcomes as a labels file", cmd_reviews,
      cmd_reviews_help},
+    {"rollout", "report a shadow or canary run from its snapshots: changes, accuracy, limits",
+     cmd_rollout, cmd_rollout_help},
 };
 
 static void usage(FILE *out) {

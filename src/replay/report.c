@@ -1357,3 +1357,43 @@ int report_html_candidates(FILE *out, const score_report *reps, const report_inf
       out);
   return ferror(out) ? -1 : 0;
 }
+
+/* ---- the pieces, for other reports in the same style (verdict rollout) ---- */
+
+void report_html_open(FILE *out, const char *title, const char *heading) {
+  fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n", out);
+  fputs("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n", out);
+  fprintf(out, "<title>%s</title>\n", title);
+  fprintf(out, "<style>%s</style>\n</head>\n<body>\n<main>\n", html_css);
+  fprintf(out, "<h1>%s</h1>\n", heading);
+}
+
+int report_html_close(FILE *out, const char *footer) {
+  fprintf(out, "<footer>%s</footer>\n</main>\n</body>\n</html>\n", footer);
+  return ferror(out) ? -1 : 0;
+}
+
+void report_html_esc(FILE *out, const char *s) { h_esc(out, s); }
+
+void report_html_card(FILE *out, const char *figure, const char *label, const char *cls) {
+  if (cls && *cls)
+    h_card_c(out, figure, label, cls);
+  else
+    h_card(out, figure, label);
+}
+
+void report_html_rows(FILE *out, const score_row *rows, size_t n, uint64_t of, const char *from,
+                      const char *to) {
+  h_rows(out, rows, n, of, from, to);
+}
+
+void report_html_dist_table(FILE *out, const char *a, const score_dist *da, const char *b,
+                            const score_dist *db) {
+  fputs(
+      "<table><tr><th></th><th>count</th><th>p50</th><th>p90</th>"
+      "<th>p99</th><th>max</th><th>mean</th></tr>\n",
+      out);
+  h_dist_row(out, a, da);
+  h_dist_row(out, b, db);
+  fputs("</table>\n", out);
+}

@@ -74,4 +74,19 @@ int report_json_candidates(json_buf *b, const score_report *reps, const report_i
                            size_t n);
 int report_html_candidates(FILE *out, const score_report *reps, const report_info *infos, size_t n);
 
+/* The page's pieces, for another report in the same style (verdict
+ * rollout): the head with the shared style sheet and an <h1> (title and
+ * heading are HTML text, given trusted), the end with a footer (HTML
+ * text), text escaped for HTML, a figure card (cls "", "good" or "bad"), a
+ * table of from -> to rows with counts, shares of `of` and example ids (from
+ * and to name the columns), and a latency table of two distributions (us). */
+void report_html_open(FILE *out, const char *title, const char *heading);
+int report_html_close(FILE *out, const char *footer); /* 0, or -1 when writing failed */
+void report_html_esc(FILE *out, const char *s);
+void report_html_card(FILE *out, const char *figure, const char *label, const char *cls);
+void report_html_rows(FILE *out, const score_row *rows, size_t n, uint64_t of, const char *from,
+                      const char *to);
+void report_html_dist_table(FILE *out, const char *a, const score_dist *da, const char *b,
+                            const score_dist *db);
+
 #endif

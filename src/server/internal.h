@@ -264,6 +264,12 @@ void route_rollout(conn *c, const http_request *r);
 /* SIGHUP: re-reads the settings file, reloads the candidate's bundle. */
 void rollout_hup(server *s);
 void rollout_metrics(server *s, json_buf *b);
+/* For /v1/stats: the candidate's policy version into shadow and canary
+ * ("" when that side is not set), the canary's share in percent, and the
+ * share of compared decisions both sides agreed on since start (-1 when
+ * none was compared). */
+void rollout_figures(server *s, char shadow[65], char canary[65], double *percent,
+                     double *agreement);
 
 /* Shared by the routes: the HTTP status of an engine error (its code is vd_err_name). */
 int route_error_status(int code);

@@ -890,6 +890,24 @@ static void put_status(rollout *ro, json_buf *b) {
                                atomic_load(&ro->rollbacks[2]) + atomic_load(&ro->rollbacks[3]))));
 }
 
+void rollout_figures(server *s, char shadow[65], char canary[65], double *percent,
+                     double *agreement) {
+  rollout *ro = s->rollout;
+  shadow[0] = canary[0] = '\0';
+  *percent = 0;
+  *agreement = -1;
+  if (!ro) return;
+  pthread_rwlock_rdlock(&ro->lock);
+  if (ro->shadow) vd_engine_policy_version(ro->shadow, shadow);
+  if (ro->canary) {
+    vd_engine_policy_version(ro->canary, canary);
+    *percent = atomic_load(&ro->percent_bp) / 100.0;
+  }
+  pthread_rwlock_unlock(&ro->lock);
+  uint64_t n = atomic_load(&ro->compared), a = atomic_load(&ro->agreed);
+  if (n) *agreement = (double)a / (double)n;
+}
+
 static void respond_status(conn *c, rollout *ro) {
   json_buf b;
   json_buf_init(&b, NULL);

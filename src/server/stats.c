@@ -452,6 +452,9 @@ static void render_stats(server *srv, json_buf *b, long seconds) {
   vd_engine_policy_version(srv->engine, v);
   vd_engine_counters c;
   int have = vd_engine_stats(srv->engine, &c) == 0;
+  char sv[65], cv[65];
+  double pct, agree;
+  rollout_figures(srv, sv, cv, &pct, &agree); /* before the stats lock: it takes the rollout's */
   int64_t now_ns = clock_wall_ns();
   timefmt_format_rfc3339(now_ns / 1000000000, (int32_t)(now_ns % 1000000000), ts);
 
@@ -465,7 +468,22 @@ static void render_stats(server *srv, json_buf *b, long seconds) {
        (long long)to);
   PUT_LIT(b, ",\"version\":{\"live\":");
   json_write_string(b, v, strlen(v));
-  PUT_LIT(b, ",\"shadow\":null,\"agreement\":null}");
+  PUT_LIT(b, ",\"shadow\":");
+  if (sv[0])
+    json_write_string(b, sv, strlen(sv));
+  else
+    PUT_LIT(b, "null");
+  PUT_LIT(b, ",\"canary\":");
+  if (cv[0]) {
+    json_write_string(b, cv, strlen(cv));
+    putf(b, ",\"canary_percent\":%g", pct);
+  } else {
+    PUT_LIT(b, "null");
+  }
+  if (agree < 0)
+    PUT_LIT(b, ",\"agreement\":null}");
+  else
+    putf(b, ",\"agreement\":%.6f}", agree);
   PUT_LIT(b,
           ",\"sketch\":{\"kind\":\"log-linear histogram, 8 buckets a power of two, 128 ns to "
           "2.1 s\",\"relative_error\":0.0625}");

@@ -97,7 +97,9 @@ assert len(cards) == 2, cards
 (c1, s1, l1), (c2, s2, l2) = cards
 assert l1.startswith("replayed") and c1 == "bad", cards
 assert l2.startswith("recorded") and c2 == "good", cards
-assert float(s1) == round(d["score"], 1)
+# the card prints the score to one decimal from the full double; the JSON
+# carries it rounded, so the two may round a tie differently
+assert abs(float(s1) - d["score"]) <= 0.05 + 1e-9, (s1, d["score"])
 assert "Side by side" in html and "By decision point" in html
 EOF
 

@@ -95,7 +95,17 @@ eq "$((C + D))" 400 "shadow: every request compared or dropped"
 [ "$(metric 'verdict_rollout_changes_total{strategy="pay",live="allow",candidate="deny"}')" -gt 0 ] &&
   ok || bad "shadow: no allow -> deny change counted"
 curl -s "$URL/metrics" >"$T/m1"
-has "$T/m1" 'verdict_rollout_decide_duration_seconds_count' "shadow: its latency histogram"
+# /v1/stats (the console's figures) names the shadow and its agreement, the same counts
+A=$(metric verdict_rollout_agreed_total)
+C2=$(metric verdict_rollout_compared_total)
+curl -s "$URL/v1/stats?seconds=5" | python3 -c '
+import json, sys
+v = json.load(sys.stdin)["version"]
+a, c = int(sys.argv[1]), int(sys.argv[2])
+assert v["shadow"] and len(v["shadow"]) == 64 and v["shadow"] != v["live"], v
+assert v["canary"] is None, v
+assert abs(v["agreement"] - a / c) < 1e-5, (v, a, c)
+' "$A" "$C2" && ok || bad "shadow: /v1/stats version.shadow and agreement"
 has "$T/m1" 'verdict_decide_duration_seconds_count' "shadow: beside the live one"
 has "$T/m1" 'verdict_rollout_disagreements_total{strategy="pay"}' "shadow: disagreements by strategy"
 # admin calls without the token are refused

@@ -115,7 +115,10 @@
   function showStats(s) {
     $("version-live").textContent = s.version.live.slice(0, 12);
     $("version-live").title = s.version.live;
-    $("version-shadow").textContent = s.version.shadow ? s.version.shadow.slice(0, 12) : "none";
+    const cand = s.version.shadow || s.version.canary;
+    $("version-shadow").textContent = !cand ? "none"
+      : cand.slice(0, 12) + (s.version.shadow ? " (shadow)" : " (canary " + s.version.canary_percent + "%)");
+    $("version-shadow").title = cand || "";
     $("version-agreement").textContent =
       s.version.agreement === null ? "—" : (100 * s.version.agreement).toFixed(2) + "%";
     $("window-note").textContent = s.t.length ? "(" + s.t.length + " s kept)" : "(first second not folded yet)";
