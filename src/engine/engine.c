@@ -215,7 +215,12 @@ static int read_secret(vd_engine *e, const char *path, vd_error *err) {
   return 0;
 }
 
-int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out, vd_error *err) {
+/* host: a rollout's engine beside it (service_engine_open_beside): the
+ * host's snapshot log, state store, versions folder and secret are used, so
+ * none is opened or read here, and the candidate's versions land in the
+ * same folder as the live ones'. */
+static int engine_open(const char *dir, const vd_engine_opts *opts, vd_engine *host,
+                       vd_engine **out, vd_error *err) {
   engine_error_clear(err);
   if (!out) return engine_error(err, VD_EINVAL, 0, 0, NULL, "vd_engine_open: out is NULL");
   *out = NULL;
@@ -242,7 +247,15 @@ int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out,
   }
   decide_limits_init(&e->lim, opts);
   pthread_mutex_init(&e->reload_lock, NULL);
-  if (opts && opts->snapshots_dir && opts->snapshots_dir[0]) {
+  if (host) {
+    e->beside = 1;
+    if ((host->pin_dir && !(e->pin_dir = strdup(host->pin_dir))) ||
+        (host->secret && !(e->secret = malloc(host->secret_len)))) {
+      vd_engine_close(e);
+      return engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory");
+    }
+    if (host->secret) memcpy(e->secret, host->secret, e->secret_len = host->secret_len);
+  } else if (opts && opts->snapshots_dir && opts->snapshots_dir[0]) {
     /* The folder carries every version its records name (snapshot.h,
      * "self-contained"): each load writes them there before any decision
      * under them is made, so before any record naming them exists. The
@@ -271,6 +284,13 @@ int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out,
     return rc;
   }
   e->live = l; /* not yet shared: no barrier needed */
+  if (host) {
+    e->state = host->state;
+    e->rec = host->rec;
+    e->rec_always = host->rec_always;
+    *out = e;
+    return 0;
+  }
   {
     state_opts so = {
         .max_bytes = opts ? opts->state_max_bytes : 0,
@@ -293,6 +313,10 @@ int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out,
   e->rec_always = e->rec && opts->snapshot_durability == VD_DURABILITY_ALWAYS;
   *out = e;
   return 0;
+}
+
+int vd_engine_open(const char *dir, const vd_engine_opts *opts, vd_engine **out, vd_error *err) {
+  return engine_open(dir, opts, NULL, out, err);
 }
 
 int vd_engine_reload(vd_engine *e, vd_error *err) {
@@ -539,16 +563,7 @@ int service_engine_open_beside(const char *dir, vd_engine *host, vd_engine **out
   o.memory_limit = host->lim.memory_limit;
   o.max_request_bytes = host->lim.max_request_bytes;
   o.warnings_as_errors = host->warnings_as_errors;
-  o.state_max_bytes = 4096; /* a placeholder store, closed at once: the host's is used */
-  int rc = vd_engine_open(dir, &o, out, err);
-  if (rc) return rc;
-  vd_engine *e = *out;
-  state_close(e->state);
-  e->state = host->state;
-  e->rec = host->rec;
-  e->rec_always = host->rec_always;
-  e->beside = 1;
-  return 0;
+  return engine_open(dir, &o, host, out, err);
 }
 
 int service_engine_set_dir(vd_engine *e, const char *dir) {

@@ -151,6 +151,11 @@ print(len(sh))' "$T/e1" >"$T/nsh" 2>"$T/err" && ok || { bad "shadow snapshots: $
 eq "$(cat "$T/nsh")" "$((C + 1))" "shadow: one completing record per compared decision"
 "$V" replay --snapshots "$T/s1" -q >"$T/r1" 2>&1
 has "$T/r1" "every decision reproduced exactly" "shadow: replay of both sides exact"
+# the folder alone carries both sides' versions (docs/snapshots.md,
+# "Self-contained folders"): replayed with an empty store, nothing else
+mkdir -p "$T/empty-store"
+"$V" replay --snapshots "$T/s1" --store "$T/empty-store" -q >"$T/r1b" 2>&1
+has "$T/r1b" "every decision reproduced exactly" "shadow: the folder holds the candidate's version too"
 # scoring a candidate counts the traffic once: the answered decisions alone
 "$V" replay --snapshots "$T/s1" --policy "$T/cand" --json -q 2>/dev/null >"$T/r1.json"
 eq "$(py 'import sys,json; print(json.load(open(sys.argv[1]))["replayed"])' "$T/r1.json")" 402 "replay --policy: the shadow records not counted as traffic"
