@@ -18,6 +18,7 @@
 #define VERDICT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -269,6 +270,64 @@ typedef struct vd_request {
   const char *key;
 } vd_request;
 int vd_decide(vd_engine *e, const vd_request *r, vd_decision *d, vd_error *err);
+
+/* A request's context built as values, event by event, with no JSON text in
+ * between: what a binding does with a dictionary or an object of its
+ * language (docs/engine.md, "Contexts built from values").
+ *
+ *   vd_builder *b = vd_builder_new();        // one per thread, reused
+ *   vd_build_map_begin(b);
+ *   vd_build_key(b, "path", 4);
+ *   vd_build_string(b, "/api/v1/users", 13);
+ *   vd_build_map_end(b);
+ *   vd_request r = {.action = "http_request"};
+ *   vd_decide_built(e, &r, b, d, &err);
+ *   vd_builder_reset(b);                     // before the next context
+ */
+typedef struct vd_builder vd_builder; /* reusable; not thread-safe: one per thread */
+vd_builder *vd_builder_new(void);     /* NULL when out of memory */
+void vd_builder_reset(vd_builder *b); /* empty again, memory kept */
+void vd_builder_free(vd_builder *b);
+/* Events in document order, as a JSON reader would produce them. Each
+ * returns 0 or VD_E*: VD_EREQUEST for misuse (a key outside a map, a value
+ * where a key is due, an end that closes nothing or the wrong kind, a second
+ * value after a complete one, a key repeated in one map), invalid UTF-8, or
+ * a double JSON cannot carry (NaN, infinities); VD_ELIMIT past the depth
+ * JSON requests allow (a context 511 levels deep) or past 4 GiB in one
+ * string or container; VD_ENOMEM. A refused event leaves the builder failed
+ * until vd_builder_reset: later events return the same code, and
+ * vd_decide_built returns the error. Numbers become what the JSON text of
+ * the number would: vd_build_uint of a value up to INT64_MAX is an int,
+ * vd_build_double is always a double. Strings and keys are copied. */
+int vd_build_null(vd_builder *b);
+int vd_build_bool(vd_builder *b, int v);
+int vd_build_int(vd_builder *b, int64_t v);
+int vd_build_uint(vd_builder *b, uint64_t v);
+int vd_build_double(vd_builder *b, double v);
+int vd_build_string(vd_builder *b, const char *s, size_t n); /* copied */
+int vd_build_map_begin(vd_builder *b);
+int vd_build_key(vd_builder *b, const char *s, size_t n); /* copied */
+int vd_build_map_end(vd_builder *b);
+int vd_build_list_begin(vd_builder *b);
+int vd_build_list_end(vd_builder *b);
+/* The JSON path of the place the next event fills, from the builder's root
+ * "$" ("$.a.b[2]"; "$.a" once the key "a" is given): for a caller's own
+ * messages, such as a value of a type it cannot convert. Valid until the
+ * next call on b. */
+const char *vd_builder_path(vd_builder *b);
+/* The error of the refused event that failed b into *err (its path from the
+ * root "$", as vd_builder_path gives it): its code, or 0 when none failed. */
+int vd_builder_error(const vd_builder *b, vd_error *err);
+/* Decides r with the built context instead of r->context_json (which must
+ * be NULL; VD_EINVAL otherwise); the builder must hold exactly one complete
+ * map (VD_EREQUEST, path "$.context", otherwise; a failed builder returns
+ * its error with the path under "$.context"). Same results, errors, snapshot
+ * and replay as vd_decide with the same context as JSON: the snapshot
+ * records the request as JSON text, so that `verdict replay` reproduces it
+ * exactly. The builder is only read, and may be reset or freed once the
+ * call returns. */
+int vd_decide_built(vd_engine *e, const vd_request *r, const vd_builder *context, vd_decision *d,
+                    vd_error *err);
 
 /* The fields of the last decision made with d. Strings stay valid until d
  * decides again or is freed; after a failed call they are NULL / 0. */

@@ -93,6 +93,11 @@ typedef struct json_error {
 int json_parse(arena *a, const char *buf, size_t len, const json_opts *opts, value *out,
                json_error *err);
 
+/* Whether two of the n entries of e have equal (string) keys, as the reader
+ * checks every object it reads: 1 with *first < *dup their indexes, 0 when
+ * none, -1 out of memory. */
+int json_find_duplicate(const map_entry *e, size_t n, size_t *first, size_t *dup);
+
 /* Growable output buffer (malloc-backed unless an arena is given). data is
  * NUL-terminated after every write (the NUL is not counted in len). */
 typedef struct json_buf {

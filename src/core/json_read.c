@@ -985,3 +985,45 @@ int json_parse(arena *a, const char *buf, size_t len, const json_opts *opts, val
   parser_free(&P);
   return rc;
 }
+
+/* ------------------------------------------------------------------ */
+/* Duplicate keys of a map built elsewhere                             */
+/* ------------------------------------------------------------------ */
+
+/* The same check as the reader's (key_hash, key_eq), for a map whose
+ * entries were made without JSON text: a context built from values. */
+int json_find_duplicate(const map_entry *e, size_t n, size_t *first, size_t *dup) {
+  if (n <= 8) {
+    for (size_t j = 1; j < n; j++)
+      for (size_t i = 0; i < j; i++)
+        if (key_eq(&e[i].key, &e[j].key)) {
+          *first = i;
+          *dup = j;
+          return 1;
+        }
+    return 0;
+  }
+  uint32_t local[256], *slot = local;
+  size_t size = 16;
+  while (size < 2 * n) size *= 2;
+  if (size > 256) {
+    if (size > SIZE_MAX / sizeof *slot || !(slot = malloc(size * sizeof *slot))) return -1;
+  }
+  memset(slot, 0xff, size * sizeof *slot);
+  int found = 0;
+  for (size_t j = 0; j < n && !found; j++) {
+    size_t h = (size_t)key_hash(&e[j].key) & (size - 1);
+    while (slot[h] != UINT32_MAX) {
+      if (key_eq(&e[slot[h]].key, &e[j].key)) {
+        *first = slot[h];
+        *dup = j;
+        found = 1;
+        break;
+      }
+      h = (h + 1) & (size - 1);
+    }
+    if (!found) slot[h] = (uint32_t)j;
+  }
+  if (slot != local) free(slot);
+  return found;
+}

@@ -593,6 +593,31 @@ int vd_decide(vd_engine *e, const vd_request *r, vd_decision *d, vd_error *err) 
   return rc;
 }
 
+int vd_decide_built(vd_engine *e, const vd_request *r, const vd_builder *context, vd_decision *d,
+                    vd_error *err) {
+  int rc = check_args(e, r, d, err, "vd_decide_built");
+  if (rc) return rc;
+  if (!context)
+    return engine_error(err, VD_EINVAL, 0, 0, NULL, "vd_decide_built: the context builder is NULL");
+  int trace = d->trace_on;
+  if (e->rec && !trace) d->trace_on = d->trace_borrow = 1;
+  uint64_t t0 = clock_mono_ns();
+  decide_request req;
+  value ctx;
+  size_t ctx_bytes = 0;
+  /* the snapshot writes the context from these values, as JSON */
+  record_input in = {.req = &req, .creq = r, .cctx = &ctx, .lim = &e->lim};
+  rc = builder_context(context, &ctx, &ctx_bytes, err);
+  if (rc == 0) rc = request_from_built(&d->mem, r, &ctx, ctx_bytes, &e->lim, &req, err);
+  if (rc == 0) {
+    in.json_len = ctx_bytes; /* only a guess of the capture's size while json is NULL */
+    rc = decide_live(e, &req, d, t0, e->rec ? &in : NULL, e->rec_always, err);
+  }
+  d->trace_on = trace;
+  d->trace_borrow = 0;
+  return rc;
+}
+
 int engine_decide_json_at(const policy_bundle *b, const name_table *names, const decide_limits *lim,
                           const char *json, size_t len, int64_t clock_ns, vd_decision *d,
                           vd_error *err) {

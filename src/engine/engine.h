@@ -191,6 +191,15 @@ int request_parse_json(arena *a, const char *json, size_t len, const decide_limi
 /* request.c: the same from a vd_request (its context JSON is parsed into a). */
 int request_from_c(arena *a, const vd_request *r, const decide_limits *lim, decide_request *req,
                    vd_error *err);
+/* request.c: the same from a vd_request with a context built from values
+ * (vd_decide_built; r->context_json must be NULL): ctx is the builder's
+ * root, ctx_bytes its size as compact JSON, held with the rest of the
+ * request to max_request_bytes. */
+int request_from_built(arena *a, const vd_request *r, const value *ctx, size_t ctx_bytes,
+                       const decide_limits *lim, decide_request *req, vd_error *err);
+/* builder.c: the context a builder holds (its root, and its size as
+ * compact JSON), or the builder's error, its path under "$.context". */
+int builder_context(const vd_builder *b, value *root, size_t *json_bytes, vd_error *err);
 
 /* names.c: one strategy's lets and constants by name. */
 typedef struct name_slot {
@@ -290,6 +299,7 @@ typedef struct record_input {
   const char *json; /* the request as received (validated JSON), or NULL */
   size_t json_len;
   const vd_request *creq; /* or the request built in C */
+  const value *cctx;      /* with it, its context built from values (vd_decide_built) */
   const decide_limits *lim;
   /* a rollout's side of this decision (service.h), or NULL: none, and the
    * snapshot has no side members */

@@ -224,8 +224,9 @@ void name_cache_clear(name_cache *nc);
 void name_cache_free(name_cache *nc);
 
 /* record_capture.c: the request built in C, as the JSON text it stands for
- * (the capture holds it so; the caller's pieces do not outlive the call). */
-void put_c_request(json_buf *b, const vd_request *r);
+ * (the capture holds it so; the caller's pieces do not outlive the call);
+ * ctx: its context built from values (vd_decide_built), else NULL. */
+void put_c_request(json_buf *b, const vd_request *r, const value *ctx);
 
 /* record_capture.c: the capture of d appended to c (c may be a slot in the
  * log's queue, with d's arena behind it: what does not fit moves the whole

@@ -18,7 +18,8 @@
  * with them): the capture goes into the queue as a raw record, and the
  * writer makes the header from it. The request as received is copied as it
  * came (minified by the writer); a request built in C is written as JSON
- * text here, since its pieces belong to the caller. */
+ * text here, since its pieces belong to the caller (a context built from
+ * values too: the builder may be reset once the call returns). */
 #include <assert.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -33,7 +34,7 @@
 #define HOT static inline __attribute__((always_inline))
 
 /* The request built in C, as the JSON request it stands for. */
-void put_c_request(json_buf *b, const vd_request *r) {
+void put_c_request(json_buf *b, const vd_request *r, const value *ctx) {
   JSON_PUT(b, "{\"action\":");
   json_put_str(b, r->action);
   if (r->ncandidates) {
@@ -44,7 +45,12 @@ void put_c_request(json_buf *b, const vd_request *r) {
     }
     json_put_char(b, ']');
   }
-  if (r->context_json) {
+  if (ctx) {
+    /* built from values: written from them (finite numbers, checked
+     * strings: nothing JSON cannot carry), as json_parse reads them back */
+    JSON_PUT(b, ",\"context\":");
+    json_write(b, ctx, 0);
+  } else if (r->context_json) {
     JSON_PUT(b, ",\"context\":");
     size_t n = r->context_len < 0 ? strlen(r->context_json) : (size_t)r->context_len;
     json_put_minified(b, r->context_json, n);
@@ -250,7 +256,7 @@ HOT void cap_request(cap_ctx *x) {
     cap_strn(x->c, x->in->json, x->in->json_len);
   } else if (x->in->creq) {
     size_t at = cap_begin(x->c);
-    put_c_request(x->c, x->in->creq);
+    put_c_request(x->c, x->in->creq, x->in->cctx);
     cap_end(x->c, at);
   }
 }

@@ -231,3 +231,28 @@ int request_from_c(arena *a, const vd_request *r, const decide_limits *lim, deci
   }
   return 0;
 }
+
+int request_from_built(arena *a, const vd_request *r, const value *ctx, size_t ctx_bytes,
+                       const decide_limits *lim, decide_request *req, vd_error *err) {
+  if (r && r->context_json)
+    return engine_error(err, VD_EINVAL, 0, 0, "$.context",
+                        "vd_decide_built: the request has context_json too; the context is the "
+                        "builder's (context_json must be NULL)");
+  int rc = request_from_c(a, r, lim, req, err);
+  if (rc) return rc;
+  if (ctx->kind != V_MAP)
+    return engine_error(err, VD_EREQUEST, 0, 0, "$.context",
+                        "$.context must be an object (the fields rules read), not %s",
+                        json_kind(ctx));
+  /* The request as JSON (what its snapshot records): the context, and the
+   * rest at most this much (quotes, escapes and keys counted high). */
+  size_t n = ctx_bytes + 64 + 6 * (strlen(r->action) + (r->key ? strlen(r->key) : 0));
+  for (size_t i = 0; i < r->ncandidates; i++) n += 6 * strlen(r->candidates[i]) + 3;
+  if (n > lim->max_request_bytes)
+    return engine_error(err, VD_ELIMIT, 0, 0, "$.context",
+                        "the request with its context is up to %zu bytes as JSON; the limit is "
+                        "%zu (max_request_bytes)",
+                        n, lim->max_request_bytes);
+  req->context = *ctx;
+  return 0;
+}
