@@ -39,9 +39,9 @@ static PyObject *raise_error(const vd_error *err) {
   if (exc) {
     PyObject *code = PyUnicode_FromString(vd_err_name(err->code));
     PyObject *num = PyLong_FromLong(err->code);
-    PyObject *path = err->path[0] ? PyUnicode_DecodeUTF8(err->path, (Py_ssize_t)strlen(err->path),
-                                                         "replace")
-                                  : (Py_INCREF(Py_None), Py_None);
+    PyObject *path = err->path[0]
+                         ? PyUnicode_DecodeUTF8(err->path, (Py_ssize_t)strlen(err->path), "replace")
+                         : (Py_INCREF(Py_None), Py_None);
     PyObject *line = PyLong_FromLong(err->line), *col = PyLong_FromLong(err->column);
     if (code && num && path && line && col) {
       PyObject_SetAttrString(exc, "code", code);
@@ -103,8 +103,8 @@ static int walk_str(vd_builder *b, PyObject *o, int key) {
     PyErr_Clear();
     char path[300];
     context_path(b, path, sizeof path);
-    raise_own(VD_EREQUEST, path, "%s: the %s is not valid UTF-8 (it holds a lone surrogate)",
-              path, key ? "key" : "string");
+    raise_own(VD_EREQUEST, path, "%s: the %s is not valid UTF-8 (it holds a lone surrogate)", path,
+              key ? "key" : "string");
     return -1;
   }
   int rc = key ? vd_build_key(b, s, (size_t)n) : vd_build_string(b, s, (size_t)n);
@@ -227,9 +227,8 @@ static PyMemberDef decision_members[] = {
     {NULL}};
 
 static const char *const decision_fields[] = {
-    "action",        "allowed",     "review",     "confidence", "source",
-    "rule",          "reason",      "strategy",   "policy_version", "model_version",
-    "snapshot_id",   "latency_us",  "trace"};
+    "action",   "allowed",        "review",        "confidence",  "source",     "rule", "reason",
+    "strategy", "policy_version", "model_version", "snapshot_id", "latency_us", "trace"};
 #define NFIELDS (sizeof decision_fields / sizeof *decision_fields)
 
 static PyObject **decision_slot(Decision *d, size_t i) { return &(&d->action)[i]; }
@@ -269,28 +268,58 @@ static PyTypeObject DecisionType = {
     .tp_methods = decision_methods,
 };
 
+/* The strings of decisions repeat (actions, rules, reasons, versions): the
+ * last ones made are kept by their bytes, so a decision mostly takes new
+ * references instead of decoding new objects. Used with the GIL held. */
+#define STR_CACHE 512
+static struct {
+  PyObject *o;
+  size_t n;
+  char s[96];
+} str_cache[STR_CACHE];
+
 static PyObject *str_or_none(const char *s) {
   if (!s) Py_RETURN_NONE;
-  return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace");
+  size_t n = strlen(s);
+  if (n >= sizeof str_cache[0].s) return PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "replace");
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+  __typeof__(&str_cache[0]) c = &str_cache[h % STR_CACHE];
+  if (c->o && c->n == n && memcmp(c->s, s, n) == 0) {
+    Py_INCREF(c->o);
+    return c->o;
+  }
+  PyObject *o = PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "replace");
+  if (!o) return NULL;
+  Py_XSETREF(c->o, o);
+  Py_INCREF(o);
+  c->n = n;
+  memcpy(c->s, s, n);
+  return o;
+}
+
+/* The snapshot id is new every time. */
+static PyObject *str_fresh(const char *s) {
+  if (!s) Py_RETURN_NONE;
+  return PyUnicode_FromStringAndSize(s, (Py_ssize_t)strlen(s));
 }
 
 static PyObject *make_decision(vd_decision *vd, int trace) {
   Decision *d = PyObject_New(Decision, &DecisionType);
   if (!d) return NULL;
-  PyObject *v[NFIELDS] = {
-      str_or_none(vd_decision_action(vd)),
-      PyBool_FromLong(vd_decision_allowed(vd)),
-      PyBool_FromLong(vd_decision_review(vd)),
-      PyFloat_FromDouble(vd_decision_confidence(vd)),
-      str_or_none(vd_decision_source(vd)),
-      str_or_none(vd_decision_rule(vd)),
-      str_or_none(vd_decision_reason(vd)),
-      str_or_none(vd_decision_strategy(vd)),
-      str_or_none(vd_decision_policy_version(vd)),
-      str_or_none(vd_decision_model_version(vd)),
-      str_or_none(vd_decision_snapshot_id(vd)),
-      PyFloat_FromDouble(vd_decision_latency_us(vd)),
-      NULL};
+  PyObject *v[NFIELDS] = {str_or_none(vd_decision_action(vd)),
+                          PyBool_FromLong(vd_decision_allowed(vd)),
+                          PyBool_FromLong(vd_decision_review(vd)),
+                          PyFloat_FromDouble(vd_decision_confidence(vd)),
+                          str_or_none(vd_decision_source(vd)),
+                          str_or_none(vd_decision_rule(vd)),
+                          str_or_none(vd_decision_reason(vd)),
+                          str_or_none(vd_decision_strategy(vd)),
+                          str_or_none(vd_decision_policy_version(vd)),
+                          str_or_none(vd_decision_model_version(vd)),
+                          str_fresh(vd_decision_snapshot_id(vd)),
+                          PyFloat_FromDouble(vd_decision_latency_us(vd)),
+                          NULL};
   if (trace) {
     const char *s;
     size_t n;
@@ -380,8 +409,8 @@ static int durability_of(PyObject *o, int *out) {
 }
 
 static int engine_init(Engine *self, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"path", "snapshots", "durability", "state", "state_file", "node",
-                           "max_request_bytes", NULL};
+  static char *kwlist[] = {"path",       "snapshots", "durability",        "state",
+                           "state_file", "node",      "max_request_bytes", NULL};
   PyObject *path, *snapshots = Py_None, *durability = Py_None;
   const char *state = NULL, *state_file = NULL, *node = NULL;
   Py_ssize_t max_request = 0;
@@ -679,9 +708,10 @@ static PyTypeObject EngineType = {
     .tp_basicsize = sizeof(Engine),
     .tp_dealloc = (destructor)engine_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Engine(path, *, snapshots=None, durability=\"interval\", state=None, "
-              "state_file=None, node=None, max_request_bytes=0)\n\n"
-              "A compiled policy bundle answering decisions; one engine serves many threads.",
+    .tp_doc =
+        "Engine(path, *, snapshots=None, durability=\"interval\", state=None, "
+        "state_file=None, node=None, max_request_bytes=0)\n\n"
+        "A compiled policy bundle answering decisions; one engine serves many threads.",
     .tp_methods = engine_methods,
     .tp_getset = engine_getset,
     .tp_init = (initproc)engine_init,
