@@ -32,10 +32,37 @@
 #include "fuzz.h"
 #include "snapshot/internal.h"
 
+/* zstd's contexts, made once: a compression context and a decompression
+ * context are each some hundred kilobytes that zstd allocates and clears
+ * when it makes them, and making both for every input was most of the
+ * target's time (the allocator's mmap and munmap, the clearing). The
+ * reader's context is lent to each scan and taken back before it is freed;
+ * the buffers whose bounds the sanitizer checks are still the scan's own. */
+static ZSTD_CCtx *cctx;
+static ZSTD_DCtx *dctx;
+
+/* The structured forms are built in two buffers kept from input to input
+ * (bounds several times the input's size: fresh, they were mapped and
+ * unmapped by the allocator for every input); only the target writes them. */
+static uint8_t *out_buf, *raw_buf;
+static size_t out_cap, raw_cap;
+
+static uint8_t *scratch(uint8_t **buf, size_t *cap, size_t need) {
+  if (need > *cap) {
+    uint8_t *nb = realloc(*buf, need);
+    if (!nb) return NULL;
+    *buf = nb;
+    *cap = need;
+  }
+  return *buf;
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  return 0;
+  cctx = ZSTD_createCCtx();
+  dctx = ZSTD_createDCtx();
+  return cctx && dctx ? 0 : -1;
 }
 
 /* A segment header into out; the first id from in when there are 16 bytes. */
@@ -56,8 +83,8 @@ static size_t header(const uint8_t **in, size_t *n, uint8_t *out) {
 
 /* Writes the gathered frames raw[0..raw_len) (count of them) as a block. */
 static size_t block(const uint8_t *raw, size_t raw_len, uint32_t count, uint8_t *out) {
-  size_t z =
-      ZSTD_compress(out + FRAME_HEADER + BLOCK_FIXED, ZSTD_compressBound(raw_len), raw, raw_len, 1);
+  size_t z = ZSTD_compressCCtx(cctx, out + FRAME_HEADER + BLOCK_FIXED, ZSTD_compressBound(raw_len),
+                               raw, raw_len, 1);
   if (ZSTD_isError(z)) return 0;
   uint32_t body = (uint32_t)(BLOCK_FIXED + z);
   put_le32(out, BLOCK_TAG | body);
@@ -70,7 +97,7 @@ static size_t block(const uint8_t *raw, size_t raw_len, uint32_t count, uint8_t 
 /* The structured forms (1 and 2) of in[0..n) into out; returns its length. */
 static size_t build(const uint8_t *in, size_t n, uint8_t *out, int blocks) {
   size_t len = header(&in, &n, out);
-  uint8_t *raw = blocks ? malloc(n + 8 * n + 64) : NULL;
+  uint8_t *raw = blocks ? scratch(&raw_buf, &raw_cap, n + 8 * n + 64) : NULL;
   size_t raw_len = 0;
   uint32_t count = 0;
   while (n >= 2) {
@@ -96,7 +123,6 @@ static size_t build(const uint8_t *in, size_t n, uint8_t *out, int blocks) {
     n -= 2 + bl;
   }
   if (blocks && count) len += block(raw, raw_len, count, out + len);
-  free(raw);
   memcpy(out + len, in, n);
   return len + n;
 }
@@ -116,6 +142,7 @@ static void read_segment(const uint8_t *file, size_t len, const uint8_t *idx, si
   if (seg_header_decode(file, len, &h) != 0) return;
   frame_scan s;
   frame_scan_init_mem(&s, file, h.header_len, len);
+  s.dctx = dctx;
   seg_index x;
   seg_index_init(&x);
   uint8_t(*ids)[16] = NULL;
@@ -183,6 +210,7 @@ static void read_segment(const uint8_t *file, size_t len, const uint8_t *idx, si
   free(ids);
   seg_index_free(&y);
   seg_index_free(&x);
+  s.dctx = NULL; /* lent: kept for the next input */
   frame_scan_free(&s);
 }
 
@@ -210,9 +238,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
    * and one starts at most at every 0xff */
   size_t blocks = 1;
   for (size_t i = 0; i < n; i++) blocks += in[i] == 0xff;
-  uint8_t *file = malloc(SEG_HEADER_MAX + 4 * n + 128 * blocks + ZSTD_compressBound(4 * n));
+  uint8_t *out = scratch(&out_buf, &out_cap,
+                         SEG_HEADER_MAX + 4 * n + 128 * blocks + ZSTD_compressBound(4 * n));
+  if (!out) return 0;
+  size_t len = build(in, n, out, mode == 2);
+  /* the reader gets a copy of exactly the file's size, so that a read past
+   * its end is the sanitizer's to see */
+  uint8_t *file = malloc(len ? len : 1);
   if (!file) return 0;
-  size_t len = build(in, n, file, mode == 2);
+  memcpy(file, out, len);
   read_segment(file, len, NULL, 0);
   free(file);
   return 0;
