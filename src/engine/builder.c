@@ -92,22 +92,12 @@ void vd_builder_free(vd_builder *b) {
 
 /* ---- places ---- */
 
-static int is_ident(const char *s, size_t n) {
-  if (n == 0 || (s[0] >= '0' && s[0] <= '9')) return 0;
-  for (size_t i = 0; i < n; i++) {
-    char c = s[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'))
-      return 0;
-  }
-  return 1;
-}
-
 /* Appends ".name", or ["any text"] for a key that is not an identifier, to
  * out (len bytes used of cap); a piece that does not fit ends the path with
  * "...". */
 static size_t put_key(char *out, size_t len, size_t cap, const value *k) {
   char piece[200];
-  if (is_ident(k->s, k->n) && k->n < 64) {
+  if (request_is_ident(k->s, k->n) && k->n < 64) {
     snprintf(piece, sizeof piece, ".%.*s", (int)k->n, k->s);
   } else {
     char q[160];

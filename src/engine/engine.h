@@ -186,6 +186,9 @@ void decision_reset(vd_decision *d);
 size_t decision_arena_mallocs(const vd_decision *d);
 
 /* request.c: parse request JSON into req (values in a). */
+/* 1 when s[0..n) can follow "$." in a JSON path (letters, digits, _; not a
+ * digit first); other keys are written $["…"]. */
+int request_is_ident(const char *s, size_t n);
 int request_parse_json(arena *a, const char *json, size_t len, const decide_limits *lim,
                        decide_request *req, vd_error *err);
 /* request.c: the same from a vd_request (its context JSON is parsed into a). */

@@ -37,7 +37,7 @@ static const char *json_kind(const value *v) {
   }
 }
 
-static int is_ident(const char *s, size_t n) {
+int request_is_ident(const char *s, size_t n) {
   if (n == 0 || (s[0] >= '0' && s[0] <= '9')) return 0;
   for (size_t i = 0; i < n; i++) {
     char c = s[i];
@@ -50,7 +50,7 @@ static int is_ident(const char *s, size_t n) {
 /* "$.name" or, for keys that are not identifiers, "$[\"na me\"]" (shortened
  * to fit). */
 static void key_path(char *out, size_t cap, const value *key) {
-  if (is_ident(key->s, key->n)) {
+  if (request_is_ident(key->s, key->n)) {
     snprintf(out, cap, "$.%.*s", (int)(key->n > 200 ? 200 : key->n), key->s);
     return;
   }
