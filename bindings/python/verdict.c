@@ -409,18 +409,18 @@ static int durability_of(PyObject *o, int *out) {
 }
 
 static int engine_init(Engine *self, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"path",       "snapshots", "durability",        "state",
-                           "state_file", "node",      "max_request_bytes", NULL};
-  PyObject *path, *snapshots = Py_None, *durability = Py_None;
+  static char *kwlist[] = {"path", "snapshots", "durability",        "state",
+                           "state_file", "node", "max_request_bytes", "store", NULL};
+  PyObject *path, *snapshots = Py_None, *durability = Py_None, *store = Py_None;
   const char *state = NULL, *state_file = NULL, *node = NULL;
   Py_ssize_t max_request = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|O$Ozzzn", kwlist, PyUnicode_FSConverter, &path,
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|O$OzzznO", kwlist, PyUnicode_FSConverter, &path,
                                    &snapshots, &durability, &state, &state_file, &node,
-                                   &max_request))
+                                   &max_request, &store))
     return -1;
   vd_engine_opts o;
   memset(&o, 0, sizeof o);
-  PyObject *snap_bytes = NULL;
+  PyObject *snap_bytes = NULL, *store_bytes = NULL;
   if (snapshots != Py_None && snapshots != Py_False) {
     if (!PyUnicode_FSConverter(snapshots, &snap_bytes)) {
       Py_DECREF(path);
@@ -428,9 +428,21 @@ static int engine_init(Engine *self, PyObject *args, PyObject *kw) {
     }
     o.snapshots_dir = PyBytes_AS_STRING(snap_bytes);
   }
+  /* store: None, the engine's default folder; False, none kept; else a folder */
+  if (store == Py_False) {
+    o.store_dir = "";
+  } else if (store != Py_None) {
+    if (!PyUnicode_FSConverter(store, &store_bytes)) {
+      Py_DECREF(path);
+      Py_XDECREF(snap_bytes);
+      return -1;
+    }
+    o.store_dir = PyBytes_AS_STRING(store_bytes);
+  }
   if (durability_of(durability, &o.snapshot_durability)) {
     Py_DECREF(path);
     Py_XDECREF(snap_bytes);
+    Py_XDECREF(store_bytes);
     return -1;
   }
   o.state_url = state;
@@ -447,6 +459,7 @@ static int engine_init(Engine *self, PyObject *args, PyObject *kw) {
   rc = vd_engine_open(dir, &o, &e, &err);
   Py_END_ALLOW_THREADS;
   Py_XDECREF(snap_bytes);
+  Py_XDECREF(store_bytes);
   Py_XSETREF(self->path, path);
   if (rc) {
     raise_error(&err);
@@ -710,7 +723,7 @@ static PyTypeObject EngineType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc =
         "Engine(path, *, snapshots=None, durability=\"interval\", state=None, "
-        "state_file=None, node=None, max_request_bytes=0)\n\n"
+        "state_file=None, node=None, max_request_bytes=0, store=None)\n\n"
         "A compiled policy bundle answering decisions; one engine serves many threads.",
     .tp_methods = engine_methods,
     .tp_getset = engine_getset,

@@ -82,14 +82,23 @@ const char cmd_hook_help[] =
  * snapshot folder held until then, as before) with its stdio on /dev/null
  * and in a session of its own, so the agent neither waits for the disk nor
  * has the child stopped with its process group. The record itself was
- * written before the answer. Returns 1 in the hook, which then exits
+ * written before the answer, and the child waits for the hook's exit before
+ * it syncs. Returns 1 in the hook, which then exits
  * at once without closing the engine; 0 in the child, or when there is no
  * child (fork failed: the hook syncs, as before). */
 static int sync_after_exit(void) {
   fflush(stdout);
   fflush(stderr);
+  /* The child starts the sync only once the hook has exited: it reads a pipe
+   * whose only writer is the hook, so end of file is the hook's exit. */
+  int gate[2];
+  if (pipe(gate) != 0) gate[0] = gate[1] = -1;
   pid_t pid = fork();
-  if (pid != 0) return pid > 0;
+  if (pid != 0) {
+    if (gate[0] >= 0) close(gate[0]); /* gate[1] stays open until the hook exits */
+    if (pid < 0 && gate[1] >= 0) close(gate[1]);
+    return pid > 0;
+  }
   int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (nul >= 0) {
     dup2(nul, 0);
@@ -102,6 +111,13 @@ static int sync_after_exit(void) {
     close(2);
   }
   setsid();
+  if (gate[1] >= 0) {
+    close(gate[1]);
+    char c;
+    while (read(gate[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    close(gate[0]);
+  }
   return 0;
 }
 

@@ -87,7 +87,8 @@ def bundle(tmp_path):
 
 @pytest.fixture
 def engine():
-    with verdict.Engine(GATE) as e:
+    # store=False: the tests leave the source tree's bundle as it was
+    with verdict.Engine(GATE, store=False) as e:
         yield e
 
 
@@ -167,7 +168,7 @@ def test_errors(engine):
         engine.decide(42)
     assert ei.value.code == "invalid"
     with pytest.raises(verdict.Error) as ei:
-        verdict.Engine(os.path.join(TOP, "tests", "engine", "bundles", "broken"))
+        verdict.Engine(os.path.join(TOP, "tests", "engine", "bundles", "broken"), store=False)
     assert ei.value.code == "policy" and ei.value.line > 0 and ei.value.column > 0
     with pytest.raises(verdict.Error) as ei:
         verdict.eval("1 +")
@@ -310,3 +311,21 @@ def test_snapshots_off(bundle):
     with pytest.raises(verdict.Error) as ei:
         verdict.Engine(str(bundle), durability="sometimes")
     assert ei.value.code == "invalid"
+
+
+def test_store(bundle, tmp_path):
+    """The version store: the default keeps versions beside the bundle, False keeps
+    none, a folder keeps them there."""
+    with verdict.Engine(str(bundle), store=False) as e:
+        e.decide(requests(1)[0])
+    assert not (bundle / ".verdict").exists()
+    kept = tmp_path / "kept"
+    with verdict.Engine(str(bundle), store=str(kept)) as e:
+        e.decide(requests(1)[0])
+    assert not (bundle / ".verdict").exists()
+    assert any(kept.iterdir())
+    with verdict.Engine(str(bundle)) as e:
+        e.decide(requests(1)[0])
+    assert any((bundle / ".verdict" / "versions").iterdir())
+    with pytest.raises(TypeError):
+        verdict.Engine(str(bundle), store=3)
