@@ -180,7 +180,7 @@ static int print_pending(void *ud, const review_item *it) {
 static int list_pending(const char *dir, const char *strategy, const char *action, int json) {
   reviews *rv;
   char err[700];
-  if (reviews_open(dir, 0, &rv, NULL, err, sizeof err) < 0) {
+  if (reviews_open(dir, 0, 0, &rv, NULL, err, sizeof err) < 0) {
     fprintf(stderr, "verdict reviews: %s\n", err);
     return 1;
   }

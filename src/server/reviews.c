@@ -37,6 +37,8 @@ typedef struct pend {
   char *text;
 } pend;
 
+struct idset;
+
 struct reviews {
   pthread_mutex_t mu;
   pend *e; /* sorted by id */
@@ -44,6 +46,15 @@ struct reviews {
   _Atomic uint64_t dropped;
   reviewlog *log; /* NULL: read-only */
   char *dir;
+  /* The rebuild from the snapshots, on a thread of its own when the queue
+   * is a server's (the server is ready meanwhile): done holds the ids with
+   * an outcome (the log's at open, and those recorded since), under mu,
+   * until the rebuild ends; NULL after. */
+  struct idset *done;
+  pthread_t rebuilder;
+  int has_rebuilder;
+  _Atomic int stop;
+  _Atomic int rebuilding;
 };
 
 static char *pack(const char *strategy, size_t sn, const char *action, size_t an,
@@ -259,73 +270,141 @@ static int outcome_id(const char *body, size_t n, uint8_t id[16]) {
   return rc;
 }
 
-static int rebuild(reviews *rv, char *err, size_t errlen) {
-  idset done = {0};
+/* The ids with an outcome in the reviews log, into done. 0, or -1 with err. */
+static int read_done(reviews *rv, idset *done, char *err, size_t errlen) {
   reviewlog_reader *lr;
   int rc = reviewlog_reader_open(rv->dir, &lr, err, errlen);
-  if (rc < 0) return -1;
-  if (rc == 0) {
-    const char *body;
-    uint32_t n;
-    uint8_t id[16];
-    while ((rc = reviewlog_reader_next(lr, &body, &n, NULL, NULL, err, errlen)) == 1)
-      if (outcome_id(body, n, id) == 0 && idset_add(&done, id) < 0) {
-        snprintf(err, errlen, "out of memory reading %s/%s", rv->dir, REVIEWLOG_NAME);
-        rc = -1;
-        break;
-      }
-    reviewlog_reader_close(lr);
-    if (rc < 0) {
-      free(done.slot);
-      return -1;
+  if (rc != 0) return rc < 0 ? -1 : 0; /* 1: no log yet, nothing answered */
+  const char *body;
+  uint32_t n;
+  uint8_t id[16];
+  while ((rc = reviewlog_reader_next(lr, &body, &n, NULL, NULL, err, errlen)) == 1)
+    if (outcome_id(body, n, id) == 0 && idset_add(done, id) < 0) {
+      snprintf(err, errlen, "out of memory reading %s/%s", rv->dir, REVIEWLOG_NAME);
+      rc = -1;
+      break;
     }
-  }
+  reviewlog_reader_close(lr);
+  return rc < 0 ? -1 : 0;
+}
+
+/* Queues the review-needed decisions of the last REVIEWS_WINDOW_DAYS whose
+ * ids are not in rv->done, reading the snapshot folder; *seen counts them.
+ * Each goes in under the lock (workers note decisions, reviewers answer
+ * them meanwhile). 0, or -1 with err; stops early, 0, once rv->stop. */
+static int scan_snapshots(reviews *rv, uint64_t *seen, char *err, size_t errlen) {
   snapshot_filter f;
   snapshot_filter_init(&f);
   f.since_ns = clock_wall_ns() - (int64_t)REVIEWS_WINDOW_DAYS * 86400 * 1000000000;
   snapshot_reader *sr;
-  if (snapshot_reader_open(rv->dir, &f, &sr, err, errlen) < 0) {
-    free(done.slot);
-    return -1;
-  }
+  if (snapshot_reader_open(rv->dir, &f, &sr, err, errlen) < 0) return -1;
   snapshot_rec rec;
-  while ((rc = snapshot_reader_next(sr, &rec)) == 1) {
-    if (!rec.review || idset_has(&done, rec.id)) continue;
+  int rc;
+  *seen = 0;
+  while (!atomic_load(&rv->stop) && (rc = snapshot_reader_next(sr, &rec)) == 1) {
+    if (!rec.review) continue;
+    pthread_mutex_lock(&rv->mu);
+    int answered = idset_has(rv->done, rec.id);
+    pthread_mutex_unlock(&rv->mu);
+    if (answered) continue;
     char *text = payload_text(rec.payload, rec.payload_len);
-    if (text) insert(rv, rec.id, text); /* before any worker runs: no lock needed */
+    if (!text) continue;
+    pthread_mutex_lock(&rv->mu);
+    if (!idset_has(rv->done, rec.id)) { /* (answered while its text was made) */
+      insert(rv, rec.id, text);
+      ++*seen;
+    } else {
+      free(text);
+    }
+    pthread_mutex_unlock(&rv->mu);
   }
+  if (atomic_load(&rv->stop)) rc = 0;
   if (rc < 0) snprintf(err, errlen, "%s", snapshot_reader_error(sr));
   snapshot_reader_close(sr);
-  free(done.slot);
   return rc < 0 ? -1 : 0;
 }
 
-int reviews_open(const char *dir, int writable, reviews **out, uint64_t *cut, char *err,
-                 size_t errlen) {
+/* The rebuild ends: done is dropped (outcomes from now on only take). */
+static void rebuild_done(reviews *rv) {
+  pthread_mutex_lock(&rv->mu);
+  if (rv->done) free(rv->done->slot);
+  free(rv->done);
+  rv->done = NULL;
+  atomic_store(&rv->rebuilding, 0);
+  pthread_mutex_unlock(&rv->mu);
+}
+
+static void *rebuilder_main(void *arg) {
+  reviews *rv = arg;
+  char err[700], f[160];
+  uint64_t seen = 0;
+  uint64_t t0 = clock_mono_ns();
+  int rc = scan_snapshots(rv, &seen, err, sizeof err);
+  unsigned long long ms = (clock_mono_ns() - t0) / 1000000;
+  int stopped = atomic_load(&rv->stop);
+  rebuild_done(rv);
+  if (stopped) return NULL;
+  if (rc < 0) {
+    server_log("error", "reviews_rebuild_failed", err, NULL);
+  } else {
+    snprintf(f, sizeof f, ",\"found\":%llu,\"ms\":%llu", (unsigned long long)seen, ms);
+    server_log("info", "reviews_rebuilt",
+               "the review queue holds the unanswered decisions of the snapshot folder", f);
+  }
+  return NULL;
+}
+
+int reviews_open(const char *dir, int writable, int background, reviews **out, uint64_t *cut,
+                 char *err, size_t errlen) {
   *out = NULL;
   reviews *rv = calloc(1, sizeof *rv);
   if (rv) rv->e = malloc(REVIEWS_MAX_PENDING * sizeof *rv->e);
   if (rv) rv->dir = strdup(dir);
-  if (!rv || !rv->e || !rv->dir) {
-    if (rv) free(rv->e), free(rv->dir);
+  if (rv) rv->done = calloc(1, sizeof *rv->done);
+  if (!rv || !rv->e || !rv->dir || !rv->done) {
+    if (rv) free(rv->e), free(rv->dir), free(rv->done);
     free(rv);
     snprintf(err, errlen, "out of memory");
     return -1;
   }
   pthread_mutex_init(&rv->mu, NULL);
+  atomic_store(&rv->rebuilding, 1);
   if ((writable && reviewlog_open(dir, &rv->log, cut, err, errlen) < 0) ||
-      rebuild(rv, err, errlen) < 0) {
+      read_done(rv, rv->done, err, errlen) < 0) {
     reviews_close(rv);
     return -1;
   }
+  if (background) {
+    int e = pthread_create(&rv->rebuilder, NULL, rebuilder_main, rv);
+    if (e == 0) {
+      rv->has_rebuilder = 1;
+      *out = rv;
+      return 0;
+    }
+    /* no thread: rebuild here, as a CLI does */
+  }
+  uint64_t seen;
+  if (scan_snapshots(rv, &seen, err, errlen) < 0) {
+    reviews_close(rv);
+    return -1;
+  }
+  rebuild_done(rv);
   *out = rv;
   return 0;
 }
 
+int reviews_rebuilding(reviews *rv) { return atomic_load(&rv->rebuilding); }
+
 void reviews_close(reviews *rv) {
   if (!rv) return;
+  if (rv->has_rebuilder) {
+    atomic_store(&rv->stop, 1);
+    pthread_join(rv->rebuilder, NULL);
+  }
   for (size_t i = 0; i < rv->n; i++) free(rv->e[i].text);
   free(rv->e);
+  if (rv->done) free(rv->done->slot);
+  free(rv->done);
   reviewlog_close(rv->log);
   pthread_mutex_destroy(&rv->mu);
   free(rv->dir);
@@ -671,8 +750,9 @@ void route_reviews(conn *c, const http_request *r) {
   json_buf b;
   json_buf_init(&b, NULL);
   char head[96];
-  snprintf(head, sizeof head, "{\"state\":\"%s\",\"pending\":%zu,\"reviews\":[", q.state,
-           reviews_pending(srv->reviews));
+  snprintf(head, sizeof head, "{\"state\":\"%s\",\"pending\":%zu,\"rebuilding\":%s,\"reviews\":[",
+           q.state, reviews_pending(srv->reviews),
+           reviews_rebuilding(srv->reviews) ? "true" : "false");
   json_buf_put(&b, head, strlen(head));
   if (strcmp(q.state, "reviewed") == 0) {
     list_reviewed(c, &q, &b);
@@ -849,6 +929,11 @@ void route_review_post(conn *c, const http_request *r, const char *idt, size_t i
   }
   pthread_mutex_lock(&srv->reviews->mu);
   take(srv->reviews, id);
+  /* while the queue is rebuilt, the rebuild must not bring it back (a
+   * failure here only risks the decision showing as pending again) */
+  if (srv->reviews->done && idset_add(srv->reviews->done, id) < 0)
+    server_log("warn", "review_queue", "out of memory noting an outcome during the rebuild",
+               NULL);
   pthread_mutex_unlock(&srv->reviews->mu);
   {
     char an_s[ACTION_MAX + 1];

@@ -32,9 +32,14 @@ typedef struct review_item {
 /* Opens the queue of the snapshot folder dir: the reviews log for appends
  * when writable (a server; *cut gets the bytes of a torn tail cut, may be
  * NULL) or read-only (writable 0: a CLI beside a running server), and the
- * pending decisions rebuilt from the snapshots. 0, or -1 with err. */
-int reviews_open(const char *dir, int writable, reviews **out, uint64_t *cut, char *err,
-                 size_t errlen);
+ * pending decisions rebuilt from the snapshots — before it returns, or, when
+ * background, on a thread of its own while the caller goes on (a server is
+ * ready at once; reviews_rebuilding says whether it is still going, and its
+ * end or failure is logged). 0, or -1 with err. */
+int reviews_open(const char *dir, int writable, int background, reviews **out, uint64_t *cut,
+                 char *err, size_t errlen);
+/* 1 while the queue is still being rebuilt from the snapshots. */
+int reviews_rebuilding(reviews *rv);
 void reviews_close(reviews *rv);
 /* Queues d when its action needs review and it has a snapshot. Any thread. */
 void reviews_note(reviews *rv, const vd_decision *d);

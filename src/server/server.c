@@ -335,7 +335,7 @@ int server_run(const server_opts *o) {
     /* The review queue, rebuilt from the snapshots; its outcomes' log. */
     uint64_t cut = 0;
     char rwhy[700];
-    if (reviews_open(srv.snapshots_dir, 1, &srv.reviews, &cut, rwhy, sizeof rwhy) < 0) {
+    if (reviews_open(srv.snapshots_dir, 1, 1, &srv.reviews, &cut, rwhy, sizeof rwhy) < 0) {
       failed("start_failed", rwhy);
       vd_engine_close(srv.engine);
       free(srv.admin_token);
@@ -469,7 +469,7 @@ int server_run(const server_opts *o) {
              ",\"listen\":\"%s\",\"threads\":%d,\"policy_version\":\"%s\",\"snapshots\":%s%s%s,"
              "\"warmup_decisions\":%u,\"ready_ms\":%.3f,\"admin\":%s,\"snapshot_reads\":\"%s\","
              "\"on_full\":\"%s\","
-             "\"watch\":%s,\"access_log\":%s,\"reviews_pending\":%zu",
+             "\"watch\":%s,\"access_log\":%s",
              srv.listen_text, nw, v, srv.snapshots_dir ? "\"" : "",
              srv.snapshots_dir ? srv.snapshots_dir : "null", srv.snapshots_dir ? "\"" : "", warm,
              (double)(uv_hrtime() - t0) / 1e6, srv.admin_token ? "true" : "false",
@@ -477,8 +477,7 @@ int server_run(const server_opts *o) {
              : srv.snapshot_reads == SERVER_SNAPSHOT_READS_OPEN ? "open"
                                                                 : "local",
              o->engine.snapshot_on_full == VD_ON_FULL_DROP ? "drop" : "block",
-             m.watching ? "true" : "false", srv.access_fd >= 0 ? "true" : "false",
-             srv.reviews ? reviews_pending(srv.reviews) : (size_t)0);
+             m.watching ? "true" : "false", srv.access_fd >= 0 ? "true" : "false");
     server_log("info", "start", "ready", f);
     if (srv.snapshot_reads == SERVER_SNAPSHOT_READS_OPEN && !srv.loopback && srv.snapshots_dir) {
       char msg[300];

@@ -61,6 +61,7 @@ NMFA=$(grep -c ' ask_mfa$' "$T/want.txt")
 req GET '/v1/reviews?state=pending'
 eq "$CODE" 200 "GET /v1/reviews"
 eq "$(json 'd["pending"]')" "$N" "pending: every review-needed decision"
+eq "$(json 'type(d["rebuilding"]).__name__')" bool "the answer says whether the queue is still being rebuilt"
 eq "$(json 'len(d["reviews"])')" "$( [ "$N" -gt 50 ] && echo 50 || echo "$N")" "the default page is 50"
 : >"$T/got.txt"
 CURSOR=
@@ -179,9 +180,13 @@ eq "$MISSING" 0 "every acknowledged outcome survived SIGKILL"
 REC=$(json 'len(d["reviews"])')
 if [ "$REC" -ge $((ACKED + 3)) ]; then ok; else bad "outcomes on record after the restart: $REC, want >= $((ACKED + 3))"; fi
 ANSWERED=$(($(wc -l <"$T/on_record.txt")))
+# the queue is rebuilt after ready, on a thread of its own: its end is logged
+for _ in $(seq 1 400); do grep -q '"event":"reviews_rebuilt"' "$T/second.log" && break; sleep 0.05; done
+has "$T/second.log" "\"event\":\"reviews_rebuilt\"" "the rebuild's end is logged"
+has "$T/second.log" "\"found\":$((N - ANSWERED))," "the rebuild found the unanswered"
 req GET '/v1/reviews?limit=1000'
+eq "$(json 'd["rebuilding"]')" False "rebuilt: no longer rebuilding"
 eq "$(json 'd["pending"]')" "$((N - ANSWERED))" "the queue rebuilt from the snapshots, less the answered"
-has "$T/second.log" "\"reviews_pending\":$((N - ANSWERED))" "its length in the start line"
 json '"\n".join(r["snapshot_id"] for r in d["reviews"])' | sort >"$T/pend2.txt"
 eq "$(comm -12 "$T/pend2.txt" "$T/on_record.txt" | wc -l)" 0 "no answered decision queued again"
 req POST "/v1/reviews/$SECOND" "${AUTH[@]}" -d '{"action":"block","note":"after the restart"}'

@@ -102,7 +102,7 @@ static void test_rebuild(void) {
   reviewlog_close(rl);
 
   reviews *rv;
-  CHECK_MSG(reviews_open(dir, 0, &rv, NULL, err, sizeof err) == 0, "%s", err);
+  CHECK_MSG(reviews_open(dir, 0, 0, &rv, NULL, err, sizeof err) == 0, "%s", err);
   /* WINDOW - 1 to queue, REVIEWS_MAX_PENDING kept: the oldest 49 dropped */
   CHECK(reviews_pending(rv) == REVIEWS_MAX_PENDING);
   CHECK(reviews_dropped(rv) == WINDOW - 1 - REVIEWS_MAX_PENDING);
