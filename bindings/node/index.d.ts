@@ -34,7 +34,7 @@ export interface DecideOptions {
   trace?: boolean;
 }
 
-export interface Decision {
+export class Decision {
   /** The action, or null for an error decision with no action. */
   readonly action: string | null;
   readonly allowed: boolean;

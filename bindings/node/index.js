@@ -1,6 +1,7 @@
 // index.js — the `verdict` package for Node.js: the decision engine in the
 // caller's own process (docs/bindings.md, "Node.js"). It loads the addon
-// build.sh builds (verdict.node) and gives it the error class it throws.
+// build.sh builds (verdict.node) and gives it the classes of its errors and
+// decisions.
 //
 // The addon is looked for in VERDICT_ADDON (a file), then beside this file
 // (an installed package), then in VERDICT_BUILD_DIR/node and the repository's
@@ -26,6 +27,32 @@ class VerdictError extends Error {
   }
 }
 
+// A decision: what engine.decide returns (docs/bindings.md). The addon makes
+// it with its fields in this order; trace is there only when asked for.
+class Decision {
+  constructor(action, allowed, review, confidence, source, rule, reason, strategy, policyVersion,
+              modelVersion, snapshotId, latencyUs, trace) {
+    this.action = action;
+    this.allowed = allowed;
+    this.review = review;
+    this.confidence = confidence;
+    this.source = source;
+    this.rule = rule;
+    this.reason = reason;
+    this.strategy = strategy;
+    this.policyVersion = policyVersion;
+    this.modelVersion = modelVersion;
+    this.snapshotId = snapshotId;
+    this.latencyUs = latencyUs;
+    if (trace !== undefined) this.trace = trace;
+  }
+
+  // the fields as a plain object (what JSON.stringify writes)
+  toJSON() {
+    return { ...this };
+  }
+}
+
 function addonPath() {
   const tried = [];
   const candidates = [];
@@ -44,11 +71,12 @@ function addonPath() {
 }
 
 const native = require(addonPath());
-native.init(VerdictError);
+native.init(VerdictError, Decision);
 
 module.exports = {
   Engine: native.Engine,
   VerdictError,
+  Decision,
   evaluate: native.evaluate,
   eval: native.evaluate,
   version: native.version,

@@ -32,12 +32,20 @@
 
 /* ---- per-addon state ---- */
 
+#define STR_CACHE 256
+
 typedef struct {
   napi_ref error_class; /* VerdictError, from init() */
   napi_ref engine_class;
   napi_ref object_proto; /* Object.prototype: what a plain object has */
   napi_ref json_parse, json_stringify;
-  napi_ref to_json; /* the decisions' toJSON */
+  napi_ref decision_class; /* Decision, from init() */
+  napi_ref strings;        /* an array: the cached strings (cached_str) */
+  struct {
+    int used;
+    size_t n;
+    char s[96];
+  } cache[STR_CACHE];
 } addon;
 
 #define CHECK(call)                         \
@@ -291,11 +299,10 @@ static int walk_object(walker *w, napi_value v) {
     if (napi_is_typedarray(env, v, &is) == napi_ok && is) return refuse(w, "a typed array");
     return refuse(w, "an object that is not a plain object (a class instance, Map, Set...)");
   }
+  /* for-in's keys (V8's enumeration cache): a plain object's own enumerable
+   * string keys, since Object.prototype has none enumerable */
   napi_value keys;
-  if (napi_get_all_property_names(env, v, napi_key_own_only,
-                                  napi_key_enumerable | napi_key_skip_symbols,
-                                  napi_key_numbers_to_strings, &keys) != napi_ok)
-    return -1;
+  if (napi_get_property_names(env, v, &keys) != napi_ok) return -1;
   uint32_t n = 0;
   napi_get_array_length(env, keys, &n);
   if (vd_build_map_begin(w->s->b)) return builder_failed(w);
@@ -571,63 +578,58 @@ static napi_value json_parse(napi_env env, const char *s, size_t n) {
   return out;
 }
 
+/* The strings of decisions repeat (actions, rules, reasons, versions): the
+ * last ones made are kept by their bytes, here, and as JavaScript strings in
+ * the array a->strings at the same index, so that a decision mostly reads a
+ * string back instead of decoding a new one. Main thread only. */
+static napi_value cached_str(napi_env env, addon *a, const char *s) {
+  if (!s) return str_or_null(env, NULL);
+  size_t n = strlen(s);
+  if (n >= sizeof a->cache[0].s) return str_n(env, s, n);
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+  uint32_t at = h % STR_CACHE;
+  napi_value arr = get_ref(env, a->strings), v;
+  if (a->cache[at].used && a->cache[at].n == n && memcmp(a->cache[at].s, s, n) == 0 &&
+      napi_get_element(env, arr, at, &v) == napi_ok)
+    return v;
+  if (!(v = str_n(env, s, n)) || napi_set_element(env, arr, at, v) != napi_ok) return v;
+  a->cache[at].used = 1;
+  a->cache[at].n = n;
+  memcpy(a->cache[at].s, s, n);
+  return v;
+}
+
+/* A Decision (index.js) of f's fields: its constructor takes them in order. */
 static napi_value make_decision(napi_env env, const fields *f) {
   addon *a = addon_of(env);
-  napi_value obj, v[14];
-  CHECK(napi_create_object(env, &obj));
-  v[0] = str_or_null(env, f->action);
+  napi_value v[13], obj;
+  if (!a->decision_class) {
+    napi_throw_error(env, NULL, "verdict: init(VerdictError, Decision) was not called");
+    return NULL;
+  }
+  v[0] = cached_str(env, a, f->action);
   napi_get_boolean(env, f->allowed, &v[1]);
   napi_get_boolean(env, f->review, &v[2]);
   napi_create_double(env, f->confidence, &v[3]);
-  v[4] = str_or_null(env, f->source);
-  v[5] = str_or_null(env, f->rule);
-  v[6] = str_or_null(env, f->reason);
-  v[7] = str_or_null(env, f->strategy);
-  v[8] = str_or_null(env, f->policy_version);
-  v[9] = str_or_null(env, f->model_version);
-  v[10] = str_or_null(env, f->snapshot_id);
+  v[4] = cached_str(env, a, f->source);
+  v[5] = cached_str(env, a, f->rule);
+  v[6] = cached_str(env, a, f->reason);
+  v[7] = cached_str(env, a, f->strategy);
+  v[8] = cached_str(env, a, f->policy_version);
+  v[9] = cached_str(env, a, f->model_version);
+  v[10] = str_or_null(env, f->snapshot_id); /* new every time */
   napi_create_double(env, f->latency_us, &v[11]);
-  v[12] = get_ref(env, a->to_json);
-  size_t n = 13;
+  size_t n = 12;
   if (f->trace) {
     napi_value all = json_parse(env, f->trace, f->trace_len);
-    if (!all || napi_get_named_property(env, all, "trace", &v[13]) != napi_ok) return NULL;
-    n = 14;
+    if (!all || napi_get_named_property(env, all, "trace", &v[12]) != napi_ok) return NULL;
+    n = 13;
   }
-  static const char *const names[14] = {
-      "action",        "allowed",    "review",     "confidence", "source",
-      "rule",          "reason",     "strategy",   "policyVersion", "modelVersion",
-      "snapshotId",    "latencyUs",  "toJSON",     "trace"};
-  napi_property_descriptor p[14];
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < n; i++)
     if (!v[i]) return NULL;
-    p[i] = (napi_property_descriptor){.utf8name = names[i],
-                                      .value = v[i],
-                                      .attributes = i == 12 ? napi_writable | napi_configurable
-                                                            : napi_default_jsproperty};
-  }
-  CHECK(napi_define_properties(env, obj, n, p));
+  CHECK(napi_new_instance(env, get_ref(env, a->decision_class), n, v, &obj));
   return obj;
-}
-
-/* Decision.prototype-less toJSON: the enumerable fields (the trace only when
- * there is one), so JSON.stringify(decision) and {...decision} agree. */
-static napi_value decision_to_json(napi_env env, napi_callback_info info) {
-  napi_value self, out, keys;
-  CHECK(napi_get_cb_info(env, info, NULL, NULL, &self, NULL));
-  CHECK(napi_create_object(env, &out));
-  CHECK(napi_get_all_property_names(env, self, napi_key_own_only,
-                                    napi_key_enumerable | napi_key_skip_symbols,
-                                    napi_key_numbers_to_strings, &keys));
-  uint32_t n = 0;
-  napi_get_array_length(env, keys, &n);
-  for (uint32_t i = 0; i < n; i++) {
-    napi_value k, v;
-    CHECK(napi_get_element(env, keys, i, &k));
-    CHECK(napi_get_property(env, self, k, &v));
-    CHECK(napi_set_property(env, out, k, v));
-  }
-  return out;
 }
 
 /* ---- Engine ---- */
@@ -1150,21 +1152,30 @@ static napi_value verdict_evaluate(napi_env env, napi_callback_info info) {
 
 /* ---- the module ---- */
 
-/* init(VerdictError): the class errors are made of. */
+/* init(VerdictError, Decision): the classes errors and decisions are made of. */
 static napi_value verdict_init(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value cls;
-  CHECK(napi_get_cb_info(env, info, &argc, &cls, NULL, NULL));
+  size_t argc = 2;
+  napi_value cls[2] = {NULL, NULL};
+  CHECK(napi_get_cb_info(env, info, &argc, cls, NULL, NULL));
+  napi_valuetype t0 = napi_undefined, t1 = napi_undefined;
+  if (argc == 2) napi_typeof(env, cls[0], &t0), napi_typeof(env, cls[1], &t1);
+  if (t0 != napi_function || t1 != napi_function) {
+    napi_throw_type_error(env, NULL, "init(VerdictError, Decision) takes two classes");
+    return NULL;
+  }
   addon *a = addon_of(env);
   if (a->error_class) napi_delete_reference(env, a->error_class);
-  CHECK(napi_create_reference(env, cls, 1, &a->error_class));
+  if (a->decision_class) napi_delete_reference(env, a->decision_class);
+  a->error_class = a->decision_class = NULL;
+  CHECK(napi_create_reference(env, cls[0], 1, &a->error_class));
+  CHECK(napi_create_reference(env, cls[1], 1, &a->decision_class));
   return NULL;
 }
 
 static void addon_free(napi_env env, void *data, void *hint) {
   addon *a = data;
-  napi_ref refs[] = {a->error_class, a->engine_class, a->object_proto,
-                     a->json_parse,  a->json_stringify, a->to_json};
+  napi_ref refs[] = {a->error_class,    a->engine_class,   a->object_proto, a->json_parse,
+                     a->json_stringify, a->decision_class, a->strings};
   for (size_t i = 0; i < sizeof refs / sizeof *refs; i++)
     if (refs[i]) napi_delete_reference(env, refs[i]);
   free(a);
@@ -1184,7 +1195,7 @@ NAPI_MODULE_INIT() {
     free(a);
     return NULL;
   }
-  napi_value global, json, object, fn, cls;
+  napi_value global, json, object, strings, cls;
   CHECK(napi_get_global(env, &global));
   CHECK(napi_get_named_property(env, global, "JSON", &json));
   if (!ref_to(env, json, "parse", &a->json_parse) ||
@@ -1192,8 +1203,8 @@ NAPI_MODULE_INIT() {
     return NULL;
   CHECK(napi_get_named_property(env, global, "Object", &object));
   if (!ref_to(env, object, "prototype", &a->object_proto)) return NULL;
-  CHECK(napi_create_function(env, "toJSON", NAPI_AUTO_LENGTH, decision_to_json, NULL, &fn));
-  CHECK(napi_create_reference(env, fn, 1, &a->to_json));
+  CHECK(napi_create_array_with_length(env, STR_CACHE, &strings));
+  CHECK(napi_create_reference(env, strings, 1, &a->strings));
 
   napi_property_descriptor methods[] = {
       {"decide", NULL, engine_decide, NULL, NULL, NULL, napi_default_method, NULL},

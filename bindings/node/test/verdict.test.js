@@ -191,6 +191,7 @@ test('objects and JSON strings decide alike', () => {
     assert.equal(d.snapshotId, null);
     assert.ok(d.latencyUs > 0);
     assert.equal(d.trace, undefined);
+    assert.ok(d instanceof verdict.Decision);
     const j = JSON.parse(JSON.stringify(d));
     assert.ok(!('trace' in j) && !('toJSON' in j) && j.action === 'ask_mfa');
     assert.deepEqual(d.toJSON(), j);
