@@ -219,7 +219,13 @@ static int refuse(walker *w, const char *what) {
   return -1;
 }
 
-static int walk(walker *w, napi_value v);
+static int walk_typed(walker *w, napi_value v, napi_valuetype t);
+
+static int walk(walker *w, napi_value v) {
+  napi_valuetype t;
+  napi_typeof(w->env, v, &t);
+  return walk_typed(w, v, t);
+}
 
 /* A string value or key, through the slot's text (reset after each). */
 static int walk_str(walker *w, napi_value v, int key) {
@@ -313,14 +319,12 @@ static int walk_object(walker *w, napi_value v) {
     if (napi_get_property(env, v, k, &val) != napi_ok) return -1;
     napi_typeof(env, val, &t);
     if (t == napi_undefined) continue;
-    if (walk_str(w, k, 1) || walk(w, val)) return -1;
+    if (walk_str(w, k, 1) || walk_typed(w, val, t)) return -1;
   }
   return vd_build_map_end(w->s->b) ? builder_failed(w) : 0;
 }
 
-static int walk(walker *w, napi_value v) {
-  napi_valuetype t;
-  napi_typeof(w->env, v, &t);
+static int walk_typed(walker *w, napi_value v, napi_valuetype t) {
   int rc;
   switch (t) {
   case napi_string:
@@ -582,22 +586,29 @@ static napi_value json_parse(napi_env env, const char *s, size_t n) {
  * last ones made are kept by their bytes, here, and as JavaScript strings in
  * the array a->strings at the same index, so that a decision mostly reads a
  * string back instead of decoding a new one. Main thread only. */
-static napi_value cached_str(napi_env env, addon *a, const char *s) {
-  if (!s) return str_or_null(env, NULL);
+static long cached_index(napi_env env, addon *a, const char *s) {
+  if (!s) return -1;
   size_t n = strlen(s);
-  if (n >= sizeof a->cache[0].s) return str_n(env, s, n);
+  if (n >= sizeof a->cache[0].s) return -2;
   uint32_t h = 2166136261u;
   for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
   uint32_t at = h % STR_CACHE;
-  napi_value arr = get_ref(env, a->strings), v;
-  if (a->cache[at].used && a->cache[at].n == n && memcmp(a->cache[at].s, s, n) == 0 &&
-      napi_get_element(env, arr, at, &v) == napi_ok)
-    return v;
-  if (!(v = str_n(env, s, n)) || napi_set_element(env, arr, at, v) != napi_ok) return v;
+  if (a->cache[at].used && a->cache[at].n == n && memcmp(a->cache[at].s, s, n) == 0) return at;
+  napi_value v = str_n(env, s, n);
+  if (!v || napi_set_element(env, get_ref(env, a->strings), at, v) != napi_ok) return -2;
   a->cache[at].used = 1;
   a->cache[at].n = n;
   memcpy(a->cache[at].s, s, n);
-  return v;
+  return at;
+}
+
+static napi_value cached_str(napi_env env, addon *a, const char *s) {
+  long at = cached_index(env, a, s);
+  napi_value v;
+  if (at == -1) return str_or_null(env, NULL);
+  if (at >= 0 && napi_get_element(env, get_ref(env, a->strings), (uint32_t)at, &v) == napi_ok)
+    return v;
+  return str_n(env, s, strlen(s));
 }
 
 /* A Decision (index.js) of f's fields: its constructor takes them in order. */
@@ -901,6 +912,187 @@ static napi_value engine_decide(napi_env env, napi_callback_info info) {
   request_done(&q);
   give_slot(en, s);
   return out;
+}
+
+/* ---- decisions from encoded requests ----
+ *
+ * index.js walks an object request in JavaScript (where the JIT makes the
+ * walk cheap; every Node-API call costs tens of nanoseconds) into a byte
+ * buffer of builder events, and _decideEncoded replays them into the slot's
+ * vd_builder: the same events the object walk above makes, in the same
+ * order. Anything the encoder does not take (a bigint, a value the walk
+ * refuses, a class instance...) goes to decide() instead, and so does any
+ * event the builder refuses here (_decideEncoded returns undefined), so that
+ * errors and their paths are decide()'s. The answer comes back in `out`
+ * (a Float64Array): the strings as indexes into the cache array, the
+ * numbers as they are; the call returns the snapshot id (or null), or a
+ * Decision when the strings do not fit the cache. */
+
+enum {
+  E_NULL = 0, E_FALSE, E_TRUE, E_NUMBER, E_STRING, E_MAP, E_MAP_END, E_LIST, E_LIST_END, E_KEY,
+  E_ACTION = 20, E_RKEY, E_CANDIDATE, E_CONTEXT
+};
+
+typedef struct {
+  const unsigned char *p, *end;
+} cursor;
+
+static int cur_str(cursor *c, const char **s, uint32_t *n, int nul) {
+  if (c->end - c->p < 4) return -1;
+  memcpy(n, c->p, 4);
+  c->p += 4;
+  if ((size_t)(c->end - c->p) < (size_t)*n + (nul ? 1 : 0)) return -1;
+  *s = (const char *)c->p;
+  c->p += *n + (nul ? 1 : 0);
+  if (nul && (c->p[-1] != '\0' || memchr(*s, '\0', *n))) return -1;
+  return 0;
+}
+
+/* One value's events (a whole map or list) into b. 0, or -1. */
+static int replay_value(cursor *c, vd_builder *b) {
+  int depth = 0;
+  do {
+    if (c->p >= c->end) return -1;
+    int tag = *c->p++, rc;
+    const char *s;
+    uint32_t n;
+    switch (tag) {
+    case E_NULL: rc = vd_build_null(b); break;
+    case E_FALSE: rc = vd_build_bool(b, 0); break;
+    case E_TRUE: rc = vd_build_bool(b, 1); break;
+    case E_NUMBER: {
+      double x;
+      if (c->end - c->p < 8) return -1;
+      memcpy(&x, c->p, 8);
+      c->p += 8;
+      if (x == floor(x) && fabs(x) < 1e21) { /* as walk_number */
+        if (x >= -9223372036854775808.0 && x < 9223372036854775808.0)
+          rc = vd_build_int(b, (int64_t)x);
+        else if (x > 0 && x < 18446744073709551616.0)
+          rc = vd_build_uint(b, (uint64_t)x);
+        else
+          rc = vd_build_double(b, x);
+      } else {
+        rc = vd_build_double(b, x);
+      }
+      break;
+    }
+    case E_STRING:
+      if (cur_str(c, &s, &n, 0)) return -1;
+      rc = vd_build_string(b, s, n);
+      break;
+    case E_KEY:
+      if (cur_str(c, &s, &n, 0)) return -1;
+      rc = vd_build_key(b, s, n);
+      break;
+    case E_MAP: rc = vd_build_map_begin(b), depth++; break;
+    case E_LIST: rc = vd_build_list_begin(b), depth++; break;
+    case E_MAP_END: rc = vd_build_map_end(b), depth--; break;
+    case E_LIST_END: rc = vd_build_list_end(b), depth--; break;
+    default: return -1;
+    }
+    if (rc) return -1;
+  } while (depth > 0);
+  return 0;
+}
+
+/* engine._decideEncoded(bytes, length, trace, out) */
+static napi_value engine_decide_encoded(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value argv[4], undef;
+  napi_get_undefined(env, &undef);
+  engine *en = this_engine(env, info, &argc, argv, NULL);
+  if (!en) return NULL;
+  addon *a = addon_of(env);
+  void *data = NULL, *outp = NULL;
+  size_t len = 0, outn = 0;
+  napi_typedarray_type tt;
+  uint32_t used = 0;
+  bool trace = false;
+  if (argc < 4 || napi_get_typedarray_info(env, argv[0], &tt, &len, &data, NULL, NULL) != napi_ok ||
+      tt != napi_uint8_array || napi_get_value_uint32(env, argv[1], &used) != napi_ok ||
+      used > len || napi_get_value_bool(env, argv[2], &trace) != napi_ok ||
+      napi_get_typedarray_info(env, argv[3], &tt, &outn, &outp, NULL, NULL) != napi_ok ||
+      tt != napi_float64_array || outn < 11)
+    return throw_own(env, VD_EINVAL, NULL, "_decideEncoded(bytes, length, trace, out)");
+  slot *s = take_slot(env, en);
+  if (!s) return NULL;
+  vd_decision_set_trace(s->d, trace);
+  vd_builder_reset(s->b);
+  cursor c = {data, (const unsigned char *)data + used};
+  vd_request r;
+  memset(&r, 0, sizeof r);
+  size_t ncands = 0;
+  int built = 0, bad = 0;
+  while (!bad && c.p < c.end) {
+    int tag = *c.p++;
+    const char *str;
+    uint32_t n;
+    if (tag == E_ACTION || tag == E_RKEY || tag == E_CANDIDATE) {
+      if (cur_str(&c, &str, &n, 1)) {
+        bad = 1;
+      } else if (tag == E_ACTION) {
+        r.action = str;
+      } else if (tag == E_RKEY) {
+        r.key = str;
+      } else {
+        if (ncands >= s->ncands_cap) {
+          size_t cap = s->ncands_cap ? s->ncands_cap * 2 : 16;
+          const char **m = realloc(s->cands, cap * sizeof *m);
+          if (!m) {
+            bad = 1;
+            break;
+          }
+          s->cands = m;
+          s->ncands_cap = cap;
+        }
+        s->cands[ncands++] = str;
+      }
+    } else if (tag == E_CONTEXT && !built) {
+      built = 1;
+      if (replay_value(&c, s->b)) bad = 1;
+    } else {
+      bad = 1;
+    }
+  }
+  if (bad || !r.action) { /* decide() says what is wrong, with its place */
+    give_slot(en, s);
+    return undef;
+  }
+  r.candidates = ncands ? s->cands : NULL;
+  r.ncandidates = ncands;
+  vd_error err;
+  int rc = built ? vd_decide_built(en->e, &r, s->b, s->d, &err) : vd_decide(en->e, &r, s->d, &err);
+  napi_value ret = NULL;
+  if (rc) {
+    throw_error(env, &err);
+  } else {
+    fields f;
+    fields_of(s->d, trace, &f);
+    double *out = outp;
+    const char *str[7] = {f.action, f.source, f.rule, f.reason, f.strategy, f.policy_version,
+                          f.model_version};
+    long at[7];
+    int fits = !f.trace;
+    for (int i = 0; fits && i < 7; i++) {
+      at[i] = cached_index(env, a, str[i]);
+      if (at[i] == -2) fits = 0;
+      for (int j = 0; fits && j < i; j++) /* two at one index: the later replaced the earlier */
+        if (at[j] == at[i] && at[i] >= 0 && strcmp(str[i], str[j]) != 0) fits = 0;
+    }
+    if (fits) {
+      for (int i = 0; i < 7; i++) out[i] = (double)at[i];
+      out[7] = f.allowed;
+      out[8] = f.review;
+      out[9] = f.confidence;
+      out[10] = f.latency_us;
+      ret = str_or_null(env, f.snapshot_id);
+    } else {
+      ret = make_decision(env, &f);
+    }
+  }
+  give_slot(en, s);
+  return ret;
 }
 
 /* ---- decideAsync ---- */
@@ -1208,6 +1400,7 @@ NAPI_MODULE_INIT() {
 
   napi_property_descriptor methods[] = {
       {"decide", NULL, engine_decide, NULL, NULL, NULL, napi_default_method, NULL},
+      {"_decideEncoded", NULL, engine_decide_encoded, NULL, NULL, NULL, napi_writable, NULL},
       {"decideAsync", NULL, engine_decide_async, NULL, NULL, NULL, napi_default_method, NULL},
       {"reload", NULL, engine_reload, NULL, NULL, NULL, napi_default_method, NULL},
       {"close", NULL, engine_close, NULL, NULL, NULL, napi_default_method, NULL},
@@ -1225,6 +1418,7 @@ NAPI_MODULE_INIT() {
   CHECK(napi_create_string_utf8(env, vd_version(), NAPI_AUTO_LENGTH, &version));
   napi_property_descriptor props[] = {
       {"Engine", NULL, NULL, NULL, NULL, cls, napi_enumerable, NULL},
+      {"strings", NULL, NULL, NULL, NULL, strings, napi_default, NULL},
       {"init", NULL, NULL, NULL, NULL, init_fn, napi_enumerable, NULL},
       {"evaluate", NULL, NULL, NULL, NULL, eval_fn, napi_enumerable, NULL},
       {"version", NULL, NULL, NULL, NULL, version, napi_enumerable, NULL},

@@ -210,6 +210,39 @@ test('objects and JSON strings decide alike', () => {
   }
 });
 
+test('the JavaScript walk of decide and the addon\'s walk of decideAsync agree', async () => {
+  // decide(object) walks the object in JavaScript (index.js), decideAsync in C
+  const e = new Engine(GATE, { store: false });
+  try {
+    const odd = Object.create(null);
+    odd['ключ'] = 'значение — ☃ \ud83d\ude00'; // (JSON text refuses a lone surrogate)
+    odd['a"b\\c\n'] = [[], {}, [[[1]]], -0, 2 ** 63, 2 ** 64, 1e300, 5e-324, -1.5, 9007199254740993];
+    odd.long = 'x'.repeat(70000) + 'é';
+    odd.nested = { deeper: { list: [true, false, null, 'mixé ascii'], n: 0 } };
+    const ctxs = [...GATE_CONTEXTS, { ...GATE_CONTEXTS[0], odd }, { odd, ...GATE_CONTEXTS[1] }];
+    for (const ctx of ctxs) {
+      for (const extra of [{}, { candidates: ['route_eu', 'allow', 'é'], key: 'vip-1' }]) {
+        const r = { action: 'gate', context: ctx, ...extra };
+        const a = e.decide(r, { trace: true });
+        const b = await e.decideAsync(r, { trace: true });
+        const c = e.decide(JSON.stringify(r), { trace: true });
+        assert.deepEqual(stable(a), stable(b), JSON.stringify(r).slice(0, 200));
+        assert.deepEqual(stable(a), stable(c), JSON.stringify(r).slice(0, 200));
+        assert.deepEqual(stable(e.decide(r)), stable(await e.decideAsync(r)));
+      }
+    }
+    // a lone surrogate: both walks read it as U+FFFD, as Node writes UTF-8
+    const lone = { action: 'gate', context: { ...GATE_CONTEXTS[0], s: 'a\ud800b', [`k\udc00`]: 1 } };
+    const swapped = { action: 'gate', context: { ...GATE_CONTEXTS[0], s: 'a\ufffdb', 'k\ufffd': 1 } };
+    assert.deepEqual(stable(e.decide(lone, { trace: true })),
+                     stable(await e.decideAsync(lone, { trace: true })));
+    assert.deepEqual(stable(e.decide(lone, { trace: true })),
+                     stable(e.decide(JSON.stringify(swapped), { trace: true })));
+  } finally {
+    e.close();
+  }
+});
+
 test('errors carry code, path, line and column', () => {
   const e = new Engine(GATE, { store: false });
   try {
@@ -466,6 +499,13 @@ test('a snapshot folder written from Node replays exactly', async () => {
       m: { '': {}, 'a b': [], 0: null },
     } });
     ids.push(d.snapshotId);
+    // the same without bigints: walked in JavaScript (the bigints go to the addon's walk)
+    const j = e.decide({ action: 'peer_gate', key: 'ключ', candidates: ['deny', 'allow'], context: {
+      country: 'CN', path: '/api/v1/é☃', ua: 'x"y\\z\n\u2028', score: 0.1,
+      n: [2 ** 63, 2 ** 64, -(2 ** 63), 1e30, 1.5, -0, 1e-300, 9007199254740993],
+      m: { '': {}, 'a b': [], 0: null, nested: [[{ t: true, f: false }]] },
+    } });
+    ids.push(j.snapshotId);
     assert.ok(e.stats().snapshotsWritten >= ids.length);
   } finally {
     e.close();
