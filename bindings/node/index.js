@@ -86,7 +86,7 @@ const { Engine } = native;
 // is wrong and where: the two give the same events, so the same decisions.
 const E_NULL = 0, E_FALSE = 1, E_TRUE = 2, E_NUMBER = 3, E_STRING = 4, E_MAP = 5, E_MAP_END = 6,
       E_LIST = 7, E_LIST_END = 8, E_KEY = 9, E_ACTION = 20, E_RKEY = 21, E_CANDIDATE = 22,
-      E_CONTEXT = 23;
+      E_CONTEXT = 23, E_JSON = 30;
 const encoder = new TextEncoder();
 let buf = new Uint8Array(1 << 16);
 let view = new DataView(buf.buffer);
@@ -210,8 +210,15 @@ Object.defineProperty(Engine.prototype, 'decide', {
   configurable: true,
   writable: true,
   value: function decide(request, options) {
-    if (request !== null && typeof request === 'object' && !Array.isArray(request) &&
-        putRequest(request)) {
+    let encoded = false;
+    if (typeof request === 'string') {
+      pos = 0;
+      putString(E_JSON, request, false);
+      encoded = true;
+    } else if (request !== null && typeof request === 'object' && !Array.isArray(request)) {
+      encoded = putRequest(request);
+    }
+    if (encoded) {
       const trace = options !== null && typeof options === 'object' && !!options.trace;
       const id = this._decideEncoded(buf, pos, trace, out);
       if (id === null || typeof id === 'string') {

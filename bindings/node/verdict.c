@@ -923,14 +923,16 @@ static napi_value engine_decide(napi_env env, napi_callback_info info) {
  * order. Anything the encoder does not take (a bigint, a value the walk
  * refuses, a class instance...) goes to decide() instead, and so does any
  * event the builder refuses here (_decideEncoded returns undefined), so that
- * errors and their paths are decide()'s. The answer comes back in `out`
+ * errors and their paths are decide()'s. A JSON string request comes the
+ * same way (E_JSON, its text), for the answer's sake: the answer comes back in `out`
  * (a Float64Array): the strings as indexes into the cache array, the
  * numbers as they are; the call returns the snapshot id (or null), or a
  * Decision when the strings do not fit the cache. */
 
 enum {
   E_NULL = 0, E_FALSE, E_TRUE, E_NUMBER, E_STRING, E_MAP, E_MAP_END, E_LIST, E_LIST_END, E_KEY,
-  E_ACTION = 20, E_RKEY, E_CANDIDATE, E_CONTEXT
+  E_ACTION = 20, E_RKEY, E_CANDIDATE, E_CONTEXT,
+  E_JSON = 30 /* the whole request as JSON text, alone */
 };
 
 typedef struct {
@@ -1023,7 +1025,19 @@ static napi_value engine_decide_encoded(napi_env env, napi_callback_info info) {
   vd_request r;
   memset(&r, 0, sizeof r);
   size_t ncands = 0;
-  int built = 0, bad = 0;
+  int built = 0, bad = 0, rc;
+  vd_error err;
+  if (c.p < c.end && *c.p == E_JSON) {
+    const char *text;
+    uint32_t n;
+    c.p++;
+    if (cur_str(&c, &text, &n, 0) || c.p != c.end) {
+      give_slot(en, s);
+      return undef;
+    }
+    rc = vd_decide_json(en->e, text, (long)n, s->d, &err);
+    goto answer;
+  }
   while (!bad && c.p < c.end) {
     int tag = *c.p++;
     const char *str;
@@ -1061,8 +1075,8 @@ static napi_value engine_decide_encoded(napi_env env, napi_callback_info info) {
   }
   r.candidates = ncands ? s->cands : NULL;
   r.ncandidates = ncands;
-  vd_error err;
-  int rc = built ? vd_decide_built(en->e, &r, s->b, s->d, &err) : vd_decide(en->e, &r, s->d, &err);
+  rc = built ? vd_decide_built(en->e, &r, s->b, s->d, &err) : vd_decide(en->e, &r, s->d, &err);
+answer:;
   napi_value ret = NULL;
   if (rc) {
     throw_error(env, &err);
