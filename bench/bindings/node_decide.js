@@ -3,7 +3,8 @@
 // decides every request of REQUESTS (one JSON request a line; an "expect"
 // member, the generator's answer, is checked and not sent) with the bundle
 // in BUNDLE, snapshots off, through the addon's engine.decide(object), then
-// engine.decide(JSON string), then engine.decideAsync(object) 64 at a time,
+// the addon's own walk of the object over Node-API (what decide falls back
+// on), engine.decide(JSON string), then engine.decideAsync(object) 64 at a time,
 // and prints one line a lane:
 //   {"lane":"node decide(obj)","ns_per_decision":N,"cpu_ns_per_decision":C,"decisions":K}
 // The requests are parsed into objects before timing; N is the median of
@@ -59,6 +60,9 @@ async function main() {
   const n = reqs.length;
   await lane('node decide(obj)', n, () => {
     for (let i = 0; i < n; i++) e.decide(reqs[i]);
+  });
+  await lane('node decide(obj), read through Node-API', n, () => {
+    for (let i = 0; i < n; i++) e._decideWalked(reqs[i]);
   });
   await lane('node decide(JSON string)', n, () => {
     for (let i = 0; i < n; i++) e.decide(texts[i]);

@@ -229,6 +229,7 @@ test('the JavaScript walk of decide and the addon\'s walk of decideAsync agree',
         assert.deepEqual(stable(a), stable(b), JSON.stringify(r).slice(0, 200));
         assert.deepEqual(stable(a), stable(c), JSON.stringify(r).slice(0, 200));
         assert.deepEqual(stable(e.decide(r)), stable(await e.decideAsync(r)));
+        assert.deepEqual(stable(e.decide(r)), stable(e._decideWalked(r)));
       }
     }
     // a lone surrogate: both walks read it as U+FFFD, as Node writes UTF-8
