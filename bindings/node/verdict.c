@@ -590,8 +590,11 @@ static long cached_index(napi_env env, addon *a, const char *s) {
   if (!s) return -1;
   size_t n = strlen(s);
   if (n >= sizeof a->cache[0].s) return -2;
-  uint32_t h = 2166136261u;
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+  /* the length, the first 16 bytes and the last 16: enough to tell apart
+   * the few strings of a bundle (the full bytes are compared below) */
+  uint32_t h = (2166136261u ^ (uint32_t)n) * 16777619u;
+  for (size_t i = 0; i < n && i < 16; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+  for (size_t i = n > 32 ? n - 16 : 16; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
   uint32_t at = h % STR_CACHE;
   if (a->cache[at].used && a->cache[at].n == n && memcmp(a->cache[at].s, s, n) == 0) return at;
   napi_value v = str_n(env, s, n);
