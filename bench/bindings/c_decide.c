@@ -8,7 +8,7 @@
  * timed passes (wall clock) after a warm-up pass, C the process CPU time of
  * that same pass.
  *
- *   bench-bindings-c REQUESTS BUNDLE
+ *   bindings-c-lane REQUESTS BUNDLE
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +50,7 @@ static int cmp(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: bench-bindings-c REQUESTS BUNDLE\n");
+    fprintf(stderr, "usage: bindings-c-lane REQUESTS BUNDLE\n");
     return 2;
   }
   FILE *f = fopen(argv[1], "r");

@@ -3,7 +3,7 @@
 # 100,000 generated requests (requests.js) through every way in, one lane
 # after the other in one run, and a table of ns per decision with each
 # lane's ratio to the C call:
-#   C vd_decide_json (bench-bindings-c), Python decide(dict) (py_decide.py),
+#   C vd_decide_json (bindings-c-lane), Python decide(dict) (py_decide.py),
 #   Node decide(obj), decide(JSON string), decideAsync (node_decide.js),
 #   @marcbachmann/cel-js on the same objects (celjs_decide.mjs; installed
 #   with npm into the scratch folder, skipped when npm cannot), and an HTTP
@@ -27,7 +27,7 @@ node -e 'process.stdout.write(require(process.argv[1]).POLICY)' "$HERE/requests.
 node "$HERE/requests.js" > "$SCRATCH/requests.jsonl"
 OUT="$SCRATCH/lanes.jsonl"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-"$BUILD/bench-bindings-c" "$SCRATCH/requests.jsonl" "$SCRATCH/bundle" >> "$OUT"
+"$BUILD/bindings-c-lane" "$SCRATCH/requests.jsonl" "$SCRATCH/bundle" >> "$OUT"
 if ls "$BUILD"/python/verdict*.so >/dev/null 2>&1; then
   VERDICT_BUILD_DIR="$BUILD" /usr/bin/python3 "$HERE/py_decide.py" "$SCRATCH/requests.jsonl" \
     "$SCRATCH/bundle" >> "$OUT"
