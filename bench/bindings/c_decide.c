@@ -44,8 +44,8 @@ static int field(const char *text, const char *name, char *out, size_t cap) {
 static int fields_of(line *l) {
   const char *sc = strstr(l->text, "\"score\":");
   if (field(l->text, "country", l->country, sizeof l->country) ||
-      field(l->text, "path", l->path, sizeof l->path) || field(l->text, "ua", l->ua, sizeof l->ua) ||
-      !sc)
+      field(l->text, "path", l->path, sizeof l->path) ||
+      field(l->text, "ua", l->ua, sizeof l->ua) || !sc)
     return -1;
   char *end;
   sc += strlen("\"score\":");
@@ -135,12 +135,16 @@ int main(int argc, char **argv) {
   vd_request req = {.action = "peer_gate"};
   for (size_t i = 0; i < n; i++) { /* warm-up, and the check: both ways */
     for (int way = 0; way < 2; way++) {
-      int rc = way == 0 ? vd_decide_json(e, lines[i].text, (long)lines[i].len, d, &err)
-                        : build(b, &lines[i]) ? -1 : vd_decide_built(e, &req, b, d, &err);
+      int rc = way == 0              ? vd_decide_json(e, lines[i].text, (long)lines[i].len, d, &err)
+               : build(b, &lines[i]) ? -1
+                                     : vd_decide_built(e, &req, b, d, &err);
       const char *a = rc == 0 ? vd_decision_action(d) : NULL;
       if (rc < 0 || (lines[i].expect[0] && (!a || strcmp(a, lines[i].expect) != 0))) {
-        fprintf(stderr, "line %zu (%s): %s, expected %s\n", i + 1,
-                way ? "built" : "json", rc < 0 ? err.message : a ? a : "(none)", lines[i].expect);
+        fprintf(stderr, "line %zu (%s): %s, expected %s\n", i + 1, way ? "built" : "json",
+                rc < 0 ? err.message
+                : a    ? a
+                       : "(none)",
+                lines[i].expect);
         return 1;
       }
     }
@@ -150,7 +154,8 @@ int main(int argc, char **argv) {
     for (int r = 0; r < 3; r++) {
       double w0 = now_ns(CLOCK_MONOTONIC), c0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
       if (way == 0) {
-        for (size_t i = 0; i < n; i++) vd_decide_json(e, lines[i].text, (long)lines[i].len, d, &err);
+        for (size_t i = 0; i < n; i++)
+          vd_decide_json(e, lines[i].text, (long)lines[i].len, d, &err);
       } else {
         for (size_t i = 0; i < n; i++) {
           build(b, &lines[i]);
@@ -162,9 +167,10 @@ int main(int argc, char **argv) {
     }
     qsort(wall, 3, sizeof *wall, cmp);
     qsort(cpu, 3, sizeof *cpu, cmp);
-    printf("{\"lane\":\"%s\",\"ns_per_decision\":%.0f,\"cpu_ns_per_decision\":%.0f,"
-           "\"decisions\":%zu}\n",
-           way ? "C vd_decide_built from C fields" : "C vd_decide_json", wall[1], cpu[1], n);
+    printf(
+        "{\"lane\":\"%s\",\"ns_per_decision\":%.0f,\"cpu_ns_per_decision\":%.0f,"
+        "\"decisions\":%zu}\n",
+        way ? "C vd_decide_built from C fields" : "C vd_decide_json", wall[1], cpu[1], n);
   }
   vd_builder_free(b);
   vd_decision_free(d);

@@ -48,9 +48,9 @@ typedef struct {
   } cache[STR_CACHE];
 } addon;
 
-#define CHECK(call)                         \
-  do {                                      \
-    if ((call) != napi_ok) return NULL;     \
+#define CHECK(call)                     \
+  do {                                  \
+    if ((call) != napi_ok) return NULL; \
   } while (0)
 
 static napi_value get_ref(napi_env env, napi_ref r) {
@@ -327,34 +327,34 @@ static int walk_object(walker *w, napi_value v) {
 static int walk_typed(walker *w, napi_value v, napi_valuetype t) {
   int rc;
   switch (t) {
-  case napi_string:
-    return walk_str(w, v, 0);
-  case napi_number:
-    return walk_number(w, v);
-  case napi_boolean: {
-    bool b;
-    napi_get_value_bool(w->env, v, &b);
-    rc = vd_build_bool(w->s->b, b);
-    break;
-  }
-  case napi_null:
-    rc = vd_build_null(w->s->b);
-    break;
-  case napi_bigint:
-    return walk_bigint(w, v);
-  case napi_object: {
-    bool arr = false;
-    napi_is_array(w->env, v, &arr);
-    return arr ? walk_array(w, v) : walk_object(w, v);
-  }
-  case napi_undefined:
-    return refuse(w, "undefined");
-  case napi_function:
-    return refuse(w, "a function");
-  case napi_symbol:
-    return refuse(w, "a symbol");
-  default:
-    return refuse(w, "a value of an unknown type");
+    case napi_string:
+      return walk_str(w, v, 0);
+    case napi_number:
+      return walk_number(w, v);
+    case napi_boolean: {
+      bool b;
+      napi_get_value_bool(w->env, v, &b);
+      rc = vd_build_bool(w->s->b, b);
+      break;
+    }
+    case napi_null:
+      rc = vd_build_null(w->s->b);
+      break;
+    case napi_bigint:
+      return walk_bigint(w, v);
+    case napi_object: {
+      bool arr = false;
+      napi_is_array(w->env, v, &arr);
+      return arr ? walk_array(w, v) : walk_object(w, v);
+    }
+    case napi_undefined:
+      return refuse(w, "undefined");
+    case napi_function:
+      return refuse(w, "a function");
+    case napi_symbol:
+      return refuse(w, "a symbol");
+    default:
+      return refuse(w, "a value of an unknown type");
   }
   return rc ? builder_failed(w) : 0;
 }
@@ -457,7 +457,8 @@ static int read_request(napi_env env, addon *a, napi_value req, slot *s, request
     }
   }
   if (q->action < 0) {
-    throw_own(env, VD_EREQUEST, "$.action", "the request has no $.action (the decision point to run)");
+    throw_own(env, VD_EREQUEST, "$.action",
+              "the request has no $.action (the decision point to run)");
     return -1;
   }
   if (cands) {
@@ -795,25 +796,28 @@ static napi_value engine_new(napi_env env, napi_callback_info info) {
   if (!target) return throw_own(env, VD_EINVAL, NULL, "Engine is a class: use new Engine(path)");
   napi_valuetype t = napi_undefined;
   if (argc >= 1) napi_typeof(env, argv[0], &t);
-  if (t != napi_string) return throw_own(env, VD_EINVAL, "path", "new Engine(path): path must be a string (the bundle's folder)");
+  if (t != napi_string)
+    return throw_own(env, VD_EINVAL, "path",
+                     "new Engine(path): path must be a string (the bundle's folder)");
   napi_value opts = NULL;
   if (argc >= 2) {
     napi_typeof(env, argv[1], &t);
     if (t == napi_object) {
       opts = argv[1];
     } else if (t != napi_undefined && t != napi_null) {
-      return throw_own(env, VD_EINVAL, NULL, "new Engine(path, options): options must be an object");
+      return throw_own(env, VD_EINVAL, NULL,
+                       "new Engine(path, options): options must be an object");
     }
   }
   open_args a = {0};
   vd_engine_opts o;
   memset(&o, 0, sizeof o);
-  int snaps_off = 0, store_off = 0;
+  int store_off = 0;
   size_t n;
   napi_get_value_string_utf8(env, argv[0], NULL, 0, &n);
   if (!(a.path = malloc(n + 1))) return throw_own(env, VD_ENOMEM, NULL, "out of memory");
   napi_get_value_string_utf8(env, argv[0], a.path, n + 1, &n);
-  if (string_option(env, opts, "snapshots", 1, &a.snapshots, &snaps_off) ||
+  if (string_option(env, opts, "snapshots", 1, &a.snapshots, NULL) ||
       string_option(env, opts, "store", 1, &a.store, &store_off) ||
       string_option(env, opts, "durability", 0, &a.durability, NULL) ||
       string_option(env, opts, "state", 0, &a.state, NULL) ||
@@ -850,7 +854,6 @@ static napi_value engine_new(napi_env env, napi_callback_info info) {
     }
     o.max_request_bytes = (size_t)x;
   }
-  (void)snaps_off;
   engine *en = calloc(1, sizeof *en);
   if (!en) {
     throw_own(env, VD_ENOMEM, NULL, "out of memory");
@@ -933,8 +936,20 @@ static napi_value engine_decide(napi_env env, napi_callback_info info) {
  * Decision when the strings do not fit the cache. */
 
 enum {
-  E_NULL = 0, E_FALSE, E_TRUE, E_NUMBER, E_STRING, E_MAP, E_MAP_END, E_LIST, E_LIST_END, E_KEY,
-  E_ACTION = 20, E_RKEY, E_CANDIDATE, E_CONTEXT,
+  E_NULL = 0,
+  E_FALSE,
+  E_TRUE,
+  E_NUMBER,
+  E_STRING,
+  E_MAP,
+  E_MAP_END,
+  E_LIST,
+  E_LIST_END,
+  E_KEY,
+  E_ACTION = 20,
+  E_RKEY,
+  E_CANDIDATE,
+  E_CONTEXT,
   E_JSON = 30 /* the whole request as JSON text, alone */
 };
 
@@ -962,39 +977,54 @@ static int replay_value(cursor *c, vd_builder *b) {
     const char *s;
     uint32_t n;
     switch (tag) {
-    case E_NULL: rc = vd_build_null(b); break;
-    case E_FALSE: rc = vd_build_bool(b, 0); break;
-    case E_TRUE: rc = vd_build_bool(b, 1); break;
-    case E_NUMBER: {
-      double x;
-      if (c->end - c->p < 8) return -1;
-      memcpy(&x, c->p, 8);
-      c->p += 8;
-      if (x == floor(x) && fabs(x) < 1e21) { /* as walk_number */
-        if (x >= -9223372036854775808.0 && x < 9223372036854775808.0)
-          rc = vd_build_int(b, (int64_t)x);
-        else if (x > 0 && x < 18446744073709551616.0)
-          rc = vd_build_uint(b, (uint64_t)x);
-        else
+      case E_NULL:
+        rc = vd_build_null(b);
+        break;
+      case E_FALSE:
+        rc = vd_build_bool(b, 0);
+        break;
+      case E_TRUE:
+        rc = vd_build_bool(b, 1);
+        break;
+      case E_NUMBER: {
+        double x;
+        if (c->end - c->p < 8) return -1;
+        memcpy(&x, c->p, 8);
+        c->p += 8;
+        if (x == floor(x) && fabs(x) < 1e21) { /* as walk_number */
+          if (x >= -9223372036854775808.0 && x < 9223372036854775808.0)
+            rc = vd_build_int(b, (int64_t)x);
+          else if (x > 0 && x < 18446744073709551616.0)
+            rc = vd_build_uint(b, (uint64_t)x);
+          else
+            rc = vd_build_double(b, x);
+        } else {
           rc = vd_build_double(b, x);
-      } else {
-        rc = vd_build_double(b, x);
+        }
+        break;
       }
-      break;
-    }
-    case E_STRING:
-      if (cur_str(c, &s, &n, 0)) return -1;
-      rc = vd_build_string(b, s, n);
-      break;
-    case E_KEY:
-      if (cur_str(c, &s, &n, 0)) return -1;
-      rc = vd_build_key(b, s, n);
-      break;
-    case E_MAP: rc = vd_build_map_begin(b), depth++; break;
-    case E_LIST: rc = vd_build_list_begin(b), depth++; break;
-    case E_MAP_END: rc = vd_build_map_end(b), depth--; break;
-    case E_LIST_END: rc = vd_build_list_end(b), depth--; break;
-    default: return -1;
+      case E_STRING:
+        if (cur_str(c, &s, &n, 0)) return -1;
+        rc = vd_build_string(b, s, n);
+        break;
+      case E_KEY:
+        if (cur_str(c, &s, &n, 0)) return -1;
+        rc = vd_build_key(b, s, n);
+        break;
+      case E_MAP:
+        rc = vd_build_map_begin(b), depth++;
+        break;
+      case E_LIST:
+        rc = vd_build_list_begin(b), depth++;
+        break;
+      case E_MAP_END:
+        rc = vd_build_map_end(b), depth--;
+        break;
+      case E_LIST_END:
+        rc = vd_build_list_end(b), depth--;
+        break;
+      default:
+        return -1;
     }
     if (rc) return -1;
   } while (depth > 0);
@@ -1087,8 +1117,8 @@ answer:;
     fields f;
     fields_of(s->d, trace, &f);
     double *out = outp;
-    const char *str[7] = {f.action, f.source, f.rule, f.reason, f.strategy, f.policy_version,
-                          f.model_version};
+    const char *str[7] = {f.action,   f.source,         f.rule,         f.reason,
+                          f.strategy, f.policy_version, f.model_version};
     long at[7];
     int fits = !f.trace;
     for (int i = 0; fits && i < 7; i++) {
@@ -1140,9 +1170,8 @@ static const char *copy_into(char **p, const char *s, size_t n) {
  * built after the engine (and the strategy its strings live in) closed. */
 static int copy_fields(job *j) {
   fields *f = &j->f;
-  const char **str[] = {&f->action,         &f->source,        &f->rule,
-                        &f->reason,         &f->strategy,      &f->policy_version,
-                        &f->model_version,  &f->snapshot_id};
+  const char **str[] = {&f->action,   &f->source,         &f->rule,          &f->reason,
+                        &f->strategy, &f->policy_version, &f->model_version, &f->snapshot_id};
   size_t len[8], total = f->trace ? f->trace_len + 1 : 0;
   for (size_t i = 0; i < 8; i++) total += (len[i] = *str[i] ? strlen(*str[i]) : 0) + 1;
   char *p = j->copy = malloc(total);
@@ -1298,9 +1327,12 @@ static napi_value engine_stats(napi_env env, napi_callback_info info) {
   const struct {
     const char *name;
     unsigned long long n;
-  } rows[] = {{"snapshotsAppended", c.snapshots_appended}, {"snapshotsWritten", c.snapshots_written},
-              {"snapshotsDropped", c.snapshots_dropped},   {"snapshotsFailed", c.snapshots_failed},
-              {"snapshotsRefused", c.snapshots_refused},   {"snapshotsOn", (unsigned long long)c.snapshots_on}};
+  } rows[] = {{"snapshotsAppended", c.snapshots_appended},
+              {"snapshotsWritten", c.snapshots_written},
+              {"snapshotsDropped", c.snapshots_dropped},
+              {"snapshotsFailed", c.snapshots_failed},
+              {"snapshotsRefused", c.snapshots_refused},
+              {"snapshotsOn", (unsigned long long)c.snapshots_on}};
   for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
     CHECK(napi_create_double(env, (double)rows[i].n, &v));
     CHECK(napi_set_named_property(env, o, rows[i].name, v));
@@ -1318,7 +1350,8 @@ static napi_value verdict_evaluate(napi_env env, napi_callback_info info) {
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   napi_valuetype t = napi_undefined;
   if (argc >= 1) napi_typeof(env, argv[0], &t);
-  if (t != napi_string) return throw_own(env, VD_EINVAL, "expr", "evaluate(expr, bindings): expr must be a string");
+  if (t != napi_string)
+    return throw_own(env, VD_EINVAL, "expr", "evaluate(expr, bindings): expr must be a string");
   size_t n;
   napi_get_value_string_utf8(env, argv[0], NULL, 0, &n);
   char *src = malloc(n + 1), *json = NULL;
@@ -1335,14 +1368,16 @@ static napi_value verdict_evaluate(napi_env env, napi_callback_info info) {
       napi_get_global(env, &global);
       if (napi_call_function(env, global, get_ref(env, a->json_stringify), 1, &argv[1], &text) !=
               napi_ok ||
-          napi_get_value_string_utf8(env, text, NULL, 0, &m) != napi_ok || !(json = malloc(m + 1))) {
+          napi_get_value_string_utf8(env, text, NULL, 0, &m) != napi_ok ||
+          !(json = malloc(m + 1))) {
         free(src);
         return NULL;
       }
       napi_get_value_string_utf8(env, text, json, m + 1, &m);
     } else if (t != napi_undefined && t != napi_null) {
       free(src);
-      return throw_own(env, VD_EINVAL, "bindings", "evaluate(expr, bindings): bindings must be an object");
+      return throw_own(env, VD_EINVAL, "bindings",
+                       "evaluate(expr, bindings): bindings must be an object");
     }
   }
   vd_expr *e = NULL;
