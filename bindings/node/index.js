@@ -91,6 +91,7 @@ const encoder = new TextEncoder();
 let buf = new Uint8Array(1 << 16);
 let view = new DataView(buf.buffer);
 let pos = 0;
+let walking = false;
 const out = new Float64Array(11);
 const strings = native.strings;
 
@@ -212,13 +213,21 @@ Object.defineProperty(Engine.prototype, 'decide', {
   configurable: true,
   writable: true,
   value: function decide(request, options) {
+    // one buffer: a getter that decides while its object is being walked
+    // (a decide inside a decide) takes the addon's walk instead
+    if (walking) return nativeDecide.call(this, request, options);
     let encoded = false;
     if (typeof request === 'string') {
       pos = 0;
       putString(E_JSON, request, false);
       encoded = true;
     } else if (request !== null && typeof request === 'object' && !Array.isArray(request)) {
-      encoded = putRequest(request);
+      walking = true;
+      try {
+        encoded = putRequest(request);
+      } finally {
+        walking = false;
+      }
     }
     if (encoded) {
       const trace = options !== null && typeof options === 'object' && !!options.trace;

@@ -232,6 +232,24 @@ test('the JavaScript walk of decide and the addon\'s walk of decideAsync agree',
         assert.deepEqual(stable(e.decide(r)), stable(e._decideWalked(r)));
       }
     }
+    // a getter that decides while its own request is walked
+    const inner = { action: 'gate', context: GATE_CONTEXTS[1] };
+    const outer = { action: 'gate', context: { ...GATE_CONTEXTS[0] } };
+    let innerAction = null;
+    Object.defineProperty(outer.context, 'zz', {
+      enumerable: true,
+      get() {
+        innerAction = e.decide(inner).action;
+        return 'z';
+      },
+    });
+    const plainOuter = { action: 'gate', context: { ...GATE_CONTEXTS[0], zz: 'z' } };
+    assert.deepEqual(stable(e.decide(outer, { trace: true })),
+                     stable(e.decide(plainOuter, { trace: true })));
+    assert.equal(innerAction, e.decide(inner).action);
+    const throwing = { action: 'gate', context: { get boom() { throw new Error('boom'); } } };
+    assert.throws(() => e.decide(throwing), /boom/);
+    assert.equal(e.decide(inner).action, innerAction); // and the next decide is as before
     // a lone surrogate: both walks read it as U+FFFD, as Node writes UTF-8
     const lone = { action: 'gate', context: { ...GATE_CONTEXTS[0], s: 'a\ud800b', [`k\udc00`]: 1 } };
     const swapped = { action: 'gate', context: { ...GATE_CONTEXTS[0], s: 'a\ufffdb', 'k\ufffd': 1 } };
