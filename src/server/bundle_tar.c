@@ -310,7 +310,8 @@ static int unpack_entries(struct archive *a, const char *dest, const bundle_limi
       }
     }
     if (close(fd) != 0 || got < 0)
-      return snprintf(why, n, "%s: %s", name, got < 0 ? archive_error_string(a) : strerror(errno)), -1;
+      return snprintf(why, n, got < 0 ? "not a readable .tar.gz: %s: %s" : "%s: %s", name,
+                      got < 0 ? archive_error_string(a) : strerror(errno)), -1;
     total += written;
   }
   if (entries == 0) return snprintf(why, n, "the archive is empty"), -1;
