@@ -401,7 +401,7 @@ static int exchange(against_client *c, const char *body, size_t len, const char 
   long long clen = -1;
   int chunked = 0, keep = minor >= 1;
   ans->etag = NULL;
-  char *etag_at = NULL;
+  size_t etag_off = 0; /* the ETag value's offset in c->buf (0: none), which grows below */
   for (const char *l = strstr(c->buf, "\r\n") + 2; l < hend; l = strstr(l, "\r\n") + 2) {
     const char *colon = memchr(l, ':', (size_t)(hend - l));
     const char *eol = strstr(l, "\r\n");
@@ -411,8 +411,8 @@ static int exchange(against_client *c, const char *body, size_t len, const char 
     size_t nlen = (size_t)(colon - l);
     if (nlen == 14 && strncasecmp(l, "content-length", 14) == 0)
       clen = strtoll(v, NULL, 10);
-    else if (nlen == 4 && strncasecmp(l, "etag", 4) == 0 && !etag_at)
-      etag_at = (char *)v;
+    else if (nlen == 4 && strncasecmp(l, "etag", 4) == 0 && !etag_off)
+      etag_off = (size_t)(v - c->buf);
     else if (nlen == 17 && strncasecmp(l, "transfer-encoding", 17) == 0)
       chunked = strncasecmp(v, "chunked", 7) == 0;
     else if (nlen == 10 && strncasecmp(l, "connection", 10) == 0) {
@@ -465,9 +465,9 @@ static int exchange(against_client *c, const char *body, size_t len, const char 
     body_len = c->len - hlen;
     keep = 0;
   }
-  if (etag_at) { /* cut at its line's end, in the header block (the body follows it) */
-    char *eol = strstr(etag_at, "\r\n");
-    if (eol && eol < hend + 2) {
+  if (etag_off) { /* cut at its line's end, in the header block (the body follows it) */
+    char *etag_at = c->buf + etag_off, *eol = strstr(etag_at, "\r\n");
+    if (eol && eol < c->buf + hlen) {
       while (eol > etag_at && (eol[-1] == ' ' || eol[-1] == '\t')) eol--;
       *eol = '\0';
       ans->etag = etag_at;

@@ -89,6 +89,7 @@ static void path_in(const bundle_pull *p, const char *name, char *out, size_t n)
 
 /* The first error of a bundle's diagnostics, for the refusal. */
 typedef struct first_diag {
+  const char *dir; /* the folder compiled: its files are named below it */
   char text[400];
   size_t errors;
 } first_diag;
@@ -96,7 +97,10 @@ typedef struct first_diag {
 static void note_diag(void *ud, const service_diag *g) {
   first_diag *d = ud;
   if (g->warning || d->errors++) return;
-  snprintf(d->text, sizeof d->text, "%s:%d:%d: %s", g->file, g->line, g->column, g->message);
+  const char *file = g->file;
+  size_t dl = strlen(d->dir);
+  if (strncmp(file, d->dir, dl) == 0 && file[dl] == '/') file += dl + 1;
+  snprintf(d->text, sizeof d->text, "%s:%d:%d: %s", file, g->line, g->column, g->message);
 }
 
 /* Makes BUNDLE_DIR/current name the folder `name` (atomically: a new link
@@ -112,7 +116,9 @@ static int set_current(bundle_pull *p, const char *name, char *why, size_t n) {
   }
   int dfd = open(p->o->bundle_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) fsync(dfd), close(dfd);
+  pthread_mutex_lock(&p->lock); /* /v1/status reads it */
   snprintf(p->live, sizeof p->live, "%s", name);
+  pthread_mutex_unlock(&p->lock);
   DIR *d = opendir(p->o->bundle_dir);
   struct dirent *de;
   while (d && (de = readdir(d))) {
@@ -175,7 +181,7 @@ static int poll_once(bundle_pull *p, char *why, size_t n) {
     snprintf(why, n, "unsafe or corrupt archive: %s", err);
     goto out;
   }
-  first_diag d = {"", 0};
+  first_diag d = {tmp, "", 0};
   service_bundle_diagnostics(tmp, note_diag, &d);
   if (d.errors) {
     snprintf(why, n, "the bundle does not compile (%zu errors): %s", d.errors, d.text);

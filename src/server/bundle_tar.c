@@ -155,6 +155,10 @@ static int pack_dir(packer *p, const char *path, const char *rel) {
                  "%s: a bundle holds regular files and folders only (a link or special file "
                  "would be refused where it is unpacked)",
                  full);
+      } else if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > BUNDLE_MAX_ENTRY_BYTES) {
+        rc = -1;
+        snprintf(p->why, p->n, "%s: larger than the %llu bytes a server unpacks for one file",
+                 full, (unsigned long long)BUNDLE_MAX_ENTRY_BYTES);
       } else if (++p->entries > BUNDLE_MAX_ENTRIES) {
         rc = -1;
         snprintf(p->why, p->n, "%s: more than %u files and folders", p->root, BUNDLE_MAX_ENTRIES);
