@@ -124,6 +124,17 @@ tar czf "$T/abs.tar.gz" -P -C "$T/A" gate.yaml "$T/dd/evil.yaml" 2>/dev/null; si
 mkdir -p "$T/ln" && cp "$T/A/gate.yaml" "$T/ln/" && ln -s /etc/passwd "$T/ln/pw.yaml"
 tar czf "$T/link.tar.gz" -C "$T/ln" gate.yaml pw.yaml; sign "$T/link.tar.gz"
 tar czf "$T/C.tar.gz" -C "$T/C" gate.yaml; sign "$T/C.tar.gz"
+# past the bounds (docs/deploy.md): a 17 MiB file, 5 x 15 MiB in all, 10,001 entries
+mkdir -p "$T/huge" "$T/total" "$T/many"
+cp "$T/A/gate.yaml" "$T/huge/" && head -c $((17 << 20)) /dev/zero >"$T/huge/z.yaml"
+tar czf "$T/huge.tar.gz" -C "$T/huge" gate.yaml z.yaml; sign "$T/huge.tar.gz"
+cp "$T/A/gate.yaml" "$T/total/"
+for i in 1 2 3 4 5; do head -c $((15 << 20)) /dev/zero >"$T/total/z$i.yaml"; done
+tar czf "$T/total.tar.gz" -C "$T/total" .; sign "$T/total.tar.gz"
+rm -rf "$T/huge" "$T/total"
+cp "$T/A/gate.yaml" "$T/many/" && (cd "$T/many" && seq 1 10001 | sed 's/$/.txt/' | xargs touch)
+tar czf "$T/many.tar.gz" -C "$T/many" .; sign "$T/many.tar.gz"
+rm -rf "$T/many"
 eq "$(tar tzPf "$T/dotdot.tar.gz" | grep -c '\.\./')" 1 "the ../ archive has its ../ entry"
 eq "$(tar tzPf "$T/abs.tar.gz" | grep -c '^/')" 1 "the absolute archive has its / entry"
 sign "$T/A.tar.gz"
@@ -216,6 +227,9 @@ publish "$T/corrupt.tar.gz";            refused "corrupt" "not a readable .tar.g
 publish "$T/dotdot.tar.gz";             refused "../" "a .. component"
 publish "$T/abs.tar.gz";                refused "absolute" "an absolute name"
 publish "$T/link.tar.gz";               refused "symlink" "a symbolic link"
+publish "$T/huge.tar.gz";               refused "a file past 16 MiB" "more than the 16777216 a file may have"
+publish "$T/total.tar.gz";              refused "past 64 MiB in all" "more than 67108864 bytes of files in all"
+publish "$T/many.tar.gz";               refused "past 10,000 entries" "more than 10000 entries"
 publish "$T/C.tar.gz";                  refused "not compiling" "does not compile (1 errors): gate.yaml:"
 [ ! -e "$T/dd/x/../../evil.yaml" ] && [ ! -e "$T/pulled/evil.yaml" ] && ok || bad "nothing written outside"
 grep -qF '"event":"bundle_refused"' "$LOG" && ok || bad "refusals are logged"
