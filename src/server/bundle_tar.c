@@ -249,6 +249,10 @@ static int clean_name(const char *name, char *out, size_t cap, char *why, size_t
 static int make_parents(const char *dest, const char *rel, int last_too) {
   char path[4200];
   int dl = snprintf(path, sizeof path, "%s/", dest);
+  if (dl < 0 || (size_t)dl + strlen(rel) + 1 >= sizeof path) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
   for (const char *p = rel; *p; p++) {
     if (*p == '/') {
       path[dl + (p - rel)] = '\0';
@@ -297,7 +301,9 @@ static int unpack_entries(struct archive *a, const char *dest, const bundle_limi
       return snprintf(why, n, "more than %llu bytes of files in all",
                       (unsigned long long)lim->max_total_bytes), -1;
     if (make_parents(dest, rel, 0) < 0) return snprintf(why, n, "%s: %s", name, strerror(errno)), -1;
-    snprintf(path, sizeof path, "%s/%s", dest, rel);
+    int pl = snprintf(path, sizeof path, "%s/%s", dest, rel);
+    if (pl < 0 || (size_t)pl >= sizeof path)
+      return snprintf(why, n, "%.80s...: the name is too long", name), -1;
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
       return snprintf(why, n, "%s: %s", name,
