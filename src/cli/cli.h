@@ -39,6 +39,8 @@ int cmd_reviews(int argc, char **argv);
 extern const char cmd_reviews_help[];
 int cmd_rollout(int argc, char **argv);
 extern const char cmd_rollout_help[];
+int cmd_bundle(int argc, char **argv);
+extern const char cmd_bundle_help[];
 
 /* Prints "verdict CMD: msg arg" and a pointer to CMD's --help on stderr;
  * returns 2, the exit status of a usage error. arg may be NULL. */

@@ -14,6 +14,7 @@
 
 const char cmd_serve_help[] =
     "usage: verdict serve --policy DIR [options]\n"
+    "       verdict serve --bundle-url URL --bundle-pubkey FILE --bundle-dir DIR [options]\n"
     "       verdict serve --config FILE [options]\n"
     "\n"
     "Serves decisions over HTTP/1.1 (keep-alive, pipelining) on the policy bundle\n"
@@ -34,13 +35,29 @@ const char cmd_serve_help[] =
     "  POST /v1/reviews/ID      a reviewer's outcome (admin: needs the bearer token)\n"
     "  GET  /healthz, /readyz   alive; ready (bundle compiled, warm-up done)\n"
     "  GET  /metrics            Prometheus text\n"
+    "  GET  /v1/status          the live bundle, where it came from, the last pull\n"
     "\n"
     "options:\n"
     "  -c, --config FILE      read settings from FILE first, one a line:\n"
     "                         NAME = VALUE, NAME a long option without its\n"
     "                         dashes (threads = 4, watch = true); the command\n"
     "                         line overrides the file\n"
-    "  -p, --policy DIR       the policy bundle (required)\n"
+    "  -p, --policy DIR       the policy bundle (required, unless --bundle-url)\n"
+    "      --bundle-url URL   pull the bundle: a signed .tar.gz (`verdict bundle`)\n"
+    "                         at an http:// URL, its signature at URL.sig, polled\n"
+    "                         with If-None-Match; a new one is checked, unpacked\n"
+    "                         and swapped in as a reload; one unsigned, badly\n"
+    "                         signed, corrupt, unsafe or not compiling is refused\n"
+    "                         and the old one keeps serving (docs/deploy.md)\n"
+    "      --bundle-pubkey FILE  the ed25519 public key (PEM) bundles must be\n"
+    "                         signed with (verdict bundle keygen)\n"
+    "      --bundle-dir DIR   where pulled bundles are kept: the live one serves\n"
+    "                         again at a restart, network or not; with none kept,\n"
+    "                         the start waits for a first good pull (exit 1\n"
+    "                         without one). Snapshots and versions default to\n"
+    "                         DIR/.verdict\n"
+    "      --bundle-poll SECONDS  how often URL is polled (default 30, each wait\n"
+    "                         jittered by 10% either way)\n"
     "  -l, --listen HOST:PORT where to listen (default 127.0.0.1:8181; [::1]:PORT\n"
     "                         for IPv6; port 0 picks a free one, logged at start)\n"
     "  -t, --threads N        worker threads, one event loop each (default 2)\n"
@@ -211,6 +228,10 @@ static const struct {
     {"--canary-window", 1, 0},
     {"--canary-min-decisions", 1, 0},
     {"--rollout-settings", 1, 0},
+    {"--bundle-url", 1, 0},
+    {"--bundle-pubkey", 1, 0},
+    {"--bundle-dir", 1, 0},
+    {"--bundle-poll", 1, 0},
 };
 enum { NSETTINGS = sizeof settings / sizeof settings[0] };
 
@@ -342,6 +363,25 @@ static int apply(serve_args *s, const char *name, const char *v, const origin *a
     o->authz_redact_query = v;
   } else if (strcmp(name, "--watch") == 0) {
     o->watch = 1;
+  } else if (strcmp(name, "--bundle-url") == 0) {
+    if (strncmp(v, "http://", 7) != 0)
+      return bad(at, name,
+                 "wants an http:// URL (put a local TLS proxy in front of an https one; the "
+                 "bundle is signed either way), not",
+                 v);
+    o->bundle_url = v;
+  } else if (strcmp(name, "--bundle-pubkey") == 0) {
+    if (!*v) return bad(at, name, "needs a file", NULL);
+    o->bundle_pubkey = v;
+  } else if (strcmp(name, "--bundle-dir") == 0) {
+    if (!*v) return bad(at, name, "needs a folder", NULL);
+    o->bundle_dir = v;
+  } else if (strcmp(name, "--bundle-poll") == 0) {
+    char *end;
+    double sec = strtod(v, &end);
+    if (end == v || *end || !(sec >= 0.05 && sec <= 86400))
+      return bad(at, name, "wants seconds from 0.05 to 86400, not", v);
+    o->bundle_poll_ms = (unsigned)(sec * 1000 + 0.5);
   } else {
     const char *why;
     if (rollout_setting(&o->rollout, name, v, &why) > 0) return bad(at, name, why, v);
@@ -488,7 +528,23 @@ int cmd_serve(int argc, char **argv) {
       goto done;
     }
   }
-  if (!s.o.policy_dir || !*s.o.policy_dir) {
+  if (s.o.bundle_url) {
+    if (s.o.policy_dir) {
+      rc = usage_error("give --policy DIR or --bundle-url URL, not both", NULL);
+      goto done;
+    }
+    if (!s.o.bundle_pubkey || !s.o.bundle_dir) {
+      rc = usage_error("--bundle-url needs --bundle-pubkey FILE and --bundle-dir DIR", NULL);
+      goto done;
+    }
+    if (s.o.watch) {
+      rc = usage_error("--watch watches a folder of your own: not with --bundle-url", NULL);
+      goto done;
+    }
+  } else if (s.o.bundle_pubkey || s.o.bundle_dir) {
+    rc = usage_error("--bundle-pubkey and --bundle-dir go with --bundle-url", NULL);
+    goto done;
+  } else if (!s.o.policy_dir || !*s.o.policy_dir) {
     rc = usage_error("--policy DIR is required", NULL);
     goto done;
   }
@@ -512,9 +568,18 @@ int cmd_serve(int argc, char **argv) {
       goto done;
     }
   }
-  char *default_dir = NULL;
-  if (cli_default_snapshots(s.o.policy_dir, s.no_snapshots, &s.snapshots, &default_dir) != 0) {
+  char *default_dir = NULL, *default_store = NULL;
+  /* the version store, without snapshots (beside which it is kept): not in a
+   * pulled bundle's folder, which goes at the next pull */
+  if (s.o.bundle_url && !s.store && !s.no_store && s.no_snapshots) {
+    size_t n = strlen(s.o.bundle_dir) + sizeof "/.verdict/versions";
+    if ((default_store = malloc(n))) snprintf(default_store, n, "%s/.verdict/versions", s.o.bundle_dir);
+    s.store = default_store;
+  }
+  if (cli_default_snapshots(s.o.bundle_url ? s.o.bundle_dir : s.o.policy_dir, s.no_snapshots,
+                            &s.snapshots, &default_dir) != 0) {
     fprintf(stderr, "verdict serve: out of memory\n");
+    free(default_store);
     rc = 1;
     goto done;
   }
@@ -536,6 +601,7 @@ int cmd_serve(int argc, char **argv) {
   cli_gc_unschedule(gc);
   retention_free(ret);
   free(default_dir);
+  free(default_store);
 done:
   free(settings_buf);
   return rc;

@@ -39,6 +39,8 @@ static const command commands[] = {
      cmd_reviews_help},
     {"rollout", "report a shadow or canary run from its snapshots: changes, accuracy, limits",
      cmd_rollout, cmd_rollout_help},
+    {"bundle", "pack, sign and verify the bundle files `serve --bundle-url` pulls", cmd_bundle,
+     cmd_bundle_help},
 };
 
 static void usage(FILE *out) {

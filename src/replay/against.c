@@ -37,6 +37,7 @@ struct against_client {
   char port[8];
   char path[1024];
   int timeout_ms;
+  size_t max_body; /* the largest answer body taken */
   struct addrinfo *addrs;
   int fd; /* -1: not connected */
   uint64_t connections;
@@ -47,7 +48,7 @@ struct against_client {
   json_buf out; /* a mapped body */
 };
 
-static int parse_url(against_client *c, const char *url, char *err, size_t errlen) {
+static int parse_url(against_client *c, const char *url, int as_given, char *err, size_t errlen) {
   if (strncasecmp(url, "https://", 8) == 0) {
     snprintf(err, errlen,
              "%s: https is not supported; give an http:// URL (a local TLS proxy such as "
@@ -99,7 +100,9 @@ static int parse_url(against_client *c, const char *url, char *err, size_t errle
     snprintf(err, errlen, "%s: path too long", url);
     return -1;
   }
-  if (*path == '\0' || strcmp(path, "/") == 0)
+  if (as_given)
+    snprintf(c->path, sizeof c->path, "%s%s", *path == '/' ? "" : "/", path);
+  else if (*path == '\0' || strcmp(path, "/") == 0)
     snprintf(c->path, sizeof c->path, "/v1/decide");
   else if (*path == '?')
     snprintf(c->path, sizeof c->path, "/v1/decide%s", path);
@@ -113,7 +116,8 @@ static int parse_url(against_client *c, const char *url, char *err, size_t errle
   return 0;
 }
 
-int against_open(const char *url, int timeout_ms, against_client **out, char *err, size_t errlen) {
+static int client_open(const char *url, int as_given, int timeout_ms, against_client **out,
+                       char *err, size_t errlen) {
   against_client *c = calloc(1, sizeof *c);
   if (!c) {
     snprintf(err, errlen, "out of memory");
@@ -122,8 +126,9 @@ int against_open(const char *url, int timeout_ms, against_client **out, char *er
   c->fd = -1;
   json_buf_init(&c->out, NULL);
   c->timeout_ms = timeout_ms > 0 ? timeout_ms : 5000;
+  c->max_body = MAX_BODY;
   arena_init(&c->a, c->abuf, sizeof c->abuf, 0);
-  if (parse_url(c, url, err, errlen) < 0) {
+  if (parse_url(c, url, as_given, err, errlen) < 0) {
     against_close(c);
     return -1;
   }
@@ -139,6 +144,10 @@ int against_open(const char *url, int timeout_ms, against_client **out, char *er
   }
   *out = c;
   return 0;
+}
+
+int against_open(const char *url, int timeout_ms, against_client **out, char *err, size_t errlen) {
+  return client_open(url, 0, timeout_ms, out, err, errlen);
 }
 
 uint64_t against_connections(const against_client *c) { return c->connections; }
@@ -278,6 +287,7 @@ static ssize_t read_more(against_client *c, int64_t deadline, int *timeout) {
 typedef struct http_answer {
   int status;
   int keep_alive;
+  const char *etag; /* the ETag header's value (in the client's buffer, NUL-ended), or NULL */
   const char *body;
   size_t body_len;
 } http_answer;
@@ -292,7 +302,7 @@ static const char *find_crlf2(const char *s, size_t n) {
  * apply, decodes it in place into p[0..*out_len)), 0 when more bytes are
  * needed, -1 when it is malformed. Nothing moves until the body is whole,
  * so the check can run again as bytes arrive. */
-static int dechunk(char *p, size_t n, size_t *out_len, int apply) {
+static int dechunk(char *p, size_t n, size_t max, size_t *out_len, int apply) {
   size_t r = 0, w = 0;
   for (;;) {
     size_t e = r;
@@ -304,10 +314,10 @@ static int dechunk(char *p, size_t n, size_t *out_len, int apply) {
               : p[k] >= 'a' && p[k] <= 'f' ? p[k] - 'a' + 10
               : p[k] >= 'A' && p[k] <= 'F' ? p[k] - 'A' + 10
                                            : -1;
-      if (d < 0 || sz > MAX_BODY) return -1;
+      if (d < 0 || sz > max) return -1;
       sz = sz * 16 + (size_t)d;
     }
-    if (k == r || sz > MAX_BODY) return -1;
+    if (k == r || sz > max) return -1;
     r = e + 2;
     if (sz == 0) {
       /* trailers, then an empty line */
@@ -330,18 +340,31 @@ static int dechunk(char *p, size_t n, size_t *out_len, int apply) {
   }
 }
 
-/* One exchange on the current connection. 0 answer in *ans; -1 transport
- * error (*fresh_failure set when nothing at all came back, which on a
- * reused connection means the server closed it meanwhile). */
-static int exchange(against_client *c, const char *body, size_t len, int64_t deadline,
-                    http_answer *ans, int *nothing_back, char *err, size_t errlen) {
-  char head[1536];
-  int hn = snprintf(head, sizeof head,
-                    "POST %s HTTP/1.1\r\nHost: %s%s%s:%s\r\nUser-Agent: verdict-replay/%s\r\n"
-                    "Content-Type: application/json\r\nAccept: application/json\r\n"
-                    "Content-Length: %zu\r\nConnection: keep-alive\r\n\r\n",
-                    c->path, strchr(c->host, ':') ? "[" : "", c->host,
-                    strchr(c->host, ':') ? "]" : "", c->port, vd_version(), len);
+/* One exchange on the current connection: a POST of body, or (body NULL)
+ * a GET with the extra header lines `extra` (each ending in \r\n). 0 answer
+ * in *ans; -1 transport error (*nothing_back set when nothing at all came
+ * back, which on a reused connection means the server closed it meanwhile). */
+static int exchange(against_client *c, const char *body, size_t len, const char *extra,
+                    int64_t deadline, http_answer *ans, int *nothing_back, char *err,
+                    size_t errlen) {
+  char head[2048];
+  int hn = body ? snprintf(head, sizeof head,
+                           "POST %s HTTP/1.1\r\nHost: %s%s%s:%s\r\nUser-Agent: verdict-replay/%s\r\n"
+                           "Content-Type: application/json\r\nAccept: application/json\r\n"
+                           "Content-Length: %zu\r\nConnection: keep-alive\r\n\r\n",
+                           c->path, strchr(c->host, ':') ? "[" : "", c->host,
+                           strchr(c->host, ':') ? "]" : "", c->port, vd_version(), len)
+                : snprintf(head, sizeof head,
+                           "GET %s HTTP/1.1\r\nHost: %s%s%s:%s\r\nUser-Agent: verdict/%s\r\n"
+                           "%sConnection: close\r\n\r\n",
+                           c->path, strchr(c->host, ':') ? "[" : "", c->host,
+                           strchr(c->host, ':') ? "]" : "", c->port, vd_version(),
+                           extra ? extra : "");
+  if (hn < 0 || (size_t)hn >= sizeof head) {
+    snprintf(err, errlen, "%s:%s: the request head is too long", c->host, c->port);
+    return -1;
+  }
+  if (!body) body = "";
   *nothing_back = 0;
   if (send_two(c->fd, head, (size_t)hn, body, len, deadline) < 0) {
     *nothing_back = 1;
@@ -377,6 +400,8 @@ static int exchange(against_client *c, const char *body, size_t len, int64_t dea
   }
   long long clen = -1;
   int chunked = 0, keep = minor >= 1;
+  ans->etag = NULL;
+  size_t etag_off = 0; /* the ETag value's offset in c->buf (0: none), which grows below */
   for (const char *l = strstr(c->buf, "\r\n") + 2; l < hend; l = strstr(l, "\r\n") + 2) {
     const char *colon = memchr(l, ':', (size_t)(hend - l));
     const char *eol = strstr(l, "\r\n");
@@ -386,6 +411,8 @@ static int exchange(against_client *c, const char *body, size_t len, int64_t dea
     size_t nlen = (size_t)(colon - l);
     if (nlen == 14 && strncasecmp(l, "content-length", 14) == 0)
       clen = strtoll(v, NULL, 10);
+    else if (nlen == 4 && strncasecmp(l, "etag", 4) == 0 && !etag_off)
+      etag_off = (size_t)(v - c->buf);
     else if (nlen == 17 && strncasecmp(l, "transfer-encoding", 17) == 0)
       chunked = strncasecmp(v, "chunked", 7) == 0;
     else if (nlen == 10 && strncasecmp(l, "connection", 10) == 0) {
@@ -396,23 +423,23 @@ static int exchange(against_client *c, const char *body, size_t len, int64_t dea
   size_t body_len;
   if (chunked) {
     for (;;) {
-      int d = dechunk(c->buf + hlen, c->len - hlen, &body_len, 0);
+      int d = dechunk(c->buf + hlen, c->len - hlen, c->max_body, &body_len, 0);
       if (d == 1) {
-        dechunk(c->buf + hlen, c->len - hlen, &body_len, 1);
+        dechunk(c->buf + hlen, c->len - hlen, c->max_body, &body_len, 1);
         break;
       }
       if (d < 0) {
         snprintf(err, errlen, "%s:%s: malformed chunked body", c->host, c->port);
         return -1;
       }
-      if (c->len - hlen > MAX_BODY || read_more(c, deadline, &timeout) <= 0) {
+      if (c->len - hlen > c->max_body || read_more(c, deadline, &timeout) <= 0) {
         snprintf(err, errlen, "%s:%s: %s", c->host, c->port,
                  timeout ? "answer not complete before the timeout" : "answer cut short");
         return -1;
       }
     }
   } else if (clen >= 0) {
-    if (clen > MAX_BODY) {
+    if (clen > (long long)c->max_body) {
       snprintf(err, errlen, "%s:%s: answer body of %lld bytes is too large", c->host, c->port,
                clen);
       return -1;
@@ -430,7 +457,7 @@ static int exchange(against_client *c, const char *body, size_t len, int64_t dea
     for (;;) {
       ssize_t r = read_more(c, deadline, &timeout);
       if (r == 0) break;
-      if (r < 0 || c->len - hlen > MAX_BODY) {
+      if (r < 0 || c->len - hlen > c->max_body) {
         snprintf(err, errlen, "%s:%s: answer without a length not complete", c->host, c->port);
         return -1;
       }
@@ -438,11 +465,62 @@ static int exchange(against_client *c, const char *body, size_t len, int64_t dea
     body_len = c->len - hlen;
     keep = 0;
   }
+  if (etag_off) { /* cut at its line's end, in the header block (the body follows it) */
+    char *etag_at = c->buf + etag_off, *eol = strstr(etag_at, "\r\n");
+    if (eol && eol < c->buf + hlen) {
+      while (eol > etag_at && (eol[-1] == ' ' || eol[-1] == '\t')) eol--;
+      *eol = '\0';
+      ans->etag = etag_at;
+    }
+  }
   ans->status = status;
   ans->keep_alive = keep;
   ans->body = c->buf + hlen;
   ans->body_len = body_len;
   return 0;
+}
+
+int against_fetch(const char *url, const char *etag, int timeout_ms, size_t max_body,
+                  against_fetched *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof *out);
+  against_client *c;
+  if (client_open(url, 1, timeout_ms, &c, err, errlen) < 0) return -1;
+  c->max_body = max_body ? max_body : MAX_BODY;
+  char extra[600] = "";
+  if (etag && *etag) {
+    if (strlen(etag) > 500 || strpbrk(etag, "\r\n")) {
+      against_close(c);
+      snprintf(err, errlen, "%s: the ETag to send back is malformed", url);
+      return -1;
+    }
+    snprintf(extra, sizeof extra, "If-None-Match: %s\r\n", etag);
+  }
+  int64_t deadline = (int64_t)clock_mono_ns() + (int64_t)c->timeout_ms * 1000000;
+  http_answer ans;
+  int nothing_back, rc = -1;
+  if (do_connect(c, deadline, err, errlen) == 0 &&
+      exchange(c, NULL, 0, extra, deadline, &ans, &nothing_back, err, errlen) == 0) {
+    out->status = ans.status;
+    out->body = malloc(ans.body_len + 1);
+    out->etag = ans.etag ? strdup(ans.etag) : NULL;
+    if (!out->body || (ans.etag && !out->etag)) {
+      against_fetched_free(out);
+      snprintf(err, errlen, "out of memory");
+    } else {
+      memcpy(out->body, ans.body, ans.body_len);
+      out->body[ans.body_len] = '\0';
+      out->len = ans.body_len;
+      rc = 0;
+    }
+  }
+  against_close(c);
+  return rc;
+}
+
+void against_fetched_free(against_fetched *f) {
+  free(f->body);
+  free(f->etag);
+  memset(f, 0, sizeof *f);
 }
 
 /* ---- the answer mapping ---- */
@@ -809,7 +887,7 @@ int against_decide(against_client *c, const against_map *map, const char *body, 
     if (!reused && do_connect(c, deadline, err, errlen) < 0) return AGAINST_ETRANSPORT;
     http_answer ans;
     int nothing_back = 0;
-    if (exchange(c, body, len, deadline, &ans, &nothing_back, err, errlen) < 0) {
+    if (exchange(c, body, len, NULL, deadline, &ans, &nothing_back, err, errlen) < 0) {
       disconnect(c);
       if (reused && nothing_back) continue; /* a stale keep-alive connection: once more */
       return AGAINST_ETRANSPORT;

@@ -73,6 +73,22 @@ int against_open(const char *url, int timeout_ms, against_client **out, char *er
 int against_decide(against_client *c, const against_map *map, const char *body, size_t len,
                    replay_side *side, double *rtt_us, char *err, size_t errlen);
 
+/* One GET of url (http://host[:port]/path, the path as given), with
+ * If-None-Match: etag when etag is not NULL or "", on a connection of its
+ * own: the status, the body (malloc'd, NUL-ended, at most max_body bytes;
+ * 0: 4 MiB) and the ETag answered (malloc'd, or NULL) into *out. 0, or -1
+ * with why (cannot connect, timeout, a body past max_body, malformed HTTP).
+ * Used by `verdict serve --bundle-url`. */
+typedef struct against_fetched {
+  int status;
+  char *body;
+  size_t len;
+  char *etag;
+} against_fetched;
+int against_fetch(const char *url, const char *etag, int timeout_ms, size_t max_body,
+                  against_fetched *out, char *err, size_t errlen);
+void against_fetched_free(against_fetched *f);
+
 /* Connections opened so far (1 for a whole run when keep-alive holds). */
 uint64_t against_connections(const against_client *c);
 void against_close(against_client *c);

@@ -134,6 +134,9 @@ struct server {
   struct reviews *reviews; /* the review queue (reviews.c); NULL: snapshots off */
   stats *stats;            /* the live figures (stats.c); NULL: out of memory at start */
   int loopback;            /* listening on a loopback address */
+  struct bundle_pull *pull; /* bundle_pull.c; NULL: no --bundle-url */
+  uint64_t started_mono_ns; /* for /v1/status: uptime */
+  int64_t started_wall_ns;
 };
 
 /* server.c: reloads the bundle and logs it (trigger: "signal", "http",
@@ -270,6 +273,23 @@ void rollout_metrics(server *s, json_buf *b);
  * none was compared). */
 void rollout_figures(server *s, char shadow[65], char canary[65], double *percent,
                      double *agreement);
+
+/* bundle_pull.c: --bundle-url (docs/deploy.md). bundle_pull_open checks
+ * the key and the folder and finds the bundle to start on: the one kept in
+ * --bundle-dir, else a first pull (which must succeed); its folder into
+ * *dir (malloc'd). bundle_pull_start starts the polling thread once the
+ * server runs; bundle_pull_free stops it. 0, or -1 with why. */
+typedef struct bundle_pull bundle_pull;
+int bundle_pull_open(const server_opts *o, bundle_pull **out, char **dir, char *why, size_t n);
+int bundle_pull_start(bundle_pull *p, server *s);
+void bundle_pull_stop(bundle_pull *p); /* the thread ends (no reload after) */
+void bundle_pull_free(bundle_pull *p);
+/* The pull's state as a JSON object into b (0), or 1 when p is NULL. */
+int bundle_pull_status(bundle_pull *p, json_buf *b);
+void bundle_pull_metrics(bundle_pull *p, json_buf *b);
+
+/* status.c: GET /v1/status. */
+void route_status(conn *c, const http_request *r);
 
 /* Shared by the routes: the HTTP status of an engine error (its code is vd_err_name). */
 int route_error_status(int code);

@@ -600,5 +600,6 @@ void metrics_render(server *srv, json_buf *b) {
        (unsigned long long)atomic_load(&srv->reloads),
        (unsigned long long)atomic_load(&srv->reload_failures));
   rollout_metrics(srv, b);
+  bundle_pull_metrics(srv->pull, b);
   render_process(b);
 }

@@ -186,6 +186,10 @@ static void route_request(const http_handler *h, conn *c, const http_request *r)
     return route_review_post(c, r, r->path + sizeof rprefix - 1,
                              r->path_len - (sizeof rprefix - 1));
   }
+  if (path_is(r, "/v1/status")) {
+    if (!get) return method_not_allowed(c, r, "GET");
+    return route_status(c, r);
+  }
   if (path_is(r, "/v1/stats")) {
     if (!get) return method_not_allowed(c, r, "GET");
     return route_stats(c, r);

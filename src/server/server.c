@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "engine/service.h"
 #include "server/internal.h"
 #include "server/reviews.h"
@@ -33,6 +34,7 @@ void server_opts_init(server_opts *o) {
   o->max_conns = 1024;
   o->max_batch = 1000;
   o->watch_debounce_ms = 300;
+  o->bundle_poll_ms = 30000;
   o->authz_redact = VD_AUTHZ_REDACT_DEFAULT;
   o->authz_redact_query = VD_AUTHZ_REDACT_QUERY_DEFAULT;
   rollout_opts_init(&o->rollout);
@@ -247,7 +249,7 @@ static void on_models_event(uv_fs_event_t *h, const char *name, int events, int 
 
 static void failed(const char *event, const char *msg) { server_log("error", event, msg, NULL); }
 
-int server_run(const server_opts *o) {
+static int run(const server_opts *o, bundle_pull *pull) {
   uint64_t t0 = uv_hrtime();
   char why[1200];
   /* A peer that hangs up mid-answer must cost an EPIPE, not the process. */
@@ -259,6 +261,9 @@ int server_run(const server_opts *o) {
   }
   server srv;
   memset(&srv, 0, sizeof srv);
+  srv.started_mono_ns = clock_mono_ns();
+  srv.started_wall_ns = clock_wall_ns();
+  srv.pull = pull;
   srv.opts = o;
   srv.handler = &route_handler;
   srv.snapshots_dir =
@@ -479,6 +484,8 @@ int server_run(const server_opts *o) {
              o->engine.snapshot_on_full == VD_ON_FULL_DROP ? "drop" : "block",
              m.watching ? "true" : "false", srv.access_fd >= 0 ? "true" : "false");
     server_log("info", "start", "ready", f);
+    if (srv.pull && bundle_pull_start(srv.pull, &srv) != 0)
+      server_log("error", "bundle_pull_failed", "cannot start the bundle polling thread", NULL);
     if (srv.snapshot_reads == SERVER_SNAPSHOT_READS_OPEN && !srv.loopback && srv.snapshots_dir) {
       char msg[300];
       snprintf(msg, sizeof msg,
@@ -517,6 +524,7 @@ out:
   free(fds);
   mcp_http_free(srv.mcp); /* its sessions hold decisions of the engine */
   rollout_stop(&srv);     /* its queue drains into the live engine's log first */
+  bundle_pull_stop(srv.pull); /* no reload after this */
   reviews_close(srv.reviews);
   stats_free(srv.stats);
   /* The snapshot log drains here: on a disk that refuses writes, for
@@ -546,5 +554,22 @@ out:
   free(srv.admin_token);
   free(srv.store_dir);
   if (srv.access_fd > STDOUT_FILENO) close(srv.access_fd);
+  return rc;
+}
+
+int server_run(const server_opts *o) {
+  if (!o->bundle_url) return run(o, NULL);
+  /* --bundle-url: the bundle folder is the one kept, or the first pulled */
+  char why[1200], *dir = NULL;
+  bundle_pull *pull;
+  if (bundle_pull_open(o, &pull, &dir, why, sizeof why) != 0) {
+    failed("start_failed", why);
+    return 1;
+  }
+  server_opts pulled = *o;
+  pulled.policy_dir = dir;
+  int rc = run(&pulled, pull);
+  bundle_pull_free(pull);
+  free(dir);
   return rc;
 }

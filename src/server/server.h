@@ -75,6 +75,12 @@ typedef struct server_opts {
                                    * the MCP tool explain_decision over /mcp): one of
                                    * SERVER_SNAPSHOT_READS_* below; default _LOCAL */
   rollout_opts rollout;
+  /* --bundle-url (docs/deploy.md, "Bundles pulled from a server, signed"):
+   * the signed .tar.gz polled (policy_dir is then found in bundle_dir) */
+  const char *bundle_url;
+  const char *bundle_pubkey; /* --bundle-pubkey: the ed25519 public key (PEM) */
+  const char *bundle_dir;    /* --bundle-dir: where pulled bundles are kept */
+  unsigned bundle_poll_ms;   /* --bundle-poll: default 30 s, jittered by ±10% */
 } server_opts;
 
 /* --snapshot-reads: a peer on a loopback address or a request with the admin
