@@ -1064,9 +1064,9 @@ static char *store_path(const replay_opts *o) {
 }
 
 uint32_t replay_shard_of(const char *id_text, uint32_t count) {
-  uint64_t h = 1469598103934665603u; /* FNV-1a 64: offset basis, prime 2^40 + 2^8 + 0xb3 */
+  uint64_t h = 0xcbf29ce484222325u; /* FNV-1a 64: the offset basis and the prime */
   for (const unsigned char *p = (const unsigned char *)id_text; *p; p++)
-    h = (h ^ *p) * 1099511628211u;
+    h = (h ^ *p) * 0x100000001b3u;
   return count ? (uint32_t)(h % count) : 0;
 }
 

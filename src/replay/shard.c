@@ -369,11 +369,14 @@ int shard_merge(const char *const *files, size_t n, shard_merged *out, char *err
     if (rc == 0) rc = read_run(&r, &doc, sh, &sf[f].run, &mode);
     if (rc == 0 && f > 0) {
       const char *what = run_differs(&sf[0].run, &sf[f].run);
-      if (what)
-        rc = bad(&r, "%s differs from %s's (%s): not a shard of the same run", what, files[0],
-                 !strcmp(what, "the candidate policy version")
-                     ? or_none(sf[0].run.policy_version)
-                     : !strcmp(what, "the number of shards") ? "other count" : "see both");
+      if (what && !strcmp(what, "the candidate policy version"))
+        rc = bad(&r, "another run's shard: %s (%.12s…) is not as in %s (%.12s…)", what,
+                 or_none(sf[f].run.policy_version), files[0], or_none(sf[0].run.policy_version));
+      else if (what && !strcmp(what, "the number of shards"))
+        rc = bad(&r, "another run's shard: %s (%u) is not as in %s (%u)", what, sf[f].run.count,
+                 files[0], sf[0].run.count);
+      else if (what)
+        rc = bad(&r, "another run's shard: %s is not as in %s", what, files[0]);
     }
     for (size_t g = 0; rc == 0 && g < f; g++)
       if (sf[g].run.index == sf[f].run.index)
