@@ -253,7 +253,7 @@ int main(int argc, char **argv) {
          u1, u2, workers, um);
   printf("   idle-machine bound   %10.2fx   (1 worker's CPU / max(%d workers' CPU over %.0f "
          "cores, the calling thread's))\n",
-         bound > 0 ? u1 / bound : 0, workers, ncores);
+         bound > 0 && u1 / bound < ncores ? u1 / bound : ncores, workers, ncores);
   printf("   reproduced           %llu/%llu and %llu/%llu\n", (unsigned long long)rep1,
          (unsigned long long)seen1, (unsigned long long)rep2, (unsigned long long)seen2);
   printf("   load average before  %s\n   load average after   %s\n", load0, load1);
