@@ -80,7 +80,11 @@ typedef struct version_cache {
 typedef struct replayer {
   const replay_opts *opts;
   version_cache *cache;
-  version_entry *last;      /* the version the previous snapshot used */
+  version_entry *last; /* the version the previous snapshot used */
+  /* the versions this thread found in the cache, looked in without the
+   * lock first (traffic to several strategies alternates between a few) */
+  version_entry *mine[16];
+  unsigned nmine;
   version_entry *candidate; /* opts.policy_dir's bundle (shared, read-only) */
   arena mem; /* per snapshot: the parsed members and strings handed out */
   vd_decision *d;
@@ -313,10 +317,16 @@ static version_entry *cache_get(version_cache *rp, const char *ver, size_t n, co
 static version_entry *version_get(replayer *rp, const char *ver, size_t n, const char *mv,
                                   const char *fv) {
   if (rp->last && entry_is(rp->last, ver, n, mv, fv)) return rp->last;
+  unsigned have = rp->nmine < 16 ? rp->nmine : 16;
+  for (unsigned i = 0; i < have; i++)
+    if (entry_is(rp->mine[i], ver, n, mv, fv)) return rp->last = rp->mine[i];
   pthread_mutex_lock(&rp->cache->lock);
   version_entry *v = cache_get(rp->cache, ver, n, mv, fv);
   pthread_mutex_unlock(&rp->cache->lock);
-  if (v) rp->last = v;
+  if (v) {
+    rp->mine[rp->nmine++ % 16] = v; /* the oldest found gives way */
+    rp->last = v;
+  }
   return v;
 }
 

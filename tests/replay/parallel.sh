@@ -81,9 +81,13 @@ N=2000
 SNAPS="$T/bundle/.verdict/snapshots"
 # a candidate that changes decisions (so that the change lists are long)
 mkdir "$T/cand" && cp examples/policies/*.yaml "$T/cand/" && cp -r examples/policies/models "$T/cand/"
-sed -i 's/^  challenge_rpm: 300 /  challenge_rpm: 120 /; s/^  max_failed_logins: 5 /  max_failed_logins: 2 /' \
+# A candidate's model runs on the clock (its deadline is not the recorded
+# one): at the example's 15 ms a loaded machine can miss it in one run and not
+# in the next, which would change the decision between two runs; 10 s it is.
+sed -i 's/^  challenge_rpm: 300 /  challenge_rpm: 120 /; s/^  max_failed_logins: 5 /  max_failed_logins: 2 /; s/^  timeout_ms: 15$/  timeout_ms: 10000/' \
   "$T/cand/request_gate.yaml"
 grep -q "challenge_rpm: 120" "$T/cand/request_gate.yaml" && ok || bad "editing the candidate"
+grep -q "timeout_ms: 10000" "$T/cand/request_gate.yaml" && ok || bad "the candidate's model deadline"
 # the latency and cost weights at 0: the score is then not made of measured times
 W=(--weights 40,0,0,20)
 
