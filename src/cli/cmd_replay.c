@@ -153,13 +153,19 @@ typedef struct progress {
 
 /* Counts the snapshots the walk will visit (headers only), to size the bar.
  * Worth it only for a large log on a terminal. */
-static uint64_t count_matching(const char *dir, const snapshot_filter *f, uint64_t limit) {
+static uint64_t count_matching(const char *dir, const snapshot_filter *f, uint64_t limit,
+                               const replay_opts *o) {
   snapshot_reader *r;
   char err[SNAPSHOT_ERRLEN];
   if (snapshot_reader_open(dir, f, &r, err, sizeof err) != 0) return 0;
   uint64_t n = 0;
   snapshot_rec rec;
-  while ((!limit || n < limit) && snapshot_reader_next(r, &rec) == 1) n++;
+  while ((!limit || n < limit) && snapshot_reader_next(r, &rec) == 1) {
+    char id[SNAPSHOT_ID_TEXT];
+    if (!o->shard_count ||
+        replay_shard_of(snapshot_id_format(rec.id, id), o->shard_count) == o->shard_index)
+      n++;
+  }
   snapshot_reader_close(r);
   return n;
 }
@@ -678,7 +684,7 @@ int cmd_replay(int argc, char **argv) {
     f.action = o.action;
     f.policy_version = o.policy_version;
     if (o.source) f.source = snapshot_source_parse(o.source, strlen(o.source));
-    r.prog.total = count_matching(dir, &f, o.limit);
+    r.prog.total = count_matching(dir, &f, o.limit, &o);
     r.prog.on = r.prog.total >= 4096;
     r.prog.start = r.prog.last = (int64_t)clock_mono_ns();
   }

@@ -215,6 +215,12 @@ refused "a determinism shard with a candidate's" "$T/ds1.json: another run's sha
 # another candidate's shard
 mkdir "$T/cand2" && cp "$T/cand/"*.yaml "$T/cand2/" && cp -r examples/policies/models "$T/cand2/"
 sed -i 's/challenge_rpm: 120 /challenge_rpm: 60 /' "$T/cand2/request_gate.yaml"
+# two candidates side by side: the same report with two workers
+"$V" replay -s "$SNAPS" "${C[@]}" --policy "$T/cand2" --json "${W[@]}" >"$T/mc1.json" 2>/dev/null
+eq "$?" 0 "two candidates, one worker: exit"
+"$V" replay -s "$SNAPS" "${C[@]}" --policy "$T/cand2" --json "${W[@]}" -w 2 >"$T/mc2.json" 2>/dev/null
+eq "$?" 0 "two candidates, two workers: exit"
+same_report "$T/mc1.json" "$T/mc2.json" && ok || bad "two candidates: --workers 2 report != --workers 1"
 "$V" replay -s "$SNAPS" --policy "$T/cand2" --labels "$T/labels.jsonl" --json "${W[@]}" \
   --shard 1/3 >"$T/x1.json" 2>/dev/null
 refused "another candidate's shard" "$T/x1.json: another run's shard: the candidate policy version" \
