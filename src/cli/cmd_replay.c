@@ -29,13 +29,15 @@
 #include "replay/replay.h"
 #include "replay/report.h"
 #include "replay/score.h"
+#include "replay/shard.h"
 #include "snapshot/snapshot.h"
 
 const char cmd_replay_help[] =
     "usage: verdict replay --snapshots DIR [--policy BUNDLE]... | [--against URL\n"
     "                      [--against-map FIELD=EXPR]... [--against-body EXPR]]\n"
     "                      [--labels FILE] [--json] [--html FILE] [--weights A,L,C,D]\n"
-    "                      [filters] [--limit N]\n"
+    "                      [filters] [--limit N] [--workers N] [--shard I/N]\n"
+    "       verdict replay --merge SHARD.json... [--json] [--html FILE]\n"
     "\n"
     "Decides the snapshots recorded in DIR again (see docs/replay.md).\n"
     "\n"
@@ -75,6 +77,15 @@ const char cmd_replay_help[] =
     "      --html FILE        also write a self-contained HTML report\n"
     "  -q, --quiet            no progress bar and, in the determinism check, no\n"
     "                         line per failure (the summary still counts them)\n"
+    "  -w, --workers N        decide on N threads (1-256, default 1): the report is\n"
+    "                         the same as with one (only times differ)\n"
+    "      --shard I/N        replay shard I of N (0 <= I < N): the snapshots whose\n"
+    "                         id (its 36 characters) hashes to I by FNV-1a 64 mod N;\n"
+    "                         with --json the report carries every decision, for\n"
+    "                         --merge (not with --limit or several --policy)\n"
+    "      --merge FILE...    merge the --shard --json reports of the N shards of one\n"
+    "                         run into the report the whole run gives; refuses\n"
+    "                         reports of other runs, a shard twice or one missing\n"
     "  -h, --help             this text\n"
     "\n"
     "filters (all must match):\n"
@@ -100,6 +111,9 @@ const char cmd_replay_help[] =
     "  verdict replay -s snaps\n"
     "  verdict replay -s snaps --policy candidate/ --labels labels.jsonl --html report.html\n"
     "  verdict replay -s snaps --policy a/ --policy b/ --labels labels.jsonl\n"
+    "  verdict replay -s snaps --workers 2\n"
+    "  verdict replay -s snaps --shard 0/3 --json >s0.json   (and 1/3, 2/3 elsewhere)\n"
+    "  verdict replay --merge s0.json s1.json s2.json --html week.html\n"
     "  verdict replay -s snaps --against http://127.0.0.1:8080 --labels labels.jsonl --json\n"
     "  verdict replay -s snaps --against http://127.0.0.1:8181/v1/data/verdict/decision \\\n"
     "      --against-body '{\"input\": request}' \\\n"
@@ -108,6 +122,25 @@ const char cmd_replay_help[] =
 
 static int usage_error(const char *msg, const char *arg) {
   return cli_usage_error("replay", msg, arg);
+}
+
+/* "I/N" with 0 <= I < N <= 65536, digits only. 0, or -1. */
+static int parse_shard(const char *s, uint32_t *index, uint32_t *count) {
+  unsigned long v[2];
+  const char *p = s;
+  for (int k = 0; k < 2; k++) {
+    if (*p < '0' || *p > '9') return -1;
+    char *end;
+    errno = 0;
+    v[k] = strtoul(p, &end, 10);
+    if (errno || end - p > 6) return -1;
+    p = end;
+    if (k == 0 && *p++ != '/') return -1;
+  }
+  if (*p || v[1] < 1 || v[1] > 65536 || v[0] >= v[1]) return -1;
+  *index = (uint32_t)v[0];
+  *count = (uint32_t)v[1];
+  return 0;
 }
 
 /* ---- the progress bar ---- */
@@ -120,13 +153,19 @@ typedef struct progress {
 
 /* Counts the snapshots the walk will visit (headers only), to size the bar.
  * Worth it only for a large log on a terminal. */
-static uint64_t count_matching(const char *dir, const snapshot_filter *f, uint64_t limit) {
+static uint64_t count_matching(const char *dir, const snapshot_filter *f, uint64_t limit,
+                               const replay_opts *o) {
   snapshot_reader *r;
   char err[SNAPSHOT_ERRLEN];
   if (snapshot_reader_open(dir, f, &r, err, sizeof err) != 0) return 0;
   uint64_t n = 0;
   snapshot_rec rec;
-  while ((!limit || n < limit) && snapshot_reader_next(r, &rec) == 1) n++;
+  while ((!limit || n < limit) && snapshot_reader_next(r, &rec) == 1) {
+    char id[SNAPSHOT_ID_TEXT];
+    if (!o->shard_count ||
+        replay_shard_of(snapshot_id_format(rec.id, id), o->shard_count) == o->shard_index)
+      n++;
+  }
   snapshot_reader_close(r);
   return n;
 }
@@ -170,11 +209,17 @@ typedef struct run {
   int print_failures;
   int oom;
   progress prog;
+  shard_log *shard;            /* --shard: every decision, for the report */
+  const score_labels *labels;  /* to note each one's label */
 } run;
 
 static int on_item(void *user, const replay_item *it) {
   run *r = user;
   if (score_add(r->acc, it) < 0) r->oom = 1;
+  if (r->shard &&
+      shard_log_add(r->shard, it,
+                    r->labels ? score_labels_find(r->labels, it->id_text, it->key) : NULL) < 0)
+    r->oom = 1;
   if (!it->error && it->masked) {
     /* decided from a field the snapshot holds masked: said, not a failure */
     if (r->determinism && r->print_failures) {
@@ -307,6 +352,126 @@ out:
   return status;
 }
 
+/* The report of one walk (or of merged shards): text or JSON on stdout,
+ * the HTML page, the warnings; the exit status. */
+static int emit(const run *r, const score_report *rep, const report_info *info, int json,
+                const char *html_path, const score_labels *labels) {
+  int status = 0;
+  if (json) {
+    json_buf b;
+    json_buf_init(&b, NULL);
+    if (report_json(&b, rep, info) < 0) {
+      fprintf(stderr, "verdict replay: out of memory writing the JSON\n");
+      status = 1;
+    } else {
+      fwrite(b.data, 1, b.len, stdout);
+      fputc('\n', stdout);
+    }
+    json_buf_free(&b);
+  } else {
+    if (r->determinism && r->failures.n && r->print_failures) fputc('\n', stdout);
+    report_text(stdout, rep, info);
+  }
+  if (html_path) {
+    FILE *h = cli_open_file("replay", html_path, "w");
+    if (!h) {
+      status = 1;
+    } else if (report_html(h, rep, info) < 0) {
+      fprintf(stderr, "verdict replay: %s: write error\n", html_path);
+      status = 1;
+    }
+    if (h && fclose(h) != 0 && !status) {
+      fprintf(stderr, "verdict replay: %s: write error\n", html_path);
+      status = 1;
+    }
+  }
+  if (labels && rep->labelled == 0)
+    fprintf(stderr,
+            "verdict replay: warning: no snapshot matched a label in %s (labels name snapshot "
+            "ids or request keys)\n",
+            info->labels_path);
+  if (rep->seen == 0) fprintf(stderr, "verdict replay: warning: no snapshot matched\n");
+  if (r->determinism && rep->reproduced + rep->masked != rep->seen) status = 1;
+  if (fflush(stdout) != 0) status = 1;
+  return status;
+}
+
+/* The labels the shards noted, one per decision, as a labels file would
+ * give them (by snapshot id). 0, or -1 with a message. */
+static int merged_labels(const shard_merged *m, score_labels **out, char *err, size_t errlen) {
+  json_buf b;
+  json_buf_init(&b, NULL);
+  for (size_t i = 0; i < m->n; i++) {
+    if (!m->labels[i]) continue;
+    json_buf_put(&b, "{\"id\":", 6);
+    json_put_str(&b, m->items[i].id_text);
+    json_buf_put(&b, ",\"action\":", 10);
+    json_put_str(&b, m->labels[i]);
+    json_buf_put(&b, "}\n", 2);
+  }
+  int rc = b.oom ? -1
+                 : score_labels_parse("the shards' labels", b.data ? b.data : "", b.len, out, err,
+                                      errlen);
+  if (b.oom) snprintf(err, errlen, "out of memory");
+  json_buf_free(&b);
+  return rc;
+}
+
+/* --merge: the shards' reports as the one the whole run gives. */
+static int replay_merge(const char *const *files, size_t n, int json, int quiet,
+                        const char *html_path, int64_t now) {
+  shard_merged m;
+  char err[1400];
+  if (shard_merge(files, n, &m, err, sizeof err) < 0) {
+    fprintf(stderr, "verdict replay: --merge: %s\n", err);
+    return 1;
+  }
+  score_labels *labels = NULL;
+  if (m.run.have_labels && merged_labels(&m, &labels, err, sizeof err) < 0) {
+    fprintf(stderr, "verdict replay: --merge: %s\n", err);
+    shard_merged_free(&m);
+    return 1;
+  }
+  run r;
+  memset(&r, 0, sizeof r);
+  r.acc = score_new(m.mode, &m.run.weights, labels);
+  int status = 1;
+  if (!r.acc) {
+    fprintf(stderr, "verdict replay: out of memory\n");
+  } else {
+    r.determinism = m.mode == SCORE_DETERMINISM;
+    r.print_failures = !json && !quiet;
+    report_failures_init(&r.failures, r.determinism ? 100000 : 1000);
+    replay_stats st;
+    memset(&st, 0, sizeof st);
+    st.passed = m.run.passed;
+    for (size_t i = 0; i < m.n; i++) {
+      replay_stats_count(&st, &m.items[i]);
+      on_item(&r, &m.items[i]);
+    }
+    if (r.oom) fprintf(stderr, "verdict replay: out of memory: some figures are incomplete\n");
+    score_report rep;
+    score_finish(r.acc, &rep);
+    rep.peak_rss_kb = m.peak_rss_kb;       /* the largest shard's, not the merge's */
+    rep.labels_loaded = m.run.labels_loaded; /* the labels file's, as the shards read it */
+    report_info info = {.snapshots_dir = m.snapshots,
+                        .policy_dir = m.policy,
+                        .against_url = m.run.against,
+                        .labels_path = m.labels_path,
+                        .filters = m.run.filters,
+                        .wall_seconds = m.wall_seconds,
+                        .generated_ns = now,
+                        .stats = &st,
+                        .failures = &r.failures};
+    status = emit(&r, &rep, &info, json, html_path, labels);
+    report_failures_free(&r.failures);
+  }
+  score_free(r.acc);
+  score_labels_free(labels);
+  shard_merged_free(&m);
+  return status;
+}
+
 int cmd_replay(int argc, char **argv) {
   const char *dir = getenv("VERDICT_SNAPSHOTS"), *policy = NULL, *against = NULL, *store = NULL;
   const char *policies[MAX_POLICIES];
@@ -314,13 +479,17 @@ int cmd_replay(int argc, char **argv) {
   against_map *map = NULL;
   int mapped = 0;
   const char *labels_path = NULL, *html_path = NULL, *weights_text = NULL;
-  int json = 0, quiet = 0;
+  int json = 0, quiet = 0, merging = 0;
   long timeout_ms = 5000;
   replay_opts o;
   memset(&o, 0, sizeof o);
   char filters[1024] = "";
   size_t flen = 0;
   int64_t now = clock_wall_ns();
+  /* the arguments that are not options (--merge's files), gathered at the
+   * front of argv (after argv[0]: never past the one being read) */
+  const char **files = (const char **)argv + 1, *other = NULL;
+  size_t nfiles = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--json")) {
@@ -331,7 +500,15 @@ int cmd_replay(int argc, char **argv) {
       quiet = 1;
       continue;
     }
-    if (a[0] != '-') return usage_error("unexpected argument", a);
+    if (!strcmp(a, "--merge")) {
+      merging = 1;
+      continue;
+    }
+    if (a[0] != '-') {
+      files[nfiles++] = a;
+      continue;
+    }
+    if (strcmp(a, "--html") != 0 && strncmp(a, "--html=", 7) != 0 && !other) other = a;
     const char *opt = a, *val;
     char name[64];
     const char *eq = strchr(a, '=');
@@ -372,6 +549,19 @@ int cmd_replay(int argc, char **argv) {
       html_path = val;
     } else if (!strcmp(opt, "--weights")) {
       weights_text = val;
+    } else if (!strcmp(opt, "-w") || !strcmp(opt, "--workers")) {
+      char *end;
+      errno = 0;
+      long n = strtol(val, &end, 10);
+      if (errno || *end || !*val || n < 1 || n > REPLAY_MAX_WORKERS)
+        return usage_error("--workers wants a number of threads from 1 to 256, got", val);
+      o.workers = (int)n;
+    } else if (!strcmp(opt, "--shard")) {
+      if (parse_shard(val, &o.shard_index, &o.shard_count) < 0)
+        return usage_error(
+            "--shard wants I/N, the shard's index from 0 to N-1 and the number of shards "
+            "(N from 1 to 65536), got",
+            val);
     } else if (!strcmp(opt, "--timeout")) {
       char *end;
       errno = 0;
@@ -416,7 +606,26 @@ int cmd_replay(int argc, char **argv) {
       flen += (size_t)snprintf(filters + flen, sizeof filters - flen, "%s%s %s", flen ? " " : "",
                                opt, val);
   }
+  if (merging || nfiles) {
+    int st;
+    if (!merging)
+      st = usage_error("unexpected argument", files[0]);
+    else if (other)
+      st = usage_error("--merge takes the shards' reports and only --json, --html and --quiet, not",
+                       other);
+    else if (!nfiles)
+      st = usage_error("--merge wants the shards' JSON reports: --merge s0.json s1.json ...", NULL);
+    else
+      st = replay_merge(files, nfiles, json, quiet, html_path, now);
+    against_map_free(map);
+    return st;
+  }
   const char *bad = !dir || !*dir        ? "no snapshot folder: give --snapshots DIR"
+                    : o.shard_count && npolicies > 1
+                        ? "--shard replays one candidate: give one --policy at most"
+                    : o.shard_count && o.limit
+                        ? "--shard and --limit do not go together (each shard would stop at its "
+                          "own count)"
                     : policy && against  ? "give --policy or --against, not both"
                     : mapped && !against ? "--against-map and --against-body go with --against"
                     : o.since_ns && o.until_ns && o.until_ns <= o.since_ns
@@ -475,9 +684,15 @@ int cmd_replay(int argc, char **argv) {
     f.action = o.action;
     f.policy_version = o.policy_version;
     if (o.source) f.source = snapshot_source_parse(o.source, strlen(o.source));
-    r.prog.total = count_matching(dir, &f, o.limit);
+    r.prog.total = count_matching(dir, &f, o.limit, &o);
     r.prog.on = r.prog.total >= 4096;
     r.prog.start = r.prog.last = (int64_t)clock_mono_ns();
+  }
+
+  if (o.shard_count && json) {
+    r.shard = shard_log_new();
+    r.labels = labels;
+    if (!r.shard) r.oom = 1;
   }
 
   replay_stats st;
@@ -505,43 +720,28 @@ int cmd_replay(int argc, char **argv) {
                         .generated_ns = now,
                         .stats = &st,
                         .failures = &r.failures};
-    if (json) {
-      json_buf b;
-      json_buf_init(&b, NULL);
-      if (report_json(&b, &rep, &info) < 0) {
-        fprintf(stderr, "verdict replay: out of memory writing the JSON\n");
-        status = 1;
-      } else {
-        fwrite(b.data, 1, b.len, stdout);
-        fputc('\n', stdout);
-      }
-      json_buf_free(&b);
-    } else {
-      if (r.determinism && r.failures.n && r.print_failures) fputc('\n', stdout);
-      report_text(stdout, &rep, &info);
+    json_buf extra;
+    json_buf_init(&extra, NULL);
+    if (r.shard) {
+      shard_run sr = {.index = o.shard_index,
+                      .count = o.shard_count,
+                      .passed = st.passed,
+                      .mode = score_mode_name(mode),
+                      .policy_version = policy ? st.policy_version : NULL,
+                      .against = against,
+                      .filters = filters,
+                      .weights = w,
+                      .have_labels = labels != NULL,
+                      .labels_loaded = score_labels_count(labels)};
+      json_buf_put(&extra, "\"shard\":", 8);
+      shard_json(&extra, &sr, r.shard);
+      info.extra_json = extra.data;
+      info.extra_len = extra.len;
     }
-    if (html_path) {
-      FILE *h = cli_open_file("replay", html_path, "w");
-      if (!h) {
-        status = 1;
-      } else if (report_html(h, &rep, &info) < 0) {
-        fprintf(stderr, "verdict replay: %s: write error\n", html_path);
-        status = 1;
-      }
-      if (h && fclose(h) != 0 && !status) {
-        fprintf(stderr, "verdict replay: %s: write error\n", html_path);
-        status = 1;
-      }
-    }
-    if (labels && rep.labelled == 0)
-      fprintf(stderr,
-              "verdict replay: warning: no snapshot matched a label in %s (labels name snapshot "
-              "ids or request keys)\n",
-              labels_path);
-    if (rep.seen == 0) fprintf(stderr, "verdict replay: warning: no snapshot matched\n");
-    if (r.determinism && rep.reproduced + rep.masked != rep.seen) status = 1;
-    if (fflush(stdout) != 0) status = 1;
+    status = emit(&r, &rep, &info, json, html_path, labels);
+    json_buf_free(&extra);
   }
+  shard_log_free(r.shard);
   report_failures_free(&r.failures);
   score_free(r.acc);
   score_labels_free(labels);

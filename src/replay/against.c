@@ -989,6 +989,7 @@ int against_run(const replay_opts *opts, const char *url, const against_map *map
   w.user = user;
   w.stats = stats;
   int rc = replay_run(opts, on_item, &w, &inner, err, errlen);
+  stats->passed = inner.passed; /* the log's, whatever the service answered */
   if (rc == 0 && w.err[0]) {
     snprintf(err, errlen, "%s: %s", url, w.err);
     rc = -1;

@@ -18,11 +18,24 @@
  * and call the differences nondeterminism, so such a version is refused
  * (every snapshot under it is an error item).
  *
+ * With several workers (opts.workers, "in parallel" below), the calling
+ * thread reads the log in batches (copying each record), the workers decide
+ * a batch's records (each with its own decision, arena and message, taking
+ * records a few at a time), copying each result into an arena of their own,
+ * and the calling thread hands the results over in the log's order while
+ * the workers decide the next batch. What the workers share is read-only
+ * (the options, the candidate bundle: a bundle is immutable, the engine's
+ * decisions read it from any number of threads) or behind a lock (the cache
+ * of recorded versions, whose entries never move once loaded); the
+ * accounting and the callback stay on the calling thread.
+ *
  * Nothing is written: no snapshots, no version store. Not here: scoring,
  * diffs and reports (score.c, report.c), which are built on the callback. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,16 +64,28 @@ typedef struct version_entry {
   char *error;
 } version_entry;
 
-typedef struct replayer {
-  const replay_opts *opts;
+/* The recorded versions loaded so far, shared by the workers (lock): an
+ * entry, once made, stays where it is until the walk ends. */
+typedef struct version_cache {
+  pthread_mutex_t lock;
   char *own;   /* the snapshot folder's own versions (looked in first) */
   char *store; /* where recorded versions are read from otherwise */
-  version_entry *versions;
+  version_entry **versions;
   size_t nversions, cap;
-  uint32_t *slots;     /* versions by hash (entry_hash): index + 1, 0 empty */
-  size_t nslots;       /* a power of two, at least twice nversions */
+  uint32_t *slots; /* versions by hash (entry_hash): index + 1, 0 empty */
+  size_t nslots;   /* a power of two, at least twice nversions */
+} version_cache;
+
+/* One deciding thread's state (the calling thread's alone without workers). */
+typedef struct replayer {
+  const replay_opts *opts;
+  version_cache *cache;
   version_entry *last; /* the version the previous snapshot used */
-  version_entry candidate;
+  /* the versions this thread found in the cache, looked in without the
+   * lock first (traffic to several strategies alternates between a few) */
+  version_entry *mine[16];
+  unsigned nmine;
+  version_entry *candidate; /* opts.policy_dir's bundle (shared, read-only) */
   arena mem; /* per snapshot: the parsed members and strings handed out */
   vd_decision *d;
   vd_decision *dref; /* the reference decision (opts.time_reference) */
@@ -146,13 +171,13 @@ static int is_hex64(const char *s, size_t n) {
 /* dir/<name>: in the snapshot folder's own versions when there, else in
  * the store (a folder written before folders carried their versions, or a
  * shared store given with --store). */
-static const char *version_dir(const replayer *rp, const char *name) {
+static const char *version_dir(const version_cache *rp, const char *name) {
   char path[4400];
   snprintf(path, sizeof path, "%s/%s", rp->own, name);
   return access(path, R_OK) == 0 ? rp->own : rp->store;
 }
 
-static void version_load(replayer *rp, version_entry *v) {
+static void version_load(version_cache *rp, version_entry *v) {
   char path[4200], name[128];
   snprintf(name, sizeof name, "%s.json", v->version);
   snprintf(path, sizeof path, "%s/%s", version_dir(rp, name), name);
@@ -241,24 +266,24 @@ static size_t entry_hash(const char *ver, size_t n, const char *mv, const char *
   return (size_t)(h ^ (h >> 29));
 }
 
-static void slots_put(replayer *rp, size_t index) {
-  const version_entry *v = &rp->versions[index];
+static void slots_put(version_cache *rp, size_t index) {
+  const version_entry *v = rp->versions[index];
   size_t i = entry_hash(v->version, strlen(v->version), v->model, v->features);
   while (rp->slots[i & (rp->nslots - 1)]) i++;
   rp->slots[i & (rp->nslots - 1)] = (uint32_t)index + 1;
 }
 
-static version_entry *version_get(replayer *rp, const char *ver, size_t n, const char *mv,
-                                  const char *fv) {
-  if (rp->last && entry_is(rp->last, ver, n, mv, fv)) return rp->last;
+/* The entry in the cache (loading it when new), with the cache locked. */
+static version_entry *cache_get(version_cache *rp, const char *ver, size_t n, const char *mv,
+                                const char *fv) {
   for (size_t i = rp->nslots ? entry_hash(ver, n, mv, fv) : 0; rp->nslots; i++) {
     uint32_t at = rp->slots[i & (rp->nslots - 1)];
     if (!at) break;
-    if (entry_is(&rp->versions[at - 1], ver, n, mv, fv)) return rp->last = &rp->versions[at - 1];
+    if (entry_is(rp->versions[at - 1], ver, n, mv, fv)) return rp->versions[at - 1];
   }
   if (rp->nversions == rp->cap) {
     size_t cap = rp->cap ? rp->cap * 2 : 8;
-    version_entry *nv = cap < UINT32_MAX ? realloc(rp->versions, cap * sizeof *nv) : NULL;
+    version_entry **nv = cap < UINT32_MAX ? realloc(rp->versions, cap * sizeof *nv) : NULL;
     uint32_t *ns = nv ? calloc(2 * cap, sizeof *ns) : NULL;
     if (nv) rp->versions = nv;
     if (!ns) return NULL;
@@ -268,8 +293,9 @@ static version_entry *version_get(replayer *rp, const char *ver, size_t n, const
     rp->cap = cap;
     for (size_t i = 0; i < rp->nversions; i++) slots_put(rp, i);
   }
-  version_entry *v = &rp->versions[rp->nversions++];
-  memset(v, 0, sizeof *v);
+  version_entry *v = calloc(1, sizeof *v);
+  if (!v) return NULL;
+  rp->versions[rp->nversions++] = v;
   snprintf(v->model, sizeof v->model, "%s", mv);
   snprintf(v->features, sizeof v->features, "%s", fv);
   if (!is_hex64(ver, n) || (mv[0] && !is_hex64(mv, strlen(mv))) ||
@@ -284,9 +310,24 @@ static version_entry *version_get(replayer *rp, const char *ver, size_t n, const
     v->version[64] = '\0';
     version_load(rp, v);
   }
-  slots_put(rp, (size_t)(v - rp->versions));
-  rp->last = NULL; /* realloc may have moved the entries */
-  return rp->last = v;
+  slots_put(rp, rp->nversions - 1);
+  return v;
+}
+
+static version_entry *version_get(replayer *rp, const char *ver, size_t n, const char *mv,
+                                  const char *fv) {
+  if (rp->last && entry_is(rp->last, ver, n, mv, fv)) return rp->last;
+  unsigned have = rp->nmine < 16 ? rp->nmine : 16;
+  for (unsigned i = 0; i < have; i++)
+    if (entry_is(rp->mine[i], ver, n, mv, fv)) return rp->last = rp->mine[i];
+  pthread_mutex_lock(&rp->cache->lock);
+  version_entry *v = cache_get(rp->cache, ver, n, mv, fv);
+  pthread_mutex_unlock(&rp->cache->lock);
+  if (v) {
+    rp->mine[rp->nmine++ % 16] = v; /* the oldest found gives way */
+    rp->last = v;
+  }
+  return v;
 }
 
 /* ---- reading a payload ----
@@ -905,7 +946,7 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
 
   version_entry *ve, *ref = NULL;
   if (rp->opts->policy_dir) {
-    ve = &rp->candidate;
+    ve = rp->candidate;
     if (rp->opts->time_reference) {
       ref = recorded_version(rp, it, f);
       if (ref && (!ref->bundle || !ref->names)) ref = NULL; /* not in the store: untimed */
@@ -991,15 +1032,33 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
 }
 
 static void replayer_free(replayer *rp) {
-  for (size_t i = 0; i < rp->nversions; i++) entry_free(&rp->versions[i]);
-  free(rp->versions);
-  free(rp->slots);
-  entry_free(&rp->candidate);
   arena_free(&rp->mem);
   vd_decision_free(rp->d);
   vd_decision_free(rp->dref);
-  free(rp->store);
-  free(rp->own);
+}
+
+static int replayer_init(replayer *rp, const replay_opts *opts, version_cache *cache,
+                         version_entry *candidate) {
+  memset(rp, 0, sizeof *rp);
+  rp->opts = opts;
+  rp->cache = cache;
+  rp->candidate = candidate;
+  arena_init(&rp->mem, NULL, 0, 0);
+  rp->d = vd_decision_new();
+  rp->dref = vd_decision_new();
+  return rp->d && rp->dref ? 0 : -1;
+}
+
+static void cache_free(version_cache *c) {
+  for (size_t i = 0; i < c->nversions; i++) {
+    entry_free(c->versions[i]);
+    free(c->versions[i]);
+  }
+  free(c->versions);
+  free(c->slots);
+  free(c->store);
+  free(c->own);
+  pthread_mutex_destroy(&c->lock);
 }
 
 /* Where recorded versions are read: opts->store_dir, else `versions` beside
@@ -1014,6 +1073,392 @@ static char *store_path(const replay_opts *o) {
   return p;
 }
 
+uint32_t replay_shard_of(const char *id_text, uint32_t count) {
+  uint64_t h = 0xcbf29ce484222325u; /* FNV-1a 64: the offset basis and the prime */
+  for (const unsigned char *p = (const unsigned char *)id_text; *p; p++)
+    h = (h ^ *p) * 0x100000001b3u;
+  return count ? (uint32_t)(h % count) : 0;
+}
+
+void replay_stats_count(replay_stats *st, const replay_item *it) {
+  st->seen++;
+  if (it->error) {
+    st->errors++;
+  } else {
+    st->replayed++;
+    if (it->masked)
+      st->masked++;
+    else if (it->same)
+      st->reproduced++;
+    else
+      st->changed++;
+  }
+  if (!it->complete) st->incomplete++;
+}
+
+/* Decides one record into *it (strings in rp->mem, rp->d and rp->msg: valid
+ * until the next record); id_text has room for SNAPSHOT_ID_TEXT. */
+static void replay_record(replayer *rp, const snapshot_rec *rec, uint64_t seq, replay_item *it,
+                          char *id_text) {
+  arena_reset(&rp->mem);
+  memset(it, 0, sizeof *it);
+  snapshot_id_format(rec->id, id_text);
+  it->id = rec->id;
+  it->id_text = id_text;
+  it->seq = seq;
+  it->time_ns = rec->time_ns;
+  it->point = arena_strndup(&rp->mem, rec->point, rec->point_len);
+  it->key = "";
+  it->request_json = "";
+  rp->msg[0] = '\0';
+  it->error = replay_one(rp, rec, it);
+  if (it->error) {
+    it->error_message = rp->msg;
+    memset(&it->replayed, 0, sizeof it->replayed);
+  } else {
+    it->same = sides_same(&it->recorded, &it->replayed);
+  }
+  if (!it->point) it->point = "";
+}
+
+/* Whether an item is handed over: scoring a candidate, the traffic is the
+ * answered decisions; the off-path one of a rollout is the same request
+ * decided again. */
+static int handed_over(const replay_opts *o, const replay_item *it) {
+  return !(it->completes && o->policy_dir);
+}
+
+static int in_shard(const replay_opts *o, const uint8_t *id) {
+  if (!o->shard_count) return 1;
+  char text[SNAPSHOT_ID_TEXT];
+  snapshot_id_format(id, text);
+  return replay_shard_of(text, o->shard_count) == o->shard_index;
+}
+
+/* ---- in parallel ---- */
+
+#define BATCH_PER_WORKER 256 /* records a batch holds per worker */
+#define TAKE 8               /* records a worker takes at once */
+
+typedef struct slot {
+  snapshot_rec rec; /* its strings in the batch's buffer */
+  size_t point_at, payload_at;
+  uint64_t seq;
+  char id_text[SNAPSHOT_ID_TEXT];
+  replay_item it; /* the result, its strings in the deciding worker's arena */
+} slot;
+
+typedef struct batch {
+  slot *slots;
+  size_t n, cap;
+  char *buf; /* the records' points and payloads */
+  size_t len, bufcap;
+  atomic_size_t next; /* the next slot to take */
+  int finished;       /* workers done with it (pool lock) */
+} batch;
+
+typedef struct pool pool;
+
+typedef struct worker {
+  pool *p;
+  replayer rp;
+  arena keep[2]; /* the results of the batch in buffer 0 / 1 */
+  pthread_t thread;
+  int started;
+} worker;
+
+struct pool {
+  pthread_mutex_t lock;
+  pthread_cond_t work, done;
+  uint64_t posted; /* batches posted so far; batch g is in buffer g & 1 */
+  int quit;
+  int nworkers;
+  batch b[2];
+  worker *w;
+};
+
+static char *keep_str(arena *a, const char *s, int *oom) {
+  if (!s) return NULL;
+  char *c = arena_strndup(a, s, strlen(s));
+  if (!c) *oom = 1;
+  return c;
+}
+
+static void keep_side(arena *a, replay_side *d, const replay_side *s, int *oom) {
+  *d = *s;
+  d->action = keep_str(a, s->action, oom);
+  d->source = keep_str(a, s->source, oom);
+  d->rule = keep_str(a, s->rule, oom);
+  d->policy_version = keep_str(a, s->policy_version, oom);
+  d->reason = keep_str(a, s->reason, oom);
+  d->decision_id = keep_str(a, s->decision_id, oom);
+  d->model_version = keep_str(a, s->model_version, oom);
+}
+
+/* The strings of *s copied into a (the id stays where it is): 0, or 1 when
+ * out of memory. */
+static int keep_strings(arena *a, replay_item *d, const replay_item *s) {
+  int oom = 0;
+  *d = *s;
+  d->point = keep_str(a, s->point, &oom);
+  d->key = keep_str(a, s->key, &oom);
+  d->request_json = s->request_len ? arena_strndup(a, s->request_json, s->request_len) : "";
+  if (!d->request_json) oom = 1;
+  d->error_message = keep_str(a, s->error_message, &oom);
+  d->masked = keep_str(a, s->masked, &oom);
+  d->side = keep_str(a, s->side, &oom);
+  keep_side(a, &d->recorded, &s->recorded, &oom);
+  keep_side(a, &d->replayed, &s->replayed, &oom);
+  return oom;
+}
+
+int replay_item_keep(arena *a, replay_item *d, const replay_item *s) {
+  if (keep_strings(a, d, s)) return -1;
+  uint8_t *id = s->id ? arena_memdup(a, s->id, 16) : NULL;
+  char *text = s->id_text ? arena_strndup(a, s->id_text, strlen(s->id_text)) : NULL;
+  if ((s->id && !id) || (s->id_text && !text)) return -1;
+  d->id = id;
+  d->id_text = text;
+  return 0;
+}
+
+/* A copy of *s for the calling thread; out of memory, an error item. */
+static void keep_item(arena *a, replay_item *d, const replay_item *s) {
+  if (keep_strings(a, d, s)) { /* an error item, with nothing that needs memory */
+    memset(d, 0, sizeof *d);
+    d->id = s->id;
+    d->id_text = s->id_text;
+    d->seq = s->seq;
+    d->time_ns = s->time_ns;
+    d->point = d->key = d->request_json = "";
+    d->error = VD_ENOMEM;
+    d->error_message = "out of memory keeping the result";
+  }
+}
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  pool *p = w->p;
+  for (uint64_t gen = 0;; gen++) {
+    pthread_mutex_lock(&p->lock);
+    while (p->posted <= gen && !p->quit) pthread_cond_wait(&p->work, &p->lock);
+    int stop = p->posted <= gen;
+    pthread_mutex_unlock(&p->lock);
+    if (stop) break;
+    batch *b = &p->b[gen & 1];
+    arena *keep = &w->keep[gen & 1];
+    arena_reset(keep);
+    for (;;) {
+      size_t i = atomic_fetch_add(&b->next, TAKE);
+      if (i >= b->n) break;
+      size_t end = i + TAKE < b->n ? i + TAKE : b->n;
+      for (; i < end; i++) {
+        slot *s = &b->slots[i];
+        replay_item it;
+        replay_record(&w->rp, &s->rec, s->seq, &it, s->id_text);
+        keep_item(keep, &s->it, &it);
+      }
+    }
+    pthread_mutex_lock(&p->lock);
+    if (++b->finished == p->nworkers) pthread_cond_signal(&p->done);
+    pthread_mutex_unlock(&p->lock);
+  }
+  return NULL;
+}
+
+/* Reads up to max records into b (copies). 1 the log went on, 0 it ended,
+ * -1 reader error (message in err). */
+static int batch_fill(batch *b, snapshot_reader *r, const replay_opts *o, size_t max,
+                      uint64_t *passed, uint64_t *read_cap, char *err, size_t errlen) {
+  b->n = b->len = 0;
+  while (b->n < max) {
+    if (read_cap && *read_cap == 0) return 0;
+    snapshot_rec rec;
+    int got = snapshot_reader_next(r, &rec);
+    if (got < 0) return fail(err, errlen, "%s", snapshot_reader_error(r));
+    if (got == 0) return 0;
+    uint64_t seq = (*passed)++;
+    if (!in_shard(o, rec.id)) continue;
+    if (read_cap) (*read_cap)--;
+    if (b->n == b->cap) {
+      size_t cap = b->cap ? b->cap * 2 : 1024;
+      slot *ns = realloc(b->slots, cap * sizeof *ns);
+      if (!ns) return fail(err, errlen, "out of memory");
+      b->slots = ns;
+      b->cap = cap;
+    }
+    size_t need = rec.point_len + rec.payload_len + 2;
+    if (b->len + need > b->bufcap) {
+      size_t cap = b->bufcap ? b->bufcap : 1 << 20;
+      while (b->len + need > cap) cap *= 2;
+      char *nb = realloc(b->buf, cap);
+      if (!nb) return fail(err, errlen, "out of memory");
+      b->buf = nb;
+      b->bufcap = cap;
+    }
+    slot *s = &b->slots[b->n++];
+    s->rec = rec;
+    s->seq = seq;
+    s->point_at = b->len;
+    memcpy(b->buf + b->len, rec.point, rec.point_len);
+    b->len += rec.point_len;
+    b->buf[b->len++] = '\0';
+    s->payload_at = b->len;
+    memcpy(b->buf + b->len, rec.payload, rec.payload_len);
+    b->len += rec.payload_len;
+    b->buf[b->len++] = '\0';
+  }
+  return 1;
+}
+
+static void batch_post(pool *p, batch *b) {
+  atomic_store(&b->next, 0);
+  b->finished = 0;
+  pthread_mutex_lock(&p->lock);
+  p->posted++;
+  pthread_cond_broadcast(&p->work);
+  pthread_mutex_unlock(&p->lock);
+}
+
+static void batch_wait(pool *p, batch *b) {
+  pthread_mutex_lock(&p->lock);
+  while (b->finished < p->nworkers) pthread_cond_wait(&p->done, &p->lock);
+  pthread_mutex_unlock(&p->lock);
+}
+
+/* batch_fill, then the records pointed into the buffer (which may have
+ * moved while it filled) */
+static int fill(batch *b, snapshot_reader *r, const replay_opts *o, size_t max, uint64_t *passed,
+                uint64_t *read_cap, char *err, size_t errlen) {
+  int rc = batch_fill(b, r, o, max, passed, read_cap, err, errlen);
+  for (size_t i = 0; i < b->n; i++) {
+    b->slots[i].rec.point = b->buf + b->slots[i].point_at;
+    b->slots[i].rec.payload = b->buf + b->slots[i].payload_at;
+  }
+  return rc;
+}
+
+static int run_parallel(const replay_opts *opts, version_cache *cache, version_entry *candidate,
+                        snapshot_reader *r, replay_cb cb, void *user, replay_stats *stats,
+                        char *err, size_t errlen) {
+  int n = opts->workers > REPLAY_MAX_WORKERS ? REPLAY_MAX_WORKERS : opts->workers;
+  pool p;
+  memset(&p, 0, sizeof p);
+  pthread_mutex_init(&p.lock, NULL);
+  pthread_cond_init(&p.work, NULL);
+  pthread_cond_init(&p.done, NULL);
+  p.w = calloc((size_t)n, sizeof *p.w);
+  int result = 0;
+  if (!p.w) {
+    result = fail(err, errlen, "out of memory");
+    goto out;
+  }
+  for (int i = 0; i < n; i++) {
+    worker *w = &p.w[i];
+    w->p = &p;
+    arena_init(&w->keep[0], NULL, 0, 0);
+    arena_init(&w->keep[1], NULL, 0, 0);
+    if (replayer_init(&w->rp, opts, cache, candidate) != 0) {
+      result = fail(err, errlen, "out of memory");
+      goto stop;
+    }
+    if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+      result = fail(err, errlen, "cannot start replay worker %d: %s", i + 1, strerror(errno));
+      goto stop;
+    }
+    w->started = 1;
+    p.nworkers++;
+  }
+  {
+    /* Without a candidate every record read is handed over: a limit is then
+     * a cap on reading too. */
+    uint64_t cap = opts->limit, *read_cap = opts->limit && !opts->policy_dir ? &cap : NULL;
+    size_t max = (size_t)n * BATCH_PER_WORKER;
+    char rerr[1024] = "";
+    int cur = 0, more = fill(&p.b[0], r, opts, max, &stats->passed, read_cap, rerr, sizeof rerr);
+    int posted = p.b[0].n > 0, stopped = 0;
+    if (posted) batch_post(&p, &p.b[0]);
+    while (posted) {
+      int nxt = cur ^ 1, posted_next = 0;
+      if (more == 1 && !stopped) {
+        more = fill(&p.b[nxt], r, opts, max, &stats->passed, read_cap, rerr, sizeof rerr);
+        if (p.b[nxt].n) {
+          batch_post(&p, &p.b[nxt]);
+          posted_next = 1;
+        }
+      }
+      batch_wait(&p, &p.b[cur]);
+      for (size_t i = 0; i < p.b[cur].n && !stopped; i++) {
+        const replay_item *it = &p.b[cur].slots[i].it;
+        if (opts->limit && stats->seen >= opts->limit) {
+          stopped = 1;
+          break;
+        }
+        if (!handed_over(opts, it)) continue;
+        replay_stats_count(stats, it);
+        if (cb && cb(user, it)) stopped = 1;
+      }
+      cur = nxt;
+      posted = posted_next;
+    }
+    if (more < 0 && !stopped) result = fail(err, errlen, "%s", rerr);
+  }
+stop:
+  pthread_mutex_lock(&p.lock);
+  p.quit = 1;
+  pthread_cond_broadcast(&p.work);
+  pthread_mutex_unlock(&p.lock);
+  for (int i = 0; i < n; i++) {
+    if (p.w[i].started) pthread_join(p.w[i].thread, NULL);
+    replayer_free(&p.w[i].rp);
+    arena_free(&p.w[i].keep[0]);
+    arena_free(&p.w[i].keep[1]);
+  }
+out:
+  free(p.w);
+  for (int i = 0; i < 2; i++) {
+    free(p.b[i].slots);
+    free(p.b[i].buf);
+  }
+  pthread_cond_destroy(&p.work);
+  pthread_cond_destroy(&p.done);
+  pthread_mutex_destroy(&p.lock);
+  return result;
+}
+
+/* ---- the walk ---- */
+
+static int run_serial(const replay_opts *opts, version_cache *cache, version_entry *candidate,
+                      snapshot_reader *r, replay_cb cb, void *user, replay_stats *stats,
+                      char *err, size_t errlen) {
+  replayer rp;
+  if (replayer_init(&rp, opts, cache, candidate) != 0) {
+    replayer_free(&rp);
+    return fail(err, errlen, "out of memory");
+  }
+  int result = 0;
+  snapshot_rec rec;
+  for (;;) {
+    if (opts->limit && stats->seen >= opts->limit) break;
+    int got = snapshot_reader_next(r, &rec);
+    if (got < 0) {
+      result = fail(err, errlen, "%s", snapshot_reader_error(r));
+      break;
+    }
+    if (got == 0) break;
+    uint64_t seq = stats->passed++;
+    if (!in_shard(opts, rec.id)) continue;
+    replay_item it;
+    char id_text[SNAPSHOT_ID_TEXT];
+    replay_record(&rp, &rec, seq, &it, id_text);
+    if (!handed_over(opts, &it)) continue;
+    replay_stats_count(stats, &it);
+    if (cb && cb(user, &it)) break;
+  }
+  replayer_free(&rp);
+  return result;
+}
+
 int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *stats, char *err,
                size_t errlen) {
   replay_stats local;
@@ -1022,6 +1467,9 @@ int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *
   if (err && errlen) err[0] = '\0';
   if (!opts || !opts->snapshots_dir || !opts->snapshots_dir[0])
     return fail(err, errlen, "no snapshot folder given");
+  if (opts->shard_count && opts->shard_index >= opts->shard_count)
+    return fail(err, errlen, "shard %u of %u: the index must be below the count",
+                opts->shard_index, opts->shard_count);
 
   snapshot_filter f;
   snapshot_filter_init(&f);
@@ -1036,95 +1484,53 @@ int replay_run(const replay_opts *opts, replay_cb cb, void *user, replay_stats *
       return fail(err, errlen, "unknown source '%s' (rule, model, default or error)", opts->source);
   }
 
-  replayer rp;
-  memset(&rp, 0, sizeof rp);
-  rp.opts = opts;
-  arena_init(&rp.mem, NULL, 0, 0);
-  rp.d = vd_decision_new();
-  rp.dref = vd_decision_new();
-  rp.store = store_path(opts);
-  rp.own = snapshot_versions_path(opts->snapshots_dir);
-  if (!rp.d || !rp.dref || !rp.store || !rp.own) {
-    replayer_free(&rp);
-    return fail(err, errlen, "out of memory");
+  version_cache cache;
+  memset(&cache, 0, sizeof cache);
+  pthread_mutex_init(&cache.lock, NULL);
+  version_entry candidate;
+  memset(&candidate, 0, sizeof candidate);
+  cache.store = store_path(opts);
+  cache.own = snapshot_versions_path(opts->snapshots_dir);
+  int result = 0;
+  if (!cache.store || !cache.own) {
+    result = fail(err, errlen, "out of memory");
+    goto out;
   }
   if (opts->policy_dir) {
     policy_load_opts lo = {.store_dir = ""}; /* replay writes nothing */
     policy_diags dg;
     memset(&dg, 0, sizeof dg);
-    if (policy_bundle_load(opts->policy_dir, &lo, &rp.candidate.bundle, &dg) != 0 ||
-        !rp.candidate.bundle) {
+    if (policy_bundle_load(opts->policy_dir, &lo, &candidate.bundle, &dg) != 0 ||
+        !candidate.bundle) {
       char *m = diags_message(opts->policy_dir, &dg);
       fail(err, errlen, "the bundle %s", m ? m : "does not load");
       free(m);
       policy_diags_free(&dg);
-      replayer_free(&rp);
-      return -1;
+      result = -1;
+      goto out;
     }
     policy_diags_free(&dg);
-    arena_init(&rp.candidate.mem, NULL, 0, 0);
-    rp.candidate.names = service_names_build(&rp.candidate.mem, rp.candidate.bundle);
-    if (!rp.candidate.names) {
-      replayer_free(&rp);
-      return fail(err, errlen, "out of memory");
+    snprintf(stats->policy_version, sizeof stats->policy_version, "%s", candidate.bundle->version);
+    arena_init(&candidate.mem, NULL, 0, 0);
+    candidate.names = service_names_build(&candidate.mem, candidate.bundle);
+    if (!candidate.names) {
+      result = fail(err, errlen, "out of memory");
+      goto out;
     }
   }
 
   snapshot_reader *r;
   char rerr[SNAPSHOT_ERRLEN];
   if (snapshot_reader_open(opts->snapshots_dir, &f, &r, rerr, sizeof rerr) != 0) {
-    replayer_free(&rp);
-    return fail(err, errlen, "%s", rerr);
+    result = fail(err, errlen, "%s", rerr);
+    goto out;
   }
-  int result = 0;
-  snapshot_rec rec;
-  for (;;) {
-    if (opts->limit && stats->seen >= opts->limit) break;
-    int got = snapshot_reader_next(r, &rec);
-    if (got < 0) {
-      result = fail(err, errlen, "%s", snapshot_reader_error(r));
-      break;
-    }
-    if (got == 0) break;
-    stats->seen++;
-    arena_reset(&rp.mem);
-    replay_item it;
-    memset(&it, 0, sizeof it);
-    char id_text[SNAPSHOT_ID_TEXT];
-    snapshot_id_format(rec.id, id_text);
-    it.id = rec.id;
-    it.id_text = id_text;
-    it.time_ns = rec.time_ns;
-    it.point = arena_strndup(&rp.mem, rec.point, rec.point_len);
-    it.key = "";
-    it.request_json = "";
-    rp.msg[0] = '\0';
-    it.error = replay_one(&rp, &rec, &it);
-    if (it.completes && opts->policy_dir) {
-      /* scoring a candidate: the traffic is the answered decisions; the
-       * off-path one of a rollout is the same request decided again */
-      stats->seen--;
-      continue;
-    }
-    if (it.error) {
-      it.error_message = rp.msg;
-      memset(&it.replayed, 0, sizeof it.replayed);
-      stats->errors++;
-    } else {
-      stats->replayed++;
-      it.same = sides_same(&it.recorded, &it.replayed);
-      if (it.masked)
-        stats->masked++;
-      else if (it.same)
-        stats->reproduced++;
-      else
-        stats->changed++;
-    }
-    if (!it.complete) stats->incomplete++;
-    if (!it.point) it.point = "";
-    if (cb && cb(user, &it)) break;
-  }
+  result = opts->workers > 1
+               ? run_parallel(opts, &cache, &candidate, r, cb, user, stats, err, errlen)
+               : run_serial(opts, &cache, &candidate, r, cb, user, stats, err, errlen);
   snapshot_reader_close(r);
-  replayer_free(&rp);
+out:
+  entry_free(&candidate);
+  cache_free(&cache);
   return result;
 }

@@ -9,6 +9,14 @@
  * Each result goes to a callback with both sides, so scoring, diffs and
  * reports (score.c, report.c) are built on top without re-reading the log.
  *
+ * With opts.workers > 1 the snapshots are decided on that many threads, and
+ * the callback still runs on the calling thread, once per snapshot, in the
+ * log's order, with what one thread would have handed it: the results are
+ * the same whatever the number of workers (only measured times differ).
+ * With opts.shard_count, only one shard of the log is replayed (by a stable
+ * hash of the snapshot id: replay_shard_of), so that several machines can
+ * split one log; docs/replay.md, "Parallel and sharded replay".
+ *
  * Replay feeds the recorded nondeterministic inputs (the clock reading, and
  * later counter values and random draws) back into the engine, so a decision
  * is a pure function of what the snapshot holds. */
@@ -17,6 +25,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "core/arena.h"
 
 /* One side of a comparison: what a decision said. Strings are NUL-terminated
  * and valid only during the callback. */
@@ -79,6 +89,8 @@ typedef struct replay_item {
   const char *side; /* a rollout's "side" (live, shadow, canary), or NULL */
   int completes;    /* the off-path decision of a rollout: it completes another
                      * snapshot (skipped when scoring a candidate bundle) */
+  uint64_t seq;     /* its place among the snapshots that pass the filters, from
+                     * 0, counting every shard's: the order a merge restores */
 } replay_item;
 
 /* Return non-zero to stop the walk. */
@@ -99,7 +111,21 @@ typedef struct replay_opts {
   /* With policy_dir: also decide each request under its recorded version
    * (when the store has it) and time it (replay_side.reference_us). */
   int time_reference;
+  /* Threads deciding: 0 or 1 the calling thread alone; at most
+   * REPLAY_MAX_WORKERS. */
+  int workers;
+  /* Sharding: 0 none; else only the snapshots whose id falls in shard
+   * shard_index (replay_shard_of(id) == shard_index). `limit` then counts
+   * the shard's own snapshots. */
+  uint32_t shard_index, shard_count;
 } replay_opts;
+
+#define REPLAY_MAX_WORKERS 256
+
+/* The shard of a snapshot: FNV-1a 64 of its id text (the 36 characters of
+ * the UUID, lower-case hex with dashes, as every report prints it), mod
+ * count (count >= 1). Stable across machines and versions. */
+uint32_t replay_shard_of(const char *id_text, uint32_t count);
 
 typedef struct replay_stats {
   uint64_t seen;       /* snapshots that passed the filters */
@@ -109,7 +135,19 @@ typedef struct replay_stats {
   uint64_t errors;     /* could not be replayed (missing version, bad request) */
   uint64_t incomplete; /* complete == 0 */
   uint64_t masked;     /* replayed, but read a masked field: cannot be re-proven */
+  uint64_t passed;     /* snapshots that passed the filters, every shard's (when the
+                        * walk went to the end of the log) */
+  char policy_version[65]; /* with policy_dir: the candidate bundle's version */
 } replay_stats;
+
+/* Counts one item as replay_run does before handing it over (seen, replayed,
+ * reproduced, changed, errors, incomplete, masked): for a caller feeding
+ * items it kept (a merge of shards). */
+void replay_stats_count(replay_stats *st, const replay_item *it);
+
+/* A copy of *src whose strings (and id) live in a: for a caller keeping
+ * items past the callback. 0, or -1 when out of memory. */
+int replay_item_keep(arena *a, replay_item *dst, const replay_item *src);
 
 /* Returns 0 (also when some items failed: see stats.errors), or -1 with a
  * message in err when the walk itself could not run (no such directory,

@@ -660,6 +660,10 @@ int report_json(json_buf *b, const score_report *r, const report_info *info) {
     j_u64(b, r->mode == SCORE_DETERMINISM ? "failures_omitted" : "changed_decisions_omitted",
           f->omitted);
   }
+  if (info->extra_json && info->extra_len) {
+    json_buf_putc(b, ',');
+    json_buf_put(b, info->extra_json, info->extra_len);
+  }
   json_buf_putc(b, '}');
   return b->oom ? -1 : 0;
 }

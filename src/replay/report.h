@@ -54,6 +54,10 @@ typedef struct report_info {
   int64_t generated_ns; /* unix ns, for the page's date */
   const replay_stats *stats;
   const report_failures *failures;
+  /* More members for the JSON object, written as given before its end
+   * ("name":value pairs, comma-separated; a shard's "shard"): NULL none. */
+  const char *extra_json;
+  size_t extra_len;
 } report_info;
 
 /* The terminal summary. */
