@@ -74,7 +74,7 @@ typedef struct dversion {
 } dversion;
 
 typedef struct skips {
-  size_t no_model, no_label, other_version, bad_names, bad_json, bad_value;
+  size_t no_model, no_label, other_version, bad_names, bad_json, bad_value, off_path;
 } skips;
 
 static int by_time(const void *a, const void *b) {
@@ -163,8 +163,9 @@ static void print_summary_json(const dataset_opts *o, const dversion *v, const d
     p += strlen(p) + 1;
   }
   printf("},\"skipped\":{\"model_not_run\":%zu,\"no_label\":%zu,\"other_features_version\":%zu,"
-         "\"feature_names_differ\":%zu,\"unreadable\":%zu},\"versions\":[",
-         sk->no_model, sk->no_label, sk->other_version, sk->bad_names, sk->bad_json + sk->bad_value);
+         "\"feature_names_differ\":%zu,\"off_path\":%zu,\"unreadable\":%zu},\"versions\":[",
+         sk->no_model, sk->no_label, sk->other_version, sk->bad_names, sk->off_path,
+         sk->bad_json + sk->bad_value);
   for (size_t i = 0; i < nversions; i++)
     printf("%s{\"features_version\":\"%s\",\"rows\":%zu}", i ? "," : "", versions[i].hex,
            versions[i].rows);
@@ -220,6 +221,12 @@ static int do_dataset(const dataset_opts *o) {
     value s;
     if (json_parse(&a, rec.payload, rec.payload_len, &jo, &s, NULL)) {
       sk.bad_json++;
+      continue;
+    }
+    /* A rollout's off-path decision (docs/snapshots.md, `completes`) is the
+     * same request again: its answered record is the one kept. */
+    if (get(&s, "completes")) {
+      sk.off_path++;
       continue;
     }
     const value *feat = get(&s, "features"), *model = get(&s, "model");
@@ -289,6 +296,8 @@ static int do_dataset(const dataset_opts *o) {
     d->time_ns = rec.time_ns;
     memcpy(d->id, idt, sizeof idt);
     d->action = strdup(lab);
+    for (char *c = d->action; c && *c; c++) /* one CSV cell, whatever the label says */
+      if (*c == ',' || (unsigned char)*c < 0x20) *c = '_';
     d->x = x;
     d->ver = vi;
     d->label = !in_list(o->negative, lab);
@@ -396,13 +405,14 @@ static int do_dataset(const dataset_opts *o) {
     printf("  %8zu  no label\n", sk.no_label);
     printf("  %8zu  recorded under another feature spec version\n", sk.other_version);
     printf("  %8zu  feature names differ within a version\n", sk.bad_names);
+    printf("  %8zu  a rollout's off-path decision (its answered one is kept)\n", sk.off_path);
     printf("  %8zu  unreadable\n", sk.bad_json + sk.bad_value);
     for (size_t i = 0; i < nversions; i++)
       if ((long)i != keep)
         printf("  left out: features_version %.12s, %zu labelled rows\n", versions[i].hex,
                versions[i].rows);
   }
-  for (size_t i = 0; i < (rc ? 0 : n); i++) {
+  for (size_t i = 0; i < n; i++) {
     free(rows[i].x);
     free(rows[i].action);
   }
@@ -939,6 +949,12 @@ static int do_compare(const compare_opts *o) {
   }
   uint32_t nf = gbdt_num_features(mo);
   int rc = 0;
+  if (gbdt_num_outputs(mo) != 1 || gbdt_num_outputs(mn) != 1) {
+    fprintf(stderr, "verdict model: compare takes models with one output (a score), and %s has %u\n",
+            gbdt_num_outputs(mo) != 1 ? o->old_path : o->new_path,
+            gbdt_num_outputs(mo) != 1 ? gbdt_num_outputs(mo) : gbdt_num_outputs(mn));
+    rc = 1;
+  }
   const char **names = malloc((nf ? nf : 1) * sizeof *names);
   if (!names) rc = oom();
   for (uint32_t j = 0; !rc && j < nf; j++) {

@@ -142,6 +142,14 @@ else
   echo "learning loop: python3-xgboost missing: training steps skipped"
 fi
 
+# filters: --point and --until narrow what is read
+expect 1 "no labelled snapshot .* ran a model \(0 read" "$V" model dataset -s "$T/snaps" \
+  --labels "$T/labels.jsonl" --point payment_authorization --out "$T/o.csv"
+expect 1 "no labelled snapshot .* ran a model \(0 read" "$V" model dataset -s "$T/snaps" \
+  --labels "$T/labels.jsonl" --until 2001-01-01T00:00:00Z --out "$T/o.csv"
+expect 0 "rows" "$V" model dataset -s "$T/snaps" --labels "$T/labels.jsonl" \
+  --point http_request --since 2001-01-01T00:00:00Z --out "$T/o.csv"
+
 # refusals
 expect 2 "needs --labels" "$V" model dataset -s "$T/snaps" --out "$T/o.csv"
 expect 2 "needs --snapshots" "$V" model dataset --labels "$T/labels.jsonl" --out "$T/o.csv"
