@@ -123,6 +123,15 @@ if "$PY" -c "import xgboost" 2>/dev/null; then
   mkdir -p "$T/cand"
   cp -r "$T/bundle/"*.yaml "$T/bundle/models" "$T/cand/"
   cp "$T/new.json" "$T/cand/models/clef-default-v3.json"
+  # with the thresholds train suggested (the same block and challenge rates)
+  tb=$(awk '$1 == "block" && /new model/ { print $NF }' "$T/train.txt")
+  tc=$(awk '$1 == "challenge" && /new model/ { print $NF }' "$T/train.txt")
+  [ -n "$tb" ] && [ -n "$tc" ] && ok || bad "train printed no suggested thresholds"
+  sed -i "s/{min_score: 0.95, action: block/{min_score: $tb, action: block/;
+          s/{min_score: 0.8, action: challenge/{min_score: $tc, action: challenge/" \
+    "$T/cand/request_gate.yaml"
+  has "$T/cand/request_gate.yaml" "min_score: $tb, action: block" "candidate thresholds set"
+  "$V" check "$T/cand" > /dev/null || bad "the candidate bundle does not check"
   "$V" replay -s "$T/snaps" --policy "$T/cand" --store "$T/store" --labels "$T/labels.jsonl" \
     --json > "$T/replay.json" 2> "$T/replay.err"
   rrc=$?
@@ -134,6 +143,40 @@ l = d["labels"]["recorded"], d["labels"]["replayed"]
 print("replay with the candidate: label accuracy recorded %.4f, replayed %.4f" %
       (l[0]["accuracy"], l[1]["accuracy"]))
 PY
+  # 6. shadow: the real server answers with the bundle, the candidate decides
+  # off the path; `verdict rollout --labels` scores both sides
+  need curl
+  TOKEN=learning-loop-token-0123456789
+  echo "$TOKEN" > "$T/token"
+  PORT=$(free_port)
+  URL="http://127.0.0.1:$PORT"
+  "$V" serve --listen "127.0.0.1:$PORT" --threads 2 --admin-token-file "$T/token" \
+    -p "$T/bundle" --store "$T/store" --snapshots "$T/snaps2" --shadow "$T/cand" \
+    2> "$T/serve.log" &
+  PID=$!
+  wait_ready "learning loop" "$T/serve.log"
+  tail -n 600 "$T/traffic.jsonl" | "$PY" -c '
+import sys, http.client
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+for line in sys.stdin:
+    c.request("POST", "/v1/decide", line.encode(), {"Content-Type": "application/json"})
+    c.getresponse().read()
+' "$PORT" || bad "sending the traffic failed"
+  stop
+  "$V" rollout --snapshots "$T/snaps2" --labels "$T/labels.jsonl" --json > "$T/rollout.json" ||
+    bad "rollout report failed"
+  "$PY" - "$T/rollout.json" <<'PY' && ok || bad "rollout report has no labelled pairs"
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("shadow: %d pairs compared, label accuracy live %.4f, candidate %.4f" %
+      (d["compared"], d["live"]["accuracy"], d["candidate"]["accuracy"]))
+sys.exit(0 if d["compared"] == 600 and d["live"]["labelled"] > 0 else 1)
+PY
+  # the shadow's decisions are the same requests again: left out of a dataset
+  "$V" model dataset -s "$T/snaps2" --labels "$T/labels.jsonl" --json --out "$T/d3.csv" \
+    > "$T/d3.json" || bad "dataset of a shadowed folder failed"
+  eq "$(jget "$T/d3.json" 'd["skipped"]["off_path"]')" 600 "off-path decisions left out"
+
   # a bad dataset line is named file:line
   sed '5s/^[^,]*,/x1,/' "$T/data.csv" > "$T/bad.csv"
   expect 1 "bad.csv:5: column 1" "$V" model train --dataset "$T/bad.csv" --spec "$SPEC" --out "$T/x.json"
