@@ -94,8 +94,10 @@ for line in open(sys.argv[2]):
     score[s["id"]] = s.get("model_score")
 ids = [x["id"] for x in csv.DictReader(open(sys.argv[1]))]
 pred = [float(l) for l in open(sys.argv[3])]
-bad = sum(1 for i, p in zip(ids, pred) if score.get(i) is None or abs(score[i] - p) > 1e-6)
-sys.exit(1 if bad or not ids else 0)
+# a decision whose model missed its deadline (a busy machine) has its row but no score
+scored = [(score[i], p) for i, p in zip(ids, pred) if score.get(i) is not None]
+bad = sum(1 for s, p in scored if abs(s - p) > 1e-6)
+sys.exit(1 if bad or len(scored) < 0.9 * len(ids) else 0)
 PY
 fi
 
@@ -119,6 +121,21 @@ if "$PY" -c "import xgboost" 2>/dev/null; then
   echo "held-out accuracy: shipped $old, retrained $new"
   "$PY" -c "import sys; sys.exit(0 if $new >= $old else 1)" && ok ||
     bad "the retrained model is less accurate ($new) than the shipped one ($old)"
+  # the figures are the usual ones: accuracy and AUC as scikit-learn computes them
+  if "$PY" -c 'import sklearn' 2>/dev/null; then
+    "$V" model predict "$T/new.json" "$T/data.csv" | cut -d, -f1 > "$T/pnew.txt"
+    "$PY" - "$T/data.csv" "$T/pnew.txt" "$T/cmp.json" <<'PY' && ok || bad "accuracy/AUC differ from scikit-learn's"
+import csv, json, sys
+from sklearn.metrics import accuracy_score, roc_auc_score
+rows = list(csv.DictReader(open(sys.argv[1])))
+p = [float(l) for l in open(sys.argv[2])]
+y = [int(r["label"]) for r in rows if r["split"] == "test"]
+q = [v for r, v in zip(rows, p) if r["split"] == "test"]
+d = json.load(open(sys.argv[3]))["new"]
+sys.exit(0 if abs(roc_auc_score(y, q) - d["auc"]) < 1e-5 and
+         abs(accuracy_score(y, [v >= 0.5 for v in q]) - d["accuracy"]) < 1e-5 else 1)
+PY
+  fi
   # 5. a candidate bundle with the new model, replayed and scored with the labels
   mkdir -p "$T/cand"
   cp -r "$T/bundle/"*.yaml "$T/bundle/models" "$T/cand/"
