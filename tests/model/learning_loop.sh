@@ -202,6 +202,34 @@ else
   echo "learning loop: python3-xgboost missing: training steps skipped"
 fi
 
+# two feature spec versions in one folder: the majority's rows are kept, the
+# others reported and left out; --spec picks the other one
+mkdir -p "$T/b2"
+cp -r "$T/bundle/"*.yaml "$T/bundle/models" "$T/b2/"
+sed -i 's/^description: .*/description: the same features, another file/' \
+  "$T/b2/models/clef-default-v3.features.yaml"
+head -n 900 "$T/traffic.jsonl" > "$T/t1.jsonl"
+tail -n 300 "$T/traffic.jsonl" > "$T/t2.jsonl"
+"$V" decide --policy "$T/bundle" --store "$T/store" --jsonl --snapshots "$T/snaps3" "$T/t1.jsonl" \
+  > /dev/null || bad "decide t1"
+"$V" decide --policy "$T/b2" --store "$T/store2" --jsonl --snapshots "$T/snaps3" "$T/t2.jsonl" \
+  > /dev/null || bad "decide t2"
+"$V" model dataset -s "$T/snaps3" --labels "$T/labels.jsonl" --json --out "$T/m.csv" > "$T/m.json" ||
+  bad "dataset of two versions failed"
+"$V" model dataset -s "$T/snaps3" --labels "$T/labels.jsonl" --spec "$T/b2/models/clef-default-v3.features.yaml" \
+  --json --out "$T/m2.csv" > "$T/m2.json" || bad "dataset --spec of the minority version failed"
+"$PY" - "$T/m.json" "$T/m2.json" <<'PY' && ok || bad "versions are mixed or not reported"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+v = {x["features_version"]: x["rows"] for x in a["versions"]}
+print("two spec versions: %s" % ", ".join("%.12s %d rows" % kv for kv in v.items()))
+ok = (len(v) == 2 and a["rows"] == max(v.values()) and a["skipped"]["other_features_version"] == min(v.values())
+      and b["rows"] == min(v.values()) and b["features_version"] != a["features_version"])
+sys.exit(0 if ok else 1)
+PY
+"$V" model dataset -s "$T/snaps3" --labels "$T/labels.jsonl" --out "$T/m.csv" | grep -q "left out: features_version" &&
+  ok || bad "the text summary does not name the version left out"
+
 # filters: --point and --until narrow what is read
 expect 1 "no labelled snapshot .* ran a model \(0 read" "$V" model dataset -s "$T/snaps" \
   --labels "$T/labels.jsonl" --point payment_authorization --out "$T/o.csv"
