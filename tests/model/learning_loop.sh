@@ -55,20 +55,20 @@ PY
   "$T/traffic.jsonl" > "$T/decisions.jsonl" || bad "decide failed"
 
 # 2. dataset
-"$V" model dataset -s "$T/snaps" --labels "$T/labels.jsonl" --spec "$SPEC" --holdout 25 \
+"$V" model dataset -s "$T/snaps" --labels "$T/labels.jsonl" --spec "$SPEC" --holdout 20 \
   --out "$T/data.csv" > "$T/ds.txt" 2>&1 || { bad "dataset failed"; cat "$T/ds.txt" >&2; }
 cat "$T/ds.txt"
 has "$T/ds.txt" "feature coverage" "dataset summary"
 has "$T/ds.txt" "no label" "dataset skip reasons"
-"$V" model dataset -s "$T/snaps" --labels "$T/labels.jsonl" --holdout 25 --json \
+"$V" model dataset -s "$T/snaps" --labels "$T/labels.jsonl" --json \
   --out "$T/data2.csv" > "$T/ds.json" || bad "dataset --json failed"
 rows=$(jget "$T/ds.json" 'd["rows"]')
 ntest=$(jget "$T/ds.json" 'd["test"]["rows"]')
 # the model ran for the decisions no rule made: a good share of them
 [ "$rows" -gt 1000 ] && ok || bad "dataset: only $rows rows"
-eq "$ntest" "$(( (rows * 25 + 99) / 100 ))" "holdout: the newest 25% (rounded up)"
+eq "$ntest" "$(( (rows * 20 + 99) / 100 ))" "holdout: the newest 20% (rounded up)"
 eq "$(wc -l < "$T/data.csv")" "$((rows + 1))" "a header and one line a row"
-cmp -s "$T/data.csv" "$T/data2.csv" && ok || bad "the majority spec version and --spec differ"
+cmp -s "$T/data.csv" "$T/data2.csv" && ok || bad "the majority spec version and --spec (or the default holdout, 20%) differ"
 # split by time: every train row is older than every test row
 "$PY" - "$T/data.csv" <<'PY' && ok || bad "split is not by time"
 import csv, sys
