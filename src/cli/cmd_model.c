@@ -101,7 +101,7 @@ const char cmd_model_help[] =
     "      --python PATH    the Python to run (default /usr/bin/python3); the\n"
     "                       script it runs is $VERDICT_TRAINER, else\n"
     "                       verdict-train-model beside verdict or in\n"
-    "                       LIBEXECDIR/verdict\n"
+    "                       ../share/verdict from it\n"
     "  compare:\n"
     "      --threshold T    a score threshold to compare at (repeatable, <= 8;\n"
     "                       default the --policy's, else 0.5)\n"

@@ -717,7 +717,7 @@ static int bundle_thresholds(const char *dir, const char *const *names, const ds
 /* ---- train ---- */
 
 /* The training script: $VERDICT_TRAINER, else beside the verdict binary
- * (a build folder), else LIBEXECDIR/verdict (installed). */
+ * (a build folder), else DATADIR/verdict (installed: ../share/verdict). */
 static char *find_trainer(void) {
   const char *env = getenv("VERDICT_TRAINER");
   if (env && *env) return strdup(env);
@@ -731,7 +731,7 @@ static char *find_trainer(void) {
   char path[4200];
   snprintf(path, sizeof path, "%s/verdict-train-model", exe);
   if (access(path, R_OK) == 0) return strdup(path);
-  snprintf(path, sizeof path, "%s/../libexec/verdict/verdict-train-model", exe);
+  snprintf(path, sizeof path, "%s/../share/verdict/verdict-train-model", exe);
   if (access(path, R_OK) == 0) return strdup(path);
   return NULL;
 }
@@ -836,7 +836,7 @@ static int do_train(const train_opts *o) {
   if (!rc && !trainer) {
     fprintf(stderr,
             "verdict model: the training script verdict-train-model was not found (beside "
-            "verdict, or in LIBEXECDIR/verdict; or set VERDICT_TRAINER)\n");
+            "verdict, or in ../share/verdict from it; or set VERDICT_TRAINER)\n");
     rc = 1;
   }
   size_t ol = strlen(o->out);

@@ -57,7 +57,7 @@ want="usr/bin/verdict usr/lib/$ma/libverdict.so usr/lib/$ma/libverdict.so.0 usr/
   etc/verdict/verdict.conf etc/verdict/policies/request_gate.yaml
   usr/share/verdict/examples/policies/request_gate.yaml usr/share/verdict/examples/embed.c
   usr/share/doc/verdict/copyright usr/share/doc/verdict/changelog.gz usr/share/doc/verdict/deploy.md
-  usr/share/man/man1/verdict.1.gz usr/libexec/verdict/verdict-train-model"
+  usr/share/man/man1/verdict.1.gz usr/share/verdict/verdict-train-model"
 for c in $("$V" --help | awk '/^commands:/ { on = 1; next } on && /^$/ { exit } on { print $1 }'); do
   want="$want usr/share/man/man1/verdict-$c.1.gz"
 done
