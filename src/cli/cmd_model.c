@@ -525,7 +525,8 @@ static int do_features(const char *spec_path, const char *in, const char *model_
 }
 
 int cmd_model(int argc, char **argv) {
-  if (argc < 2) return usage_error(
+  if (argc < 2)
+    return usage_error(
         "needs a subcommand: info, predict, check, features, dataset, train or compare", NULL);
   const char *sub = argv[1];
   if (!strcmp(sub, "-h") || !strcmp(sub, "--help")) {
@@ -536,7 +537,8 @@ int cmd_model(int argc, char **argv) {
     return cli_model_learn(sub, argc, argv);
   if (strcmp(sub, "info") && strcmp(sub, "predict") && strcmp(sub, "check") &&
       strcmp(sub, "features"))
-    return usage_error("unknown subcommand (info, predict, check, features, dataset, train or compare):", sub);
+    return usage_error(
+        "unknown subcommand (info, predict, check, features, dataset, train or compare):", sub);
   const char *pos[3] = {NULL, NULL, NULL}, *spec = NULL, *golden = NULL, *model = NULL;
   int npos = 0, dashdash = 0;
   for (int i = 2; i < argc; i++) {

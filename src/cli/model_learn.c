@@ -141,8 +141,8 @@ typedef struct dataset_opts {
   int json;
 } dataset_opts;
 
-static void print_summary_json(const dataset_opts *o, const dversion *v, const drow *rows,
-                               size_t n, size_t ntest, const skips *sk, size_t nversions,
+static void print_summary_json(const dataset_opts *o, const dversion *v, const drow *rows, size_t n,
+                               size_t ntest, const skips *sk, size_t nversions,
                                const dversion *versions) {
   size_t pos[2] = {0, 0}, cnt[2] = {n - ntest, ntest};
   for (size_t i = 0; i < n; i++) pos[rows[i].test] += rows[i].label;
@@ -162,10 +162,11 @@ static void print_summary_json(const dataset_opts *o, const dversion *v, const d
     printf(":%.4f", n ? (double)have / (double)n : 0.0);
     p += strlen(p) + 1;
   }
-  printf("},\"skipped\":{\"model_not_run\":%zu,\"no_label\":%zu,\"other_features_version\":%zu,"
-         "\"feature_names_differ\":%zu,\"off_path\":%zu,\"unreadable\":%zu},\"versions\":[",
-         sk->no_model, sk->no_label, sk->other_version, sk->bad_names, sk->off_path,
-         sk->bad_json + sk->bad_value);
+  printf(
+      "},\"skipped\":{\"model_not_run\":%zu,\"no_label\":%zu,\"other_features_version\":%zu,"
+      "\"feature_names_differ\":%zu,\"off_path\":%zu,\"unreadable\":%zu},\"versions\":[",
+      sk->no_model, sk->no_label, sk->other_version, sk->bad_names, sk->off_path,
+      sk->bad_json + sk->bad_value);
   for (size_t i = 0; i < nversions; i++)
     printf("%s{\"features_version\":\"%s\",\"rows\":%zu}", i ? "," : "", versions[i].hex,
            versions[i].rows);
@@ -325,8 +326,10 @@ static int do_dataset(const dataset_opts *o) {
     for (uint32_t j = 0; okn && j < v->nnames; j++, p += strlen(p) + 1)
       okn = !strcmp(p, features_name(fs, j));
     if (!okn) {
-      fprintf(stderr, "verdict model: %s: the snapshots recorded under this spec's version name "
-                      "other features than it declares\n", o->spec);
+      fprintf(stderr,
+              "verdict model: %s: the snapshots recorded under this spec's version name "
+              "other features than it declares\n",
+              o->spec);
       rc = 1;
     }
   }
@@ -429,7 +432,7 @@ static int do_dataset(const dataset_opts *o) {
 typedef struct dset {
   uint32_t nf;
   size_t n, cap;
-  float *x;        /* n * nf */
+  float *x; /* n * nf */
   int *label;
   char (*id)[SNAPSHOT_ID_TEXT];
   int *test;
@@ -506,6 +509,7 @@ static int dset_read(const char *path, const char *const *names, uint32_t nf, ds
     }
     if (grow((void **)&d->label, &d->cap, d->n + 1, sizeof *d->label)) {
       rc = -1;
+      oom();
       break;
     }
     size_t c2 = d->cap;
@@ -516,6 +520,7 @@ static int dset_read(const char *path, const char *const *names, uint32_t nf, ds
     char(*ni)[SNAPSHOT_ID_TEXT] = nt ? realloc(d->id, c2 * sizeof *ni) : NULL;
     if (!ni) {
       rc = -1;
+      oom();
       break;
     }
     d->id = ni;
@@ -594,8 +599,10 @@ static double auc(const double *p, const int *y, size_t n) {
     while (j < n && pp[2 * j] == pp[2 * i]) j++;
     double mean_rank = (double)n - ((double)i + (double)j - 1) / 2.0; /* 1-based ascending */
     for (size_t k = i; k < j; k++)
-      if (pp[2 * k + 1] > 0.5) rank_sum += mean_rank, pos++;
-      else neg++;
+      if (pp[2 * k + 1] > 0.5)
+        rank_sum += mean_rank, pos++;
+      else
+        neg++;
     i = j;
   }
   free(ix), free(pp);
@@ -787,9 +794,10 @@ static void print_thresholds(const bundle_th *bt, const double *p, size_t n, int
            bt->strategy, bt->model);
     for (size_t i = 0; i < bt->n; i++) {
       double rate = rate_at(bt->cur, bt->ncur, bt->t[i]);
-      printf("  %-12s min_score %.4g reaches %.2f%% with %s; the new model reaches it at "
-             "min_score %.4g\n",
-             bt->action[i], bt->t[i], 100 * rate, bt->model, threshold_for_rate(p, n, rate));
+      printf(
+          "  %-12s min_score %.4g reaches %.2f%% with %s; the new model reaches it at "
+          "min_score %.4g\n",
+          bt->action[i], bt->t[i], 100 * rate, bt->model, threshold_for_rate(p, n, rate));
     }
   }
   printf("score quantiles (the min_score that the top share of held-out rows reaches)\n");
@@ -815,8 +823,8 @@ static int do_train(const train_opts *o) {
   spec_names(fs, names);
   types[0] = 0;
   for (uint32_t j = 0; j < nf; j++)
-    strcat(types, features_type(fs, j) == FEATURE_CATEGORICAL ? (j ? ",c" : "c")
-                                                               : (j ? ",q" : "q"));
+    strcat(types,
+           features_type(fs, j) == FEATURE_CATEGORICAL ? (j ? ",c" : "c") : (j ? ",q" : "q"));
   dset d;
   int rc = 0;
   if (dset_read(o->dataset, names, nf, &d)) {
@@ -849,8 +857,16 @@ static int do_train(const train_opts *o) {
     snprintf(rounds, sizeof rounds, "%ld", o->rounds);
     snprintf(depth, sizeof depth, "%ld", o->depth);
     snprintf(eta, sizeof eta, "%.17g", o->eta);
-    char *argv[] = {(char *)o->python, trainer, (char *)o->dataset, types, rounds, depth, eta,
-                    tmp, golden, NULL};
+    char *argv[] = {(char *)o->python,
+                    trainer,
+                    (char *)o->dataset,
+                    types,
+                    rounds,
+                    depth,
+                    eta,
+                    tmp,
+                    golden,
+                    NULL};
     int st = run(argv);
     if (st == 127) {
       fprintf(stderr,
@@ -859,8 +875,9 @@ static int do_train(const train_opts *o) {
               o->python);
       rc = 1;
     } else if (st == 3) {
-      fprintf(stderr, "verdict model: training needs XGBoost for Python (Debian: apt install "
-                      "python3-xgboost)\n");
+      fprintf(stderr,
+              "verdict model: training needs XGBoost for Python (Debian: apt install "
+              "python3-xgboost)\n");
       rc = 1;
     } else if (st) {
       fprintf(stderr, "verdict model: training failed (%s exited with %d)\n", trainer, st);
@@ -870,8 +887,9 @@ static int do_train(const train_opts *o) {
   /* The same checks as `verdict model check`: the spec against the model,
    * and every held-out row's margin and probability, bit for bit. */
   if (!rc && cli_model_check(tmp, o->spec, golden)) {
-    fprintf(stderr, "verdict model: the trained model does not reproduce XGBoost's predictions: "
-                    "not written\n");
+    fprintf(stderr,
+            "verdict model: the trained model does not reproduce XGBoost's predictions: "
+            "not written\n");
     rc = 1;
   }
   gbdt_model *m = NULL;
@@ -905,9 +923,10 @@ static int do_train(const train_opts *o) {
       if (o->json) {
         printf("{\"model\":");
         put_json_str(o->out);
-        printf(",\"version\":\"%s\",\"trees\":%u,\"train_rows\":%zu,"
-               "\"test_rows\":%zu,\"accuracy\":%.6f,\"auc\":%.6f",
-               gbdt_version(m), gbdt_num_trees(m), d.n - n, n, acc, isnan(a) ? -1 : a);
+        printf(
+            ",\"version\":\"%s\",\"trees\":%u,\"train_rows\":%zu,"
+            "\"test_rows\":%zu,\"accuracy\":%.6f,\"auc\":%.6f",
+            gbdt_version(m), gbdt_num_trees(m), d.n - n, n, acc, isnan(a) ? -1 : a);
         print_thresholds(btp, p, n, 1);
         printf("}\n");
       } else {
@@ -950,7 +969,8 @@ static int do_compare(const compare_opts *o) {
   uint32_t nf = gbdt_num_features(mo);
   int rc = 0;
   if (gbdt_num_outputs(mo) != 1 || gbdt_num_outputs(mn) != 1) {
-    fprintf(stderr, "verdict model: compare takes models with one output (a score), and %s has %u\n",
+    fprintf(stderr,
+            "verdict model: compare takes models with one output (a score), and %s has %u\n",
             gbdt_num_outputs(mo) != 1 ? o->old_path : o->new_path,
             gbdt_num_outputs(mo) != 1 ? gbdt_num_outputs(mo) : gbdt_num_outputs(mn));
     rc = 1;
@@ -1044,11 +1064,12 @@ static int do_compare(const compare_opts *o) {
           }
         }
         if (o->json) {
-          printf("%s{\"min_score\":%.9g,\"action\":\"%s\",\"old_reached\":%.6f,\"new_reached\":"
-                 "%.6f,\"now_reached\":%zu,\"now_reached_correct\":%zu,\"no_longer_reached\":%zu,"
-                 "\"no_longer_reached_correct\":%zu,\"examples\":[",
-                 k ? "," : "", th[k], act[k], rate_at(po, n, th[k]), rate_at(pn, n, th[k]), up,
-                 up_ok, down, down_ok);
+          printf(
+              "%s{\"min_score\":%.9g,\"action\":\"%s\",\"old_reached\":%.6f,\"new_reached\":"
+              "%.6f,\"now_reached\":%zu,\"now_reached_correct\":%zu,\"no_longer_reached\":%zu,"
+              "\"no_longer_reached_correct\":%zu,\"examples\":[",
+              k ? "," : "", th[k], act[k], rate_at(po, n, th[k]), rate_at(pn, n, th[k]), up, up_ok,
+              down, down_ok);
           for (size_t i = 0; i < (up < 3 ? up : 3); i++) printf("%s\"%s\"", i ? "," : "", ex_up[i]);
           for (size_t i = 0; i < (down < 3 ? down : 3); i++)
             printf("%s\"%s\"", i || up ? "," : "", ex_down[i]);
@@ -1059,7 +1080,8 @@ static int do_compare(const compare_opts *o) {
                strcmp(act[k], "-") ? " -> " : "", strcmp(act[k], "-") ? act[k] : "",
                100 * rate_at(po, n, th[k]), 100 * rate_at(pn, n, th[k]));
         printf("  now reached       %6zu rows (%zu of them labelled positive)", up, up_ok);
-        for (size_t i = 0; i < (up < 3 ? up : 3); i++) printf("%s%s", i ? ", " : "  e.g. ", ex_up[i]);
+        for (size_t i = 0; i < (up < 3 ? up : 3); i++)
+          printf("%s%s", i ? ", " : "  e.g. ", ex_up[i]);
         printf("\n  no longer reached %6zu rows (%zu of them labelled negative)", down, down_ok);
         for (size_t i = 0; i < (down < 3 ? down : 3); i++)
           printf("%s%s", i ? ", " : "  e.g. ", ex_down[i]);
@@ -1098,7 +1120,8 @@ int cli_model_learn(const char *sub, int argc, char **argv) {
   compare_opts co = {0};
   const char *pos[3] = {0};
   int npos = 0, json = 0;
-  int is_ds = !strcmp(sub, "dataset"), is_tr = !strcmp(sub, "train"), is_co = !strcmp(sub, "compare");
+  int is_ds = !strcmp(sub, "dataset"), is_tr = !strcmp(sub, "train"),
+      is_co = !strcmp(sub, "compare");
   int64_t now = clock_wall_ns();
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
