@@ -205,6 +205,20 @@ else
   echo "learning loop: python3-xgboost missing: training steps skipped"
 fi
 
+# labels by snapshot id (as `verdict reviews export` writes them): 200 of the
+# rows, every one with the other answer — the id wins over nothing else
+"$PY" - "$T/data.csv" > "$T/by_id.jsonl" <<'PY'
+import csv, json, sys
+for r in list(csv.DictReader(open(sys.argv[1])))[:200]:
+    print(json.dumps({"id": r["id"], "action": "allow" if r["label"] == "1" else "block",
+                      "note": "reviewed"}))
+PY
+"$V" model dataset -s "$T/snaps" --labels "$T/by_id.jsonl" --json --out "$T/id.csv" > "$T/id.json" ||
+  bad "dataset with labels by id failed"
+eq "$(jget "$T/id.json" 'd["rows"]')" 200 "labels by id: one row each"
+eq "$(jget "$T/id.json" 'd["train"]["positive"] + d["test"]["positive"]')" \
+  "$(awk -F, 'NR > 1 && NR <= 201 && $(NF-4) == 0' "$T/data.csv" | wc -l)" "labels by id: the label is the reviewed one"
+
 # two feature spec versions in one folder: the majority's rows are kept, the
 # others reported and left out; --spec picks the other one
 mkdir -p "$T/b2"
