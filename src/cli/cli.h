@@ -29,6 +29,11 @@ int cmd_serve(int argc, char **argv);
 extern const char cmd_serve_help[];
 int cmd_model(int argc, char **argv);
 extern const char cmd_model_help[];
+/* model_learn.c: `verdict model dataset|train|compare` (argv from the
+ * subcommand's name on); cmd_model.c: `verdict model check` as a call
+ * (exit status; golden may be NULL). */
+int cli_model_learn(const char *sub, int argc, char **argv);
+int cli_model_check(const char *model, const char *spec, const char *golden);
 int cmd_mcp(int argc, char **argv);
 extern const char cmd_mcp_help[];
 int cmd_hook(int argc, char **argv);

@@ -6,6 +6,7 @@
  *   verdict model predict MODEL.json [CSV|-]  one output line per input row
  *   verdict model check MODEL.json [...]      loads, checks the spec, replays goldens
  *   verdict model features SPEC [JSONL|-]     requests -> feature rows (CSV), for training
+ *   verdict model dataset|train|compare       the learning loop (model_learn.c)
  *
  * Scoring is src/model/ (bit for bit XGBoost 1.7); this file only reads
  * CSV and prints. Not here: deciding (verdict decide) — a bundle's
@@ -26,6 +27,9 @@ const char cmd_model_help[] =
     "       verdict model predict MODEL.json [ROWS.csv | -]\n"
     "       verdict model check MODEL.json [--features SPEC] [--golden ROWS.csv]\n"
     "       verdict model features SPEC.features.yaml [REQUESTS.jsonl | -] [--model M]\n"
+    "       verdict model dataset --snapshots DIR --labels FILE --out DATA.csv [...]\n"
+    "       verdict model train --dataset DATA.csv --spec SPEC --out NEW.json [...]\n"
+    "       verdict model compare OLD.json NEW.json --dataset DATA.csv [...]\n"
     "\n"
     "MODEL.json is an XGBoost model saved as JSON (booster.save_model(\"m.json\"),\n"
     "XGBoost 1.x to 3.x, booster gbtree) with objective binary:logistic,\n"
@@ -56,11 +60,52 @@ const char cmd_model_help[] =
     "         on these rows and serving computes exactly what training saw.\n"
     "         With --model, the spec is checked against the model first.\n"
     "\n"
+    "The learning loop (docs/models.md, \"Retraining from your own traffic\"):\n"
+    "dataset  the model rows the snapshots recorded (their `features`, exactly as\n"
+    "         the model saw them), joined to a labels file (as for verdict replay\n"
+    "         --labels: by snapshot id, or by request key) and written as CSV: the\n"
+    "         features in the spec's order (empty cell: missing), then label (1\n"
+    "         when the labelled action is not one of --negative), action, split\n"
+    "         (train, or test for the newest --holdout share by decision time),\n"
+    "         time_ns and id. Rows of another feature spec version than --spec's\n"
+    "         (or than most rows') are left out and counted. Prints the rows,\n"
+    "         class balance per split, feature coverage and what was skipped.\n"
+    "train    trains a binary:logistic model on the train rows with XGBoost:\n"
+    "         needs /usr/bin/python3 and Debian's python3-xgboost where it runs\n"
+    "         (serving never does). Before it writes --out, it checks the model\n"
+    "         as `check --golden` does, against XGBoost's own predictions for the\n"
+    "         test rows. Prints held-out accuracy and AUC, the thresholds of\n"
+    "         --policy's strategy that would keep today's rates, and quantiles.\n"
+    "compare  scores the test rows with both models: accuracy, AUC, and the\n"
+    "         decisions that change at each threshold (counts, example ids).\n"
+    "\n"
     "options:\n"
     "      --features SPEC  the feature spec (default: MODEL.features.yaml beside\n"
     "                       the model; info and check skip it when absent)\n"
     "      --golden CSV     check: rows with expected margins and probabilities\n"
     "      --model M        features: check the spec against model M\n"
+    "  dataset:\n"
+    "  -s, --snapshots DIR  the snapshot folder to read\n"
+    "      --labels FILE    JSON Lines of {\"id\"|\"key\", \"action\"} (docs/replay.md)\n"
+    "      --out FILE       the CSV to write (train: the model JSON to write)\n"
+    "      --spec SPEC      keep rows recorded under this feature spec (default:\n"
+    "                       the version most labelled rows have); train: required\n"
+    "      --since T, --until T  decision time: RFC 3339 or a span ago (1h, 7d)\n"
+    "      --point NAME     one decision point only\n"
+    "      --holdout PCT    the newest share held out as test (default 20%)\n"
+    "      --negative LIST  labelled actions that count as 0 (default allow)\n"
+    "  train:\n"
+    "      --dataset CSV    as written by dataset (compare too)\n"
+    "      --rounds N, --depth D, --eta E  boosting (default 40, 4, 0.3)\n"
+    "      --policy DIR     a bundle: its strategy's thresholds (compare too)\n"
+    "      --python PATH    the Python to run (default /usr/bin/python3); the\n"
+    "                       script it runs is $VERDICT_TRAINER, else\n"
+    "                       verdict-train-model beside verdict or in\n"
+    "                       ../share/verdict from it\n"
+    "  compare:\n"
+    "      --threshold T    a score threshold to compare at (repeatable, <= 8;\n"
+    "                       default the --policy's, else 0.5)\n"
+    "      --json           dataset, train, compare: the summary as one JSON line\n"
     "  -h, --help           this text\n"
     "\n"
     "Exit status: 0 success; 1 a file is refused or a golden row differs;\n"
@@ -71,6 +116,9 @@ const char cmd_model_help[] =
     "  printf 'f0,f1\\n3,0.5\\n,1.25\\n' | verdict model predict m.json\n"
     "  verdict model check m.json --golden m.golden.csv\n"
     "  verdict gen --kind gate -n 1000 | verdict model features m.features.yaml > rows.csv\n"
+    "  verdict model dataset -s snaps --labels labels.jsonl --out data.csv\n"
+    "  verdict model train --dataset data.csv --spec m.features.yaml --out m2.json\n"
+    "  verdict model compare m.json m2.json --dataset data.csv --policy bundle\n"
     "\n"
     "More: docs/models.md\n";
 
@@ -308,7 +356,7 @@ static int do_predict(const char *path, const char *rows) {
   return rc;
 }
 
-static int do_check(const char *path, const char *spec_path, const char *golden) {
+int cli_model_check(const char *path, const char *spec_path, const char *golden) {
   gbdt_model *m;
   if (load_model(path, &m)) return 1;
   feature_spec *fs;
@@ -477,15 +525,20 @@ static int do_features(const char *spec_path, const char *in, const char *model_
 }
 
 int cmd_model(int argc, char **argv) {
-  if (argc < 2) return usage_error("needs a subcommand: info, predict, check or features", NULL);
+  if (argc < 2)
+    return usage_error(
+        "needs a subcommand: info, predict, check, features, dataset, train or compare", NULL);
   const char *sub = argv[1];
   if (!strcmp(sub, "-h") || !strcmp(sub, "--help")) {
     fputs(cmd_model_help, stdout);
     return 0;
   }
+  if (!strcmp(sub, "dataset") || !strcmp(sub, "train") || !strcmp(sub, "compare"))
+    return cli_model_learn(sub, argc, argv);
   if (strcmp(sub, "info") && strcmp(sub, "predict") && strcmp(sub, "check") &&
       strcmp(sub, "features"))
-    return usage_error("unknown subcommand (info, predict, check or features):", sub);
+    return usage_error(
+        "unknown subcommand (info, predict, check, features, dataset, train or compare):", sub);
   const char *pos[3] = {NULL, NULL, NULL}, *spec = NULL, *golden = NULL, *model = NULL;
   int npos = 0, dashdash = 0;
   for (int i = 2; i < argc; i++) {
@@ -532,5 +585,5 @@ int cmd_model(int argc, char **argv) {
     return do_predict(pos[0], pos[1]);
   }
   if (npos > 1) return usage_error("too many arguments", pos[1]);
-  return !strcmp(sub, "info") ? do_info(pos[0], spec) : do_check(pos[0], spec, golden);
+  return !strcmp(sub, "info") ? do_info(pos[0], spec) : cli_model_check(pos[0], spec, golden);
 }

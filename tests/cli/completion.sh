@@ -54,7 +54,7 @@ for c in $cmds; do
 done
 
 eq "$(complete_line snapshots "" | tr '\n' ' ')" "export gc list show " "snapshots' subcommands"
-eq "$(complete_line model "" | tr '\n' ' ')" "check features info predict " "model's subcommands"
+eq "$(complete_line model "" | tr '\n' ' ')" "check compare dataset features info predict train " "model's subcommands"
 eq "$(complete_line hook "" | tr '\n' ' ')" "claude codex gemini opencode " "hook's agents"
 eq "$(complete_line serve --durability "" | tr '\n' ' ')" "always interval none " "a value listed in --help"
 eq "$(complete_line decide --state-on-error "" | tr '\n' ' ')" "allow deny local " "a counter-store value"

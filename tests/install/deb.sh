@@ -46,6 +46,7 @@ for so in "$T/x/usr/lib/$ma/libverdict.so.$version" "$T/x/usr/bin/verdict"; do
   done
 done
 field Suggests | grep -q libuv1-dev && ok || bad "Suggests names the -dev packages of the static link"
+field Suggests | grep -q python3-xgboost && ok || bad "Suggests names python3-xgboost (verdict model train)"
 
 # ---- files ----
 dpkg-deb -c "$DEB" >"$T/list"
@@ -56,7 +57,7 @@ want="usr/bin/verdict usr/lib/$ma/libverdict.so usr/lib/$ma/libverdict.so.0 usr/
   etc/verdict/verdict.conf etc/verdict/policies/request_gate.yaml
   usr/share/verdict/examples/policies/request_gate.yaml usr/share/verdict/examples/embed.c
   usr/share/doc/verdict/copyright usr/share/doc/verdict/changelog.gz usr/share/doc/verdict/deploy.md
-  usr/share/man/man1/verdict.1.gz"
+  usr/share/man/man1/verdict.1.gz usr/share/verdict/verdict-train-model"
 for c in $("$V" --help | awk '/^commands:/ { on = 1; next } on && /^$/ { exit } on { print $1 }'); do
   want="$want usr/share/man/man1/verdict-$c.1.gz"
 done
