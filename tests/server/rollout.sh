@@ -130,7 +130,7 @@ for _ in $(seq 1 50); do
   sleep 0.1
 done
 eq "$(py 'import sys,json; d=json.load(open(sys.argv[1])); s=d["shadow"]; print(d["action"], s["side"], s["action"], s["allowed"], s["rule"], s["bundle_version"] != d["bundle_version"], sorted(s))' "$T/body")" \
-  "allow shadow deny False big True ['action', 'allowed', 'bundle_version', 'confidence', 'id', 'latency_us', 'model_version', 'policy_version', 'review', 'rule', 'side', 'source']" \
+  "allow shadow deny False big True ['action', 'allowed', 'bundle_version', 'confidence', 'error', 'id', 'latency_us', 'model_version', 'policy_version', 'review', 'rule', 'side', 'source']" \
   "GET /v1/snapshots/{id}: both sides"
 stop
 export_snaps "$T/s1" "$T/e1"
@@ -159,6 +159,99 @@ has "$T/r1b" "every decision reproduced exactly" "shadow: the folder holds the c
 # scoring a candidate counts the traffic once: the answered decisions alone
 "$V" replay --snapshots "$T/s1" --policy "$T/cand" --json -q 2>/dev/null >"$T/r1.json"
 eq "$(py 'import sys,json; print(json.load(open(sys.argv[1]))["replayed"])' "$T/r1.json")" 402 "replay --policy: the shadow records not counted as traffic"
+
+# ---- the candidate's refusals: recorded as its side, with the error ----
+# errc answers 'hold' (not a candidate: on_no_candidate error) for amounts up
+# to 20, which live answers allow: the shadow refuses what live decides
+mkdir -p "$T/errc"
+cat >"$T/errc/pay.yaml" <<'EOF'
+strategy: pay
+decision_points: [payment]
+rules:
+  - name: big
+    if: context.amount > 50
+    action: deny
+  - name: mid
+    if: context.amount > 20
+    action: allow
+default: hold
+EOF
+# send PATH N: N requests with candidates allow/deny, amounts (i*3) % 60,
+# keys e<i>, each as PATH takes it; the answers' snapshot ids into $T/ids
+send() {
+  python3 - "$URL" "$1" "$2" "$T/ids" <<'EOF'
+import sys, json, http.client, urllib.parse
+u = urllib.parse.urlparse(sys.argv[1])
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+ids = []
+for i in range(int(sys.argv[3])):
+    body = json.dumps({"action": "payment", "key": "e%d" % i, "candidates": ["allow", "deny"],
+                       "context": {"amount": (i * 3) % 60}})
+    c.request("POST", sys.argv[2], body, {"Content-Type": "application/json"})
+    r = c.getresponse(); d = json.loads(r.read())
+    assert r.status == 200, (r.status, d)
+    ids.append(d["snapshot_id"])
+open(sys.argv[4], "w").write("\n".join(ids) + "\n")
+EOF
+}
+start "$T/loge" --policy "$T/live" --snapshots "$T/se" --shadow "$T/errc"
+send /v1/decide 100 && ok || bad "shadow errors: live answered every request"
+settle
+# amounts 0..20 of (i*3) % 60 for i < 100: 7 in each cycle of 20, 5 cycles
+eq "$(metric verdict_rollout_errors_total)" 35 "shadow errors: the refusals counted"
+EID=$(sed -n 1p "$T/ids") # amount 0: refused by the shadow
+for _ in $(seq 1 50); do
+  curl -s "$URL/v1/snapshots/$EID" >"$T/body"
+  grep -q '"shadow":' "$T/body" && break
+  sleep 0.1
+done
+py '
+import sys, json
+d = json.load(open(sys.argv[1])); s = d["shadow"]
+assert d["action"] == "allow" and "error" not in d, d
+assert s["side"] == "shadow" and s["action"] is None and s["allowed"] is False, s
+assert s["source"] == "error" and len(s["policy_version"]) == 64, s
+e = s["error"]
+assert sorted(e) == ["code", "message", "path"], e
+assert e["code"] == "no_candidate" and e["path"] == "$.candidates", e
+assert "hold" in e["message"] and "on_no_candidate" in e["message"], e
+' "$T/body" 2>"$T/err" && ok || bad "GET /v1/snapshots/{id}: the shadow error: $(tail -1 "$T/err")"
+AID=$(sed -n 8p "$T/ids") # amount 21: both decide
+curl -s "$URL/v1/snapshots/$AID" >"$T/body"
+eq "$(py 'import sys,json; s=json.load(open(sys.argv[1]))["shadow"]; print(s["action"], s["error"])' "$T/body")" \
+  "allow None" "a decision the shadow made has error null"
+stop
+export_snaps "$T/se" "$T/ee"
+py '
+import sys, json
+recs = [json.loads(l) for l in open(sys.argv[1])]
+ids = {r["id"]: r for r in recs}
+sh = [r for r in recs if r.get("side") == "shadow"]
+err = [r for r in sh if "error" in r]
+assert len(sh) == 100 and len(err) == 35, (len(sh), len(err))
+assert all(r["request"]["context"]["amount"] <= 20 for r in err), "refused what it decides"
+assert all(r["action"] is None and r["source"] == "error" for r in err), "the error form"
+assert all(ids[r["completes"]]["action"] == "allow" for r in err), "completes"
+assert all(r["error"]["code"] == "no_candidate" for r in err), "the code"
+assert not any("error" in r for r in recs if r.get("side") != "shadow"), "live records"
+' "$T/ee" 2>"$T/err" && ok || bad "shadow error records: $(tail -1 "$T/err")"
+# replay re-decides the shadow's side under its version: the same error
+"$V" replay --snapshots "$T/se" --json -q >"$T/re.json" 2>/dev/null
+eq "$(py 'import sys,json; r=json.load(open(sys.argv[1])); print(r["replayed"], r["reproduced"], r["errors"])' "$T/re.json")" \
+  "200 200 0" "shadow errors: replay reproduces the refusals exactly"
+# the report: an error is an outcome of its own, its share shown per side
+"$V" rollout --snapshots "$T/se" --json >"$T/rep.json" 2>"$T/err"
+py '
+import sys, json
+r = json.load(open(sys.argv[1]))
+# and amounts 51..59 (5 cycles of 3): live allow, the candidate deny
+assert r["compared"] == 100 and r["changed"] == 35 + 15, r
+assert r["errors"] == {"live": {"count": 0, "share": 0.0}, "candidate": {"count": 35, "share": 0.35}}, r["errors"]
+rows = {(x["live"], x["candidate"]): x["count"] for x in r["by_action"]}
+assert rows == {("allow", "error:no_candidate"): 35, ("allow", "deny"): 15}, rows
+' "$T/rep.json" 2>"$T/err" && ok || bad "rollout report: errors: $(tail -1 "$T/err")"
+"$V" rollout --snapshots "$T/se" >"$T/rep.txt" 2>&1
+has "$T/rep.txt" "errors: live 0 (0.00%), candidate 35 (35.00%)" "rollout report: the error share"
 
 # ---- canary: the side follows the key, across a restart ----
 sides() { # the answered side of each key, sorted
