@@ -256,9 +256,17 @@ typedef struct rollout rollout;
  * admin call may set one: never, the thread starts for run-time calls). */
 int rollout_start(server *s, char *why, size_t whylen);
 void rollout_stop(server *s);
-/* POST /v1/decide with a shadow or canary: 1 when answered, 0 when there
- * is none (the plain path answers). */
-int rollout_decide(conn *c, const http_request *r);
+/* One request (JSON text) decided under the rollout, by every deciding
+ * endpoint (/v1/decide, /v1/decide/batch, /v1/authz, /mcp): 0 when no
+ * shadow or canary is set (the caller decides as usual); else 1, the
+ * answering side (live, or the canary by the request's bucket) decided
+ * into d with *rc its result (0, or a VD_E* code with err), and the other
+ * side queued to decide off the answer's path. */
+int rollout_decide_body(worker *w, const char *body, size_t len, vd_decision *d, vd_error *err,
+                        int *rc);
+/* vd_decide_json against the live engine, or under the rollout when one is
+ * set (rollout_decide_body). */
+int server_decide_json(worker *w, const char *body, size_t len, vd_decision *d, vd_error *err);
 /* /v1/rollout and below (admin). */
 void route_rollout(conn *c, const http_request *r);
 /* SIGHUP: re-reads the settings file, reloads the candidate's bundle. */

@@ -491,19 +491,19 @@ static void *rollout_main(void *arg) {
 
 /* Queues the other side's decision of a request just answered; a full
  * queue drops it (counted). */
-static void enqueue(rollout *ro, const http_request *r, const vd_decision *d, int failed,
+static void enqueue(rollout *ro, const char *body, size_t len, const vd_decision *d, int failed,
                     int answered, const service_side *side) {
   job j;
   memset(&j, 0, sizeof j);
   j.answered = (uint8_t)answered;
   j.failed = (uint8_t)failed;
-  if (!(j.body = malloc(r->body_len + 1))) {
+  if (!(j.body = malloc(len + 1))) {
     atomic_fetch_add(&ro->dropped, 1);
     return;
   }
-  memcpy(j.body, r->body, r->body_len);
-  j.body[r->body_len] = '\0';
-  j.len = r->body_len;
+  memcpy(j.body, body, len);
+  j.body[len] = '\0';
+  j.len = len;
   j.clock_ns = side->clock_ns;
   if (!failed) {
     copy_text(j.id, sizeof j.id, vd_decision_snapshot_id(d));
@@ -548,13 +548,14 @@ static uint64_t fnv1a(const char *s, size_t n) {
  * context field the strategy's `rollout_key:` names (a string's bytes, a
  * number's text), else the request's key. by says which ("field NAME",
  * "key", "no key"; into by_buf). -1: nothing to hash. */
-static int bucket_of(server *s, const http_request *r, char *by_buf, size_t byn, const char **by) {
+static int bucket_of(server *s, const char *body, size_t len, char *by_buf, size_t byn,
+                     const char **by) {
   arena a;
   arena_init(&a, NULL, 0, 0);
   value v;
   int bucket = -1;
   *by = "no key";
-  if (json_parse(&a, r->body, r->body_len, NULL, &v, NULL) == 0 && v.kind == V_MAP) {
+  if (json_parse(&a, body, len, NULL, &v, NULL) == 0 && v.kind == V_MAP) {
     const value *act = value_map_get(&v, "action", 6);
     char field[128] = "";
     if (act && act->kind == V_STRING)
@@ -586,8 +587,8 @@ static int bucket_of(server *s, const http_request *r, char *by_buf, size_t byn,
   return bucket;
 }
 
-int rollout_decide(conn *c, const http_request *r) {
-  worker *w = conn_worker(c);
+int rollout_decide_body(worker *w, const char *body, size_t len, vd_decision *d, vd_error *err,
+                        int *rc) {
   rollout *ro = w->srv->rollout;
   if (!ro || !atomic_load_explicit(&ro->active, memory_order_relaxed)) return 0;
   pthread_rwlock_rdlock(&ro->lock);
@@ -595,7 +596,6 @@ int rollout_decide(conn *c, const http_request *r) {
     pthread_rwlock_unlock(&ro->lock);
     return 0;
   }
-  vd_decision *d = conn_decision(c);
   char by_buf[160];
   service_side side;
   memset(&side, 0, sizeof side);
@@ -604,7 +604,7 @@ int rollout_decide(conn *c, const http_request *r) {
   vd_engine *e = w->srv->engine;
   if (ro->canary) {
     int pct = atomic_load(&ro->percent_bp);
-    int bucket = bucket_of(w->srv, r, by_buf, sizeof by_buf, &side.by);
+    int bucket = bucket_of(w->srv, body, len, by_buf, sizeof by_buf, &side.by);
     side.bucket = bucket < 0 ? 0 : bucket;
     side.percent = pct / 100.0;
     if (bucket < 0 ? ro->o.no_key_canary && pct > 0 : bucket < pct) {
@@ -615,29 +615,24 @@ int rollout_decide(conn *c, const http_request *r) {
     side.answered = side_name[answered];
   }
   atomic_fetch_add(&ro->answered[answered], 1);
-  vd_error err;
-  int rc = service_decide_side(e, r->body, r->body_len, &side, d, &err);
+  *rc = service_decide_side(e, body, len, &side, d, err);
   pthread_rwlock_unlock(&ro->lock);
-  if (rc != 0) {
-    metrics_count_refused(&w->m);
-    conn_respond_error(c, route_error_status(err.code), vd_err_name(err.code), err.message,
-                       err.path);
-    /* a request the answering side refused: the other side still tries it
-     * (an error share is a canary's limit) */
-    if (err.code != VD_ESNAPSHOT) enqueue(ro, r, d, 1, answered, &side);
-    return 1;
-  }
-  const char *s;
-  size_t n;
-  if (vd_decision_render(d, 0, &s, &n) != 0) {
-    conn_respond_error(c, 503, vd_err_name(VD_ENOMEM), "out of memory writing the decision", NULL);
-    return 1;
-  }
-  metrics_count_decision(&w->m, d);
-  conn_note_decision(c, vd_decision_action(d), vd_decision_snapshot_id(d));
-  conn_respond(c, 200, "application/json", NULL, s, n);
-  enqueue(ro, r, d, 0, answered, &side); /* after the answer is the connection's */
+  /* The other side's job is queued now (a copy of the request and of what
+   * the answer says): the caller renders and sends the answer meanwhile,
+   * never waiting for it. A request the answering side refused is still
+   * tried by the other (an error share is a canary's limit); one refused
+   * for its snapshot is not a refusal of the request. */
+  if (*rc == 0)
+    enqueue(ro, body, len, d, 0, answered, &side);
+  else if (err->code != VD_ESNAPSHOT)
+    enqueue(ro, body, len, d, 1, answered, &side);
   return 1;
+}
+
+int server_decide_json(worker *w, const char *body, size_t len, vd_decision *d, vd_error *err) {
+  int rc;
+  if (rollout_decide_body(w, body, len, d, err, &rc)) return rc;
+  return vd_decide_json(w->srv->engine, body, (long)len, d, err);
 }
 
 /* ---- life cycle ---- */

@@ -253,6 +253,121 @@ assert rows == {("allow", "error:no_candidate"): 35, ("allow", "deny"): 15}, row
 "$V" rollout --snapshots "$T/se" >"$T/rep.txt" 2>&1
 has "$T/rep.txt" "errors: live 0 (0.00%), candidate 35 (35.00%)" "rollout report: the error share"
 
+# ---- every deciding endpoint: batch, /v1/authz, /mcp's decide_action ----
+# the bundles also serve http_request (authz) and tool_call (MCP), the same
+# in both: each endpoint's decisions are shadowed, and go to the canary by
+# the same key hash as /v1/decide's
+for b in live cand; do
+  mkdir -p "$T/${b}3"
+  cp -r "$T/$b/pay.yaml" examples/policies/request_gate.yaml examples/policies/agent_guard.yaml \
+    examples/policies/models "$T/${b}3/"
+done
+# endpoints N: N requests to each of batch (one batch of N), authz and MCP
+# (one session); keys b<i>, a<i>, m<i>; the answers into $T/ans.<endpoint>
+endpoints() {
+  python3 - "$URL" "$1" "$T/ans" <<'EOF'
+import sys, json, http.client, urllib.parse
+u = urllib.parse.urlparse(sys.argv[1]); n = int(sys.argv[2]); out = sys.argv[3]
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+def post(path, body, headers={}):
+    h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    h.update(headers)
+    c.request("POST", path, body, h); r = c.getresponse()
+    return r, r.read()
+batch = [{"action": "payment", "key": "b%d" % i, "context": {"amount": (i * 7) % 160}} for i in range(n)]
+r, body = post("/v1/decide/batch", json.dumps(batch))
+assert r.status == 200, (r.status, body)
+ans = json.loads(body)
+assert len(ans) == n and all("snapshot_id" in a for a in ans), ans
+open(out + ".batch", "w").write("\n".join(json.dumps([a["action"], a["snapshot_id"]]) for a in ans) + "\n")
+lines = []
+for i in range(n):
+    c.request("GET", "/v1/authz", headers={"X-Original-URI": "/shop/item/%d" % i, "X-Original-Method": "GET",
+                                           "X-Verdict-Key": "a%d" % i})
+    r = c.getresponse(); r.read()
+    assert r.status in (200, 401, 403), r.status
+    lines.append(json.dumps([r.status, r.getheader("X-Verdict-Snapshot")]))
+open(out + ".authz", "w").write("\n".join(lines) + "\n")
+r, body = post("/mcp", json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "rollout.sh", "version": "1"}}}))
+assert r.status == 200, (r.status, body)
+sid = r.getheader("Mcp-Session-Id")
+lines = []
+for i in range(n):
+    call = {"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": {"name": "decide_action", "arguments": {
+        "tool_name": "Bash", "tool_input": {"command": "ls /tmp/%d" % i}, "cwd": "/home/dev/p", "session_id": "m%d" % i}}}
+    r, body = post("/mcp", json.dumps(call), {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"})
+    d = json.loads(body)
+    assert r.status == 200 and "result" in d, (r.status, d)
+    sc = d["result"]["structuredContent"]
+    lines.append(json.dumps([sc["action"], sc.get("snapshot_id")]))
+open(out + ".mcp", "w").write("\n".join(lines) + "\n")
+EOF
+}
+# check_pairs EXPORT: every answered record of the three endpoints is
+# completed by exactly one record of the other side, at its clock reading
+check_pairs() {
+  py '
+import sys, json
+recs = [json.loads(l) for l in open(sys.argv[1])]
+ans = {r["id"]: r for r in recs if "completes" not in r}
+done = {}
+for r in recs:
+    if "completes" in r:
+        assert r["completes"] in ans, "an orphan"
+        a = ans[r["completes"]]
+        assert r["inputs"]["clock_ns"] == a["inputs"]["clock_ns"] and r["key"] == a["key"], "pair"
+        assert r["side"] != a.get("side", "live") and r["bundle_version"] != a["bundle_version"], "sides"
+        done[r["completes"]] = done.get(r["completes"], 0) + 1
+for p in ("payment", "http_request", "tool_call"):
+    mine = [i for i, a in ans.items() if a["point"] == p]
+    assert mine and all(done.get(i) == 1 for i in mine), (p, len(mine), sum(done.get(i, 0) for i in mine))
+print(len(ans), len(done))' "$1"
+}
+start "$T/log7" --policy "$T/live3" --snapshots "$T/s7" --shadow "$T/cand3"
+endpoints 40 && ok || bad "shadow: batch, authz and MCP answered"
+settle
+stop
+# the answers are live's: amounts 51..100 allow, though the shadow denies them
+py '
+import sys, json
+for i, l in enumerate(open(sys.argv[1])):
+    a = (i * 7) % 160
+    assert json.loads(l)[0] == ("deny" if a > 100 else "allow"), (i, l)
+' "$T/ans.batch" && ok || bad "shadow: the batch answers are live's"
+export_snaps "$T/s7" "$T/e7"
+check_pairs "$T/e7" >"$T/out" 2>"$T/err" && ok || bad "shadow endpoints: $(tail -1 "$T/err")"
+eq "$(cat "$T/out")" "120 120" "shadow endpoints: 120 answered, 120 completed"
+"$V" replay --snapshots "$T/s7" --json -q >"$T/r7.json" 2>/dev/null
+eq "$(py 'import sys,json; r=json.load(open(sys.argv[1])); print(r["replayed"], r["reproduced"])' "$T/r7.json")" \
+  "240 240" "shadow endpoints: replay of both sides exact"
+# the canary by the key's bucket (FNV-1a 64 of the key, mod 10000), whichever endpoint
+start "$T/log8" --policy "$T/live3" --snapshots "$T/s8" --canary "$T/cand3" --canary-percent 50
+endpoints 60 && ok || bad "canary: batch, authz and MCP answered"
+settle
+stop
+export_snaps "$T/s8" "$T/e8"
+check_pairs "$T/e8" >/dev/null 2>"$T/err" && ok || bad "canary endpoints: $(tail -1 "$T/err")"
+py '
+import sys, json
+def bucket(k):
+    h = 1469598103934665603
+    for ch in k.encode():
+        h = ((h ^ ch) * 1099511628211) % (1 << 64)
+    return h % 10000
+side = {}
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if "completes" in r: continue
+    ro = r["rollout"]
+    assert ro["by"] == "key" and ro["bucket"] == bucket(r["key"]), (r["key"], ro)
+    assert (ro["bucket"] < 5000) == (ro["answered"] == "canary") == (r["side"] == "canary"), ro
+    side.setdefault(r["point"], set()).add(ro["answered"])
+assert all(side.get(p) == {"live", "canary"} for p in ("payment", "http_request", "tool_call")), side
+' "$T/e8" 2>"$T/err" && ok || bad "canary endpoints: the share by the key: $(tail -1 "$T/err")"
+"$V" replay --snapshots "$T/s8" -q >"$T/r8" 2>&1
+has "$T/r8" "every decision reproduced exactly" "canary endpoints: replay exact"
+
 # ---- canary: the side follows the key, across a restart ----
 sides() { # the answered side of each key, sorted
   export_snaps "$1" "$T/e"
