@@ -93,7 +93,7 @@ struct rollout {
   struct grave *graves; /* replaced candidates the rollout thread closes (under qlock) */
   /* the comparison: written by the rollout thread */
   metrics m;           /* decisions: compared by strategy/agreed; rules: changes */
-  metrics_hist decide; /* the off-path decisions' latency */
+  metrics_hist decide[3]; /* the off-path decisions' latency, by the side that made them */
   _Atomic uint64_t compared, agreed, errors, dropped, queued;
   _Atomic uint64_t answered[3];
   _Atomic uint64_t rollbacks[RB_REASONS], promotions;
@@ -391,7 +391,7 @@ static void compare(rollout *ro, const job *j, vd_decision *d, int rc, int other
   const char *act = ok ? vd_decision_action(d) : NULL;
   act = act ? act : "";
   int agree = ok && !j->failed && !strcmp(act, j->action) && vd_decision_allowed(d) == j->allowed;
-  if (ok) metrics_hist_observe(&ro->decide, (uint64_t)(vd_decision_latency_us(d) * 1e3));
+  if (ok) metrics_hist_observe(&ro->decide[other], (uint64_t)(vd_decision_latency_us(d) * 1e3));
   if (!ok || j->failed) atomic_fetch_add(&ro->errors, 1);
   if (ok && !j->failed) {
     atomic_fetch_add(&ro->compared, 1);
@@ -615,6 +615,7 @@ int rollout_decide_body(worker *w, const char *body, size_t len, vd_decision *d,
     side.answered = side_name[answered];
   }
   atomic_fetch_add(&ro->answered[answered], 1);
+  w->m.side = answered == SIDE_CANARY ? METRICS_SIDE_CANARY : METRICS_SIDE_LIVE;
   *rc = service_decide_side(e, body, len, &side, d, err);
   pthread_rwlock_unlock(&ro->lock);
   /* The other side's job is queued now (a copy of the request and of what
@@ -632,6 +633,7 @@ int rollout_decide_body(worker *w, const char *body, size_t len, vd_decision *d,
 int server_decide_json(worker *w, const char *body, size_t len, vd_decision *d, vd_error *err) {
   int rc;
   if (rollout_decide_body(w, body, len, d, err, &rc)) return rc;
+  w->m.side = METRICS_SIDE_LIVE;
   return vd_decide_json(w->srv->engine, body, (long)len, d, err);
 }
 
@@ -807,9 +809,20 @@ void rollout_metrics(server *s, json_buf *b) {
           "counter\n");
   static const char *const ck[3] = {"strategy", "live", "candidate"};
   metrics_render_table(b, &ro->m.rules, "verdict_rollout_changes_total", ck);
-  metrics_render_hist(b, &ro->decide, "verdict_rollout_decide_duration_seconds",
-                      "Time the side that did not answer took for one decision (beside "
-                      "verdict_decide_duration_seconds, the answering side's).");
+  static const char *const hist_name = "verdict_rollout_decide_duration_seconds";
+  json_buf_put(b, t,
+               (size_t)snprintf(t, sizeof t,
+                                "# HELP %s Time the side that did not answer took for one "
+                                "decision, off the answer's path, by that side (shadow, canary, "
+                                "or live when the canary answered); beside "
+                                "verdict_decide_duration_seconds, the answering side's.\n"
+                                "# TYPE %s histogram\n",
+                                hist_name, hist_name));
+  for (int i = 0; i < 3; i++) {
+    char labels[32];
+    snprintf(labels, sizeof labels, "side=\"%s\",", side_name[i]);
+    metrics_render_hist_lines(b, &ro->decide[i], hist_name, labels);
+  }
   PUT_LIT(b,
           "# HELP verdict_rollout_answered_total Requests answered, by side.\n"
           "# TYPE verdict_rollout_answered_total counter\n");

@@ -108,6 +108,17 @@ assert abs(v["agreement"] - a / c) < 1e-5, (v, a, c)
 ' "$A" "$C2" && ok || bad "shadow: /v1/stats version.shadow and agreement"
 has "$T/m1" 'verdict_decide_duration_seconds_count' "shadow: beside the live one"
 has "$T/m1" 'verdict_rollout_disagreements_total{strategy="pay"}' "shadow: disagreements by strategy"
+# the latency histograms by side: the answers live's, the off-path ones the shadow's
+mval() { awk -v m="$2" '$1 == m { print $2 }' "$1"; }
+DL=$(( $(mval "$T/m1" 'verdict_decide_duration_seconds_count{strategy="pay",source="rule",side="live"}') + \
+       $(mval "$T/m1" 'verdict_decide_duration_seconds_count{strategy="pay",source="default",side="live"}') ))
+eq "$DL" 400 "shadow: the 400 answers in verdict_decide_duration_seconds{side=\"live\"}"
+eq "$(mval "$T/m1" 'verdict_rollout_decide_duration_seconds_count{side="shadow"}')" "$C" \
+  "shadow: its decisions in verdict_rollout_decide_duration_seconds{side=\"shadow\"}"
+grep -q '^verdict_decide_duration_seconds[_a-z]*{.*side="canary"' "$T/m1" && bad "shadow: canary answers" || ok
+if command -v promtool >/dev/null; then
+  promtool check metrics <"$T/m1" >"$T/promtool" 2>&1 && ok || bad "promtool: $(head -3 "$T/promtool")"
+fi
 # admin calls without the token are refused
 eq "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/rollout")" 401 "rollout status without the token"
 eq "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "$URL/v1/rollout/shadow")" 401 "drop without the token"
@@ -390,6 +401,25 @@ sides "$T/s2" >"$T/sides2"
 sides "$T/s3" >"$T/sides3"
 if cmp -s "$T/sides2" "$T/sides3"; then ok; else bad "canary: a key changed side across a restart"; fi
 N=$(grep -c ' canary ' "$T/sides2")
+# the canary's answers in the decide histogram under side="canary", live's
+# off-path decisions of them under the rollout histogram's side="live"
+curl -s "$URL/metrics" >"$T/m3"
+py '
+import sys, re
+m = {}
+for l in open(sys.argv[1]):
+    if l.startswith("#") or not l.strip(): continue
+    k, v = l.rsplit(" ", 1); m[k] = float(v)
+def total(pat): return sum(v for k, v in m.items() if re.fullmatch(pat, k))
+can = m["verdict_rollout_answered_total{side=\"canary\"}"]; live = m["verdict_rollout_answered_total{side=\"live\"}"]
+assert can > 0 and live > 0, (can, live)
+assert total(r"verdict_decide_duration_seconds_count\{.*side=\"canary\"\}") == can, "canary answers"
+assert total(r"verdict_decide_duration_seconds_count\{.*side=\"live\"\}") == live, "live answers"
+dropped = m["verdict_rollout_dropped_total"]
+off = total(r"verdict_rollout_decide_duration_seconds_count\{side=\"(live|canary)\"\}")
+assert off + dropped == can + live and m["verdict_rollout_decide_duration_seconds_count{side=\"live\"}"] > 0, "off path"
+assert m["verdict_rollout_decide_duration_seconds_count{side=\"shadow\"}"] == 0, "no shadow"
+' "$T/m3" 2>"$T/err" && ok || bad "canary: the latency histograms by side: $(tail -1 "$T/err")"
 [ "$N" -gt 20 ] && [ "$N" -lt 140 ] && ok || bad "canary: $N of 200 keys on the canary at 40%"
 # the answer's policy_version is the answering side's
 py '
