@@ -40,6 +40,8 @@ struct mcp_session {
   vd_decision *d;
   mcp_decision_fn on_decision; /* may be NULL */
   void *on_decision_user;
+  mcp_decide_fn decide; /* NULL: vd_decide_json on engine */
+  void *decide_user;
   char version[16]; /* negotiated by initialize, "" before */
   int initialized;  /* notifications/initialized seen */
   char cwd[PATH_MAX];
@@ -74,6 +76,12 @@ mcp_session *mcp_session_new(vd_engine *e, const char *snapshots_dir) {
   }
   if (!getcwd(s->cwd, sizeof s->cwd)) s->cwd[0] = '\0';
   return s;
+}
+
+void mcp_session_decide_with(mcp_session *s, mcp_decide_fn fn, void *user) {
+  if (!s) return;
+  s->decide = fn;
+  s->decide_user = user;
 }
 
 void mcp_session_on_decision(mcp_session *s, mcp_decision_fn fn, void *user) {
@@ -328,7 +336,9 @@ static int decide_action(mcp_session *s, arena *a, const value *id, int modern, 
   hook_verdict best = HOOK_ALLOW;
   for (size_t i = 0; i < nreq; i++) {
     vd_error err;
-    if (vd_decide_json(s->engine, reqs[i].data, (long)reqs[i].len, s->d, &err) != 0) {
+    int rc = s->decide ? s->decide(s->decide_user, reqs[i].data, reqs[i].len, s->d, &err)
+                       : vd_decide_json(s->engine, reqs[i].data, (long)reqs[i].len, s->d, &err);
+    if (rc != 0) {
       char msg[1200];
       snprintf(msg, sizeof msg, "verdict could not decide this request: %s", err.message);
       return tool_error(out, id, modern, msg);

@@ -39,6 +39,14 @@ void mcp_session_free(mcp_session *s);
 typedef void (*mcp_decision_fn)(void *user, const vd_decision *d);
 void mcp_session_on_decision(mcp_session *s, mcp_decision_fn fn, void *user);
 
+/* Decides each request with fn(user, ...) instead of vd_decide_json on the
+ * session's engine (the same contract: 0, or a VD_E* code with err), for a
+ * host that decides under a rollout (verdict serve --shadow/--canary). fn
+ * NULL: vd_decide_json. Set it before mcp_handle. */
+typedef int (*mcp_decide_fn)(void *user, const char *json, size_t len, vd_decision *d,
+                             vd_error *err);
+void mcp_session_decide_with(mcp_session *s, mcp_decide_fn fn, void *user);
+
 /* why NULL: explain_decision reads snapshots (the default). Else it answers
  * with the tool error why (a static string, not copied) and reads nothing:
  * a host that guards recorded decisions (verdict serve --snapshot-reads)

@@ -27,12 +27,13 @@ const char cmd_rollout_help[] =
     "\n"
     "Reports a shadow or canary run of verdict serve from the snapshots it\n"
     "recorded: each answered decision paired with the record that completes\n"
-    "it, the decisions compared and agreed (action and allowed the same), the\n"
-    "changes by action (live -> candidate) and by rule with example snapshot\n"
-    "ids, the accuracy of each side against labels with the changed decisions\n"
-    "the label says got right (fixed) or wrong (broke), p50/p90/p99 latency of\n"
-    "each side, and a recommendation stating each declared canary limit and\n"
-    "whether it held (docs/rollout.md).\n"
+    "it, the decisions compared and agreed (action and allowed the same; a\n"
+    "request one side refused is an outcome of its own, error:CODE), each\n"
+    "side's error share, the changes by action (live -> candidate) and by rule\n"
+    "with example snapshot ids, the accuracy of each side against labels with\n"
+    "the changed decisions the label says got right (fixed) or wrong (broke),\n"
+    "p50/p90/p99 latency of each side, and a recommendation stating each\n"
+    "declared canary limit and whether it held (docs/rollout.md).\n"
     "\n"
     "options:\n"
     "  -s, --snapshots DIR         the snapshot folder (default: $VERDICT_SNAPSHOTS)\n"
@@ -69,6 +70,8 @@ typedef struct rrec {
   int answered;                  /* this record's answer was the caller's */
   int paired;
   char *point, *key, *action, *rule, *source, *policy_version, *model_version, *reason;
+  char *error;  /* a request the candidate refused off the answer's path: its code name */
+  char outcome[96]; /* what is compared: the action, "(none)", or "error:CODE" */
   int allowed, review;
   double confidence, latency_us;
 } rrec;
@@ -87,6 +90,7 @@ static void rrec_free(rrec *x) {
   free(x->policy_version);
   free(x->model_version);
   free(x->reason);
+  free(x->error);
 }
 
 static char *str_at(const value *obj, const char *k) {
@@ -151,6 +155,12 @@ static int read_rec(const snapshot_rec *r, rrec *x, char *err, size_t errlen) {
     x->rule = str_at(reason, "rule");
     x->reason = str_at(reason, "message");
   }
+  const value *e = value_map_get(&v, "error", 5);
+  if (e && e->kind == V_MAP) x->error = str_at(e, "code");
+  if (x->error)
+    snprintf(x->outcome, sizeof x->outcome, "error:%s", x->error);
+  else
+    snprintf(x->outcome, sizeof x->outcome, "%s", x->action && *x->action ? x->action : "(none)");
   x->allowed = bool_at(&v, "allowed");
   x->review = bool_at(&v, "review");
   x->confidence = num_at(&v, "confidence");
@@ -165,6 +175,13 @@ static int by_id(const void *a, const void *b) {
 }
 
 static const char *nz(const char *s, const char *dflt) { return s && *s ? s : dflt; }
+
+/* A side that erred: refused the request, or decided by an error. */
+static int is_error(const rrec *x) {
+  return x->error || (x->source && !strcmp(x->source, "error"));
+}
+
+static double share(uint64_t k, uint64_t n) { return n ? (double)k / (double)n : 0.0; }
 
 static int rows_add(rows *t, const char *from, const char *to, const char *example) {
   for (size_t i = 0; i < t->n; i++)
@@ -286,6 +303,8 @@ typedef struct limit {
 
 typedef struct rollout_report {
   uint64_t records, answered, completing, compared, agreed, changed, unpaired, orphans;
+  uint64_t errors[2]; /* compared pairs whose live / candidate side is an error (a refusal
+                       * or an error decision) */
   uint64_t fixed, broke, labelled_changed;
   uint64_t canary_answered;
   rows by_action, by_rule;
@@ -336,6 +355,9 @@ static void print_text(FILE *out, const rollout_report *rr, const char *dir) {
           (unsigned long long)rr->changed);
   if (rr->unpaired) fprintf(out, "  unpaired %llu", (unsigned long long)rr->unpaired);
   fputc('\n', out);
+  fprintf(out, "errors: live %llu (%.2f%%), candidate %llu (%.2f%%)\n",
+          (unsigned long long)rr->errors[0], 100 * share(rr->errors[0], rr->compared),
+          (unsigned long long)rr->errors[1], 100 * share(rr->errors[1], rr->compared));
   text_rows(out, "changes by action (live -> candidate)", &rr->by_action);
   text_rows(out, "changes by rule (live -> candidate)", &rr->by_rule);
   if (rr->have_labels)
@@ -410,6 +432,18 @@ static int print_json(FILE *out, const rollout_report *rr) {
   json_write_double(&b, rr->compared ? (double)rr->agreed / (double)rr->compared : 0.0);
   JSON_PUT(&b, ",\"changed\":");
   json_put_u64(&b, rr->changed);
+  JSON_PUT(&b, ",\"errors\":{");
+  for (int i = 0; i < 2; i++) {
+    if (i)
+      JSON_PUT(&b, ",\"candidate\":{\"count\":");
+    else
+      JSON_PUT(&b, "\"live\":{\"count\":");
+    json_put_u64(&b, rr->errors[i]);
+    JSON_PUT(&b, ",\"share\":");
+    json_write_double(&b, share(rr->errors[i], rr->compared));
+    json_buf_putc(&b, '}');
+  }
+  json_buf_putc(&b, '}');
   JSON_PUT(&b, ",\"unpaired\":");
   json_put_u64(&b, rr->unpaired);
   JSON_PUT(&b, ",\"canary_answered\":");
@@ -475,6 +509,9 @@ static int print_html(FILE *out, const rollout_report *rr, const char *dir) {
   report_html_card(out, t, "agreed", "");
   snprintf(t, sizeof t, "%llu", (unsigned long long)rr->changed);
   report_html_card(out, t, "changed", "");
+  snprintf(t, sizeof t, "%.2f%% / %.2f%%", 100 * share(rr->errors[0], rr->compared),
+           100 * share(rr->errors[1], rr->compared));
+  report_html_card(out, t, "errors live / candidate", rr->errors[1] > rr->errors[0] ? "bad" : "");
   if (rr->have_labels) {
     snprintf(t, sizeof t, "%llu", (unsigned long long)rr->fixed);
     report_html_card(out, t, "fixed", rr->fixed ? "good" : "");
@@ -637,8 +674,10 @@ int cmd_rollout(int argc, char **argv) {
       if (!a->is_live) rr.canary_answered++;
       replay_side sl = to_side(live), sc = to_side(cand);
       const replay_side *ans[2] = {&sl, &sc};
-      int same_action = !strcmp(nz(live->action, "(none)"), nz(cand->action, "(none)"));
-      int same = same_action && live->allowed == cand->allowed;
+      /* a refusal is an outcome of its own: error:CODE, never an action */
+      int same = !strcmp(live->outcome, cand->outcome) && live->allowed == cand->allowed;
+      rr.errors[0] += is_error(live);
+      rr.errors[1] += is_error(cand);
       int sm[2] = {1, same};
       const char *label = labels ? score_labels_find(labels, a->id, a->key) : NULL;
       if (labels && !label) label = score_labels_find(labels, c->id, NULL);
@@ -652,7 +691,7 @@ int cmd_rollout(int argc, char **argv) {
         continue;
       }
       rr.changed++;
-      const char *la = nz(live->action, "(none)"), *ca = nz(cand->action, "(none)");
+      const char *la = live->outcome, *ca = cand->outcome;
       if (rows_add(&rr.by_action, la, ca, a->id) != 0 ||
           rows_add(&rr.by_rule, nz(live->rule, nz(live->source, "?")),
                    nz(cand->rule, nz(cand->source, "?")), a->id) != 0) {
@@ -675,16 +714,11 @@ int cmd_rollout(int argc, char **argv) {
     if (rr.by_action.n > 1) qsort(rr.by_action.r, rr.by_action.n, sizeof *rr.by_action.r, row_cmp);
     if (rr.by_rule.n > 1) qsort(rr.by_rule.r, rr.by_rule.n, sizeof *rr.by_rule.r, row_cmp);
     /* The limits as the canary watches them, judged over the whole period:
-     * disagreement and refusals (the candidate's error decisions; refused
-     * requests are not recorded) as shares of the compared, p99 of the
-     * candidate's decision times. */
-    uint64_t cand_errors = 0;
-    for (size_t i = 0; i < n; i++) {
-      const rrec *x = &recs[i];
-      if (!x->is_live && (x->answered ? x->paired : x->completes[0] != 0) && x->source &&
-          !strcmp(x->source, "error"))
-        cand_errors++;
-    }
+     * disagreement and errors (the candidate's error decisions and its
+     * refusals off the answer's path; a request the answering side refused
+     * has no answered record to pair) as shares of the compared, p99 of
+     * the candidate's decision times. */
+    uint64_t cand_errors = rr.errors[1];
     limit *l = rr.lim;
     l[0] = (limit){
         "canary-max-disagreement", ro.max_disagreement >= 0,

@@ -455,6 +455,31 @@ static int decide_stages(const policy_bundle *b, const name_table *names, const 
   return rc;
 }
 
+/* A rollout's off-path decision that the candidate refused, recorded as
+ * its side of the pair all the same (docs/snapshots.md, "Shadow and
+ * canary"): no action, source error, and the error itself ("error"), under
+ * the version of the strategy that would have decided (none when no
+ * strategy serves the point), so replay can refuse it again. Not an answer:
+ * d stays undecided, and a record the log does not take is simply missing. */
+static void record_side_refusal(vd_engine *e, const policy_bundle *b, const decide_request *req,
+                                vd_decision *d, record_input *rin, const vd_error *err) {
+  const strategy *s = policy_bundle_route(b, req->action.s, req->action.n, &req->candidates);
+  d->action = NULL;
+  d->allowed = 0;
+  d->review = 0;
+  d->source = "error";
+  d->confidence = 0;
+  d->rule = NULL;
+  d->reason = NULL;
+  d->strategy = s ? s->name : NULL;
+  memset(d->policy_version, 0, sizeof d->policy_version);
+  if (s) memcpy(d->policy_version, s->version, sizeof d->policy_version - 1);
+  memcpy(d->bundle_version, b->version, sizeof d->bundle_version);
+  rin->refusal = err;
+  record_id(e->rec, d, rin);
+  record_commit(e->rec, d, rin);
+}
+
 /* Against the live bundle, held for the length of the decision and, with
  * snapshots on, until its capture is in the log's queue: the capture points
  * at names in the bundle, and a reload keeps a replaced bundle until the
@@ -466,6 +491,9 @@ static int decide_live(vd_engine *e, const decide_request *req, vd_decision *d, 
   rcu_read_lock();
   const live *l = rcu_dereference(e->live);
   int rc = decide_stages(l->bundle, l->names, &e->lim, req, d, t0, err);
+  if (rc != 0 && rc != VD_ENOMEM && rin && rin->side && rin->side->off_path &&
+      rin->side->completes)
+    record_side_refusal(e, l->bundle, req, d, rin, err);
   if (rc == 0) { /* the answer, once, snapshots on or off; with them, it carries the id */
     if (rin) record_id(e->rec, d, rin);
     decision_answer(d);

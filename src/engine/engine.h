@@ -307,6 +307,9 @@ typedef struct record_input {
   /* a rollout's side of this decision (service.h), or NULL: none, and the
    * snapshot has no side members */
   const struct service_side *side;
+  /* with side: the candidate's refusal of an off-path decision, recorded
+   * as its side ("error"); NULL: a decision */
+  const vd_error *refusal;
   /* filled by record_id and record_commit */
   uint8_t id[16];
   const char *payload; /* a capture in d's arena, when it did not fit the queue slot */

@@ -132,6 +132,7 @@
 #define CAP_SIDE_SET 1u       /* "side" */
 #define CAP_SIDE_COMPLETES 2u /* "completes": the answered record's id */
 #define CAP_SIDE_ROLLOUT 4u   /* "rollout" */
+#define CAP_SIDE_ERROR 8u     /* "error": the candidate refused the request (code, message, path) */
 
 #define CAP_NULL 0xFFFFFFFFu /* the length of a NULL string */
 #define CAP_SOURCE_TEXT 0xFF /* d->source is not one of the four names: copied */

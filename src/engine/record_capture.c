@@ -405,7 +405,7 @@ HOT void cap_side(cap_ctx *x) {
     return;
   }
   uint8_t f = (s->side ? CAP_SIDE_SET : 0) | (s->completes ? CAP_SIDE_COMPLETES : 0) |
-              (s->answered ? CAP_SIDE_ROLLOUT : 0);
+              (s->answered ? CAP_SIDE_ROLLOUT : 0) | (x->in->refusal ? CAP_SIDE_ERROR : 0);
   cap_u8(c, f);
   if (s->side) cap_str(c, s->side);
   if (s->completes) cap_str(c, s->completes);
@@ -414,6 +414,12 @@ HOT void cap_side(cap_ctx *x) {
     cap_str(c, s->by ? s->by : "no key");
     cap_u32(c, (uint32_t)s->bucket);
     json_put_raw(c, (const char *)&s->percent, sizeof s->percent);
+  }
+  if (x->in->refusal) {
+    const vd_error *e = x->in->refusal;
+    cap_str(c, vd_err_name(e->code));
+    cap_str(c, e->message);
+    cap_str(c, e->path[0] ? e->path : NULL);
   }
 }
 

@@ -938,6 +938,15 @@ static void fmt_side(fmt_view *v, const char *key, size_t keyn) {
     json_write_double(b, pct);
     json_put_char(b, '}');
   }
+  if (f & CAP_SIDE_ERROR) { /* as the API's error objects name them */
+    JSON_PUT(b, ",\"error\":{\"code\":");
+    fmt_str(b, c);
+    JSON_PUT(b, ",\"message\":");
+    fmt_str(b, c);
+    JSON_PUT(b, ",\"path\":");
+    fmt_str(b, c);
+    json_put_char(b, '}');
+  }
 }
 
 int format_capture(const char *capture, size_t clen, const char *id, const char *node,

@@ -280,6 +280,9 @@ static void merge_completion(const char *dir, const snapshot_rec *rec, const cha
         put_member(b, keys[i], member(&v, keys[i]));
       put_member(b, "rule", member(member(&v, "reason"), "rule"));
       put_member(b, "confidence", member(&v, "confidence"));
+      /* a request the other side refused: its error, as the API's error
+       * objects name it; null for a decision */
+      put_member(b, "error", member(&v, "error"));
       const value *t = member(member(&v, "latency_ns"), "total");
       JSON_PUT(b, ",\"latency_us\":");
       if (t && t->kind == V_INT)

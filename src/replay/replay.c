@@ -373,6 +373,7 @@ enum {
   F_INPUTS,
   F_SIDE,      /* a rollout's (docs/snapshots.md, "Shadow and canary"): not required */
   F_COMPLETES, /* the off-path decision of a rollout names the answered one */
+  F_ERROR,     /* and, when the candidate refused the request, its error */
   F_COUNT
 };
 
@@ -415,13 +416,15 @@ static const mname field_names[F_COUNT] = {MNAME("format"),
                                            MNAME("limits"),
                                            MNAME("inputs"),
                                            MNAME("side"),
-                                           MNAME("completes")};
+                                           MNAME("completes"),
+                                           MNAME("error")};
 
 /* Which of them docs/snapshots.md ("Snapshot contents") requires: all but
  * let_errors and limits, which came with format 1 too but are not audit
  * fields. null is a value: a member that is null by design is present. */
 static int field_required(int f) {
-  return f != F_LET_ERRORS && f != F_LIMITS && f != F_MODEL && f != F_SIDE && f != F_COMPLETES;
+  return f != F_LET_ERRORS && f != F_LIMITS && f != F_MODEL && f != F_SIDE && f != F_COMPLETES &&
+         f != F_ERROR;
 }
 
 typedef struct span {
@@ -787,7 +790,8 @@ static int str_eq(const char *a, const char *b) { return a == b || (a && b && st
 
 static int sides_same(const replay_side *a, const replay_side *b) {
   return str_eq(a->action, b->action) && a->allowed == b->allowed && str_eq(a->source, b->source) &&
-         str_eq(a->rule, b->rule) && a->confidence == b->confidence;
+         str_eq(a->rule, b->rule) && a->confidence == b->confidence &&
+         str_eq(a->error_code, b->error_code) && str_eq(a->error_message, b->error_message);
 }
 
 /* The recorded version of a snapshot, from the store (NULL only when out
@@ -867,11 +871,13 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
                                       MNAME("counters"), MNAME("random")},
                      limit_names[] = {MNAME("cost"), MNAME("regex_match"), MNAME("memory"),
                                       MNAME("max_request_bytes")},
-                     model_names[] = {MNAME("version"), MNAME("features_version")};
-  span reason[2], lat[4], inputs[4];
+                     model_names[] = {MNAME("version"), MNAME("features_version")},
+                     error_names[] = {MNAME("code"), MNAME("message")};
+  span reason[2], lat[4], inputs[4], error[2];
   index_object(f[F_REASON].s, f[F_REASON].n, reason_names, 2, reason);
   index_object(f[F_LATENCY].s, f[F_LATENCY].n, lat_names, 4, lat);
   index_object(f[F_INPUTS].s, f[F_INPUTS].n, input_names, 4, inputs);
+  index_object(f[F_ERROR].s, f[F_ERROR].n, error_names, 2, error);
 
   /* complete: every required member, and the required parts of a few */
   int complete = 1;
@@ -904,6 +910,9 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
   if (key) it->key = key;
   it->side = span_str(a, f[F_SIDE]);
   it->completes = f[F_COMPLETES].s != NULL;
+  /* a rollout's refusal: the candidate's error is its outcome */
+  s->error_code = span_str(a, error[0]);
+  s->error_message = s->error_code ? span_str(a, error[1]) : NULL;
 
   if (f[F_FORMAT].s && !(f[F_FORMAT].n == 1 && f[F_FORMAT].s[0] == '1')) {
     value v = parse_span(a, f[F_FORMAT]);
@@ -1000,6 +1009,17 @@ static int replay_one(replayer *rp, const snapshot_rec *rec, replay_item *it) {
   if (ref && !ref_first && rc == 0) {
     /* the reference decision must not overwrite the candidate's */
     time_reference(rp, ref, &lim, it, clock_ns, span_true(inputs[1]), &counters);
+  }
+  if (rc && it->recorded.error_code) { /* refused again: compared as the outcome it is */
+    replay_side *r = &it->replayed;
+    r->source = "error";
+    r->policy_version = it->recorded.policy_version;
+    r->latency_us = (double)it->cpu_ns / 1000.0; /* no decision: its time is the call's */
+    r->timing = REPLAY_TIMING_INPROCESS;
+    r->decision_id = it->recorded.decision_id;
+    r->error_code = vd_err_name(rc);
+    r->error_message = arena_strndup(a, err.message, strlen(err.message));
+    return 0;
   }
   if (rc) {
     snprintf(rp->msg, sizeof rp->msg, "%s", err.message);

@@ -64,6 +64,11 @@ typedef struct replay_side {
    * the scorer puts this side's timing on the recording's scale with it. */
   double cpu_us;
   double reference_cpu_us;
+  /* A rollout's off-path side that refused the request (the snapshot's
+   * "error"): its code name and message, the outcome compared; NULL for a
+   * decision. */
+  const char *error_code;
+  const char *error_message;
 } replay_side;
 
 typedef struct replay_item {

@@ -365,7 +365,7 @@ void route_authz(conn *c, const http_request *r) {
 
   vd_decision *d = conn_decision(c);
   vd_error err;
-  if (vd_decide_json(w->srv->engine, b.data, (long)b.len, d, &err) != 0) {
+  if (server_decide_json(w, b.data, b.len, d, &err) != 0) {
     json_buf_free(&b);
     metrics_count_refused(&w->m);
     stats_count_refused(&w->st);

@@ -204,7 +204,7 @@ void route_batch(conn *c, const http_request *r) {
     if (i && !jsonl) json_buf_putc(&out, ',');
     vd_error err;
     const char *text = r->body + spans[i].off;
-    if (vd_decide_json(w->srv->engine, text, (long)spans[i].len, d, &err) != 0) {
+    if (server_decide_json(w, text, spans[i].len, d, &err) != 0) {
       metrics_count_refused(&w->m);
       stats_count_refused(&w->st);
       element_error(&out, jsonl, (size_t)i, spans[i].line, &err);

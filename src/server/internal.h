@@ -44,11 +44,13 @@ typedef struct metrics_hist {
   _Atomic uint64_t sum_ns;
 } metrics_hist;
 
-/* Histograms by (strategy, source). Entry 0 has empty labels: requests that
- * are not one decision, and decisions past the table or with a label longer
- * than METRICS_HLABEL - 1. Published as metrics_table's entries are. */
+/* Histograms by (strategy, source) and, for decisions, the side that made
+ * them. Entry 0 has empty labels: requests that are not one decision, and
+ * decisions past the table or with a label longer than METRICS_HLABEL - 1.
+ * Published as metrics_table's entries are. */
 typedef struct metrics_hseries {
   char label[2][METRICS_HLABEL];
+  uint8_t side; /* METRICS_SIDE_* (the request table: always live) */
   uint64_t hash;
   metrics_hist h;
 } metrics_hseries;
@@ -57,6 +59,10 @@ typedef struct metrics_htable {
   metrics_hseries series[METRICS_MAX_HSERIES];
   _Atomic uint32_t nseries;
 } metrics_htable;
+
+/* A decision's side in a rollout (docs/rollout.md): the `side` label. */
+enum { METRICS_SIDE_LIVE, METRICS_SIDE_SHADOW, METRICS_SIDE_CANARY, METRICS_SIDES };
+extern const char *const metrics_side_name[METRICS_SIDES];
 
 typedef struct metrics {
   metrics_table decisions;    /* strategy, action, source */
@@ -71,6 +77,8 @@ typedef struct metrics {
   _Atomic uint64_t authz[3];  /* authz answers: 200, 401, 403 */
   metrics_table outcomes;     /* review outcomes recorded, by the reviewer's action */
   metrics_hist review_time;   /* decision to outcome (review_le buckets) */
+  uint8_t side;               /* the side that made the decision counted next
+                               * (server_decide_json sets it): METRICS_SIDE_* */
 } metrics;
 
 void metrics_init(metrics *m);
@@ -88,6 +96,9 @@ void metrics_hist_observe(metrics_hist *h, uint64_t ns);
 void metrics_render_table(json_buf *b, metrics_table *t, const char *name,
                           const char *const keys[3]);
 void metrics_render_hist(json_buf *b, metrics_hist *h, const char *name, const char *help);
+/* h's lines alone (no HELP/TYPE), each series labelled labels: `side="x",`
+ * (ending in a comma), or "". */
+void metrics_render_hist_lines(json_buf *b, metrics_hist *h, const char *name, const char *labels);
 
 /* ---- the server ---- */
 typedef struct server server;
@@ -259,9 +270,17 @@ typedef struct rollout rollout;
  * admin call may set one: never, the thread starts for run-time calls). */
 int rollout_start(server *s, char *why, size_t whylen);
 void rollout_stop(server *s);
-/* POST /v1/decide with a shadow or canary: 1 when answered, 0 when there
- * is none (the plain path answers). */
-int rollout_decide(conn *c, const http_request *r);
+/* One request (JSON text) decided under the rollout, by every deciding
+ * endpoint (/v1/decide, /v1/decide/batch, /v1/authz, /mcp): 0 when no
+ * shadow or canary is set (the caller decides as usual); else 1, the
+ * answering side (live, or the canary by the request's bucket) decided
+ * into d with *rc its result (0, or a VD_E* code with err), and the other
+ * side queued to decide off the answer's path. */
+int rollout_decide_body(worker *w, const char *body, size_t len, vd_decision *d, vd_error *err,
+                        int *rc);
+/* vd_decide_json against the live engine, or under the rollout when one is
+ * set (rollout_decide_body). */
+int server_decide_json(worker *w, const char *body, size_t len, vd_decision *d, vd_error *err);
 /* /v1/rollout and below (admin). */
 void route_rollout(conn *c, const http_request *r);
 /* SIGHUP: re-reads the settings file, reloads the candidate's bundle. */

@@ -150,6 +150,10 @@ static int is_initialize(const http_request *r) {
 
 /* MCP's decisions count in this worker's metrics like any other. */
 static void count_decision(void *user, const vd_decision *d) { worker_count_decision(user, d); }
+/* and are decided as any other: under the rollout when one is set */
+static int decide(void *user, const char *json, size_t len, vd_decision *d, vd_error *err) {
+  return server_decide_json(user, json, len, d, err);
+}
 
 void route_mcp(conn *c, const http_request *r) {
   worker *w = conn_worker(c);
@@ -244,6 +248,7 @@ void route_mcp(conn *c, const http_request *r) {
     }
     e->last_used = now;
     mcp_session_on_decision(e->s, count_decision, w);
+    mcp_session_decide_with(e->s, decide, w);
     mcp_session_explain_refusal(e->s, refusal);
     rc = mcp_handle(e->s, r->body, r->body_len, &out);
   } else if (is_initialize(r)) {
@@ -265,12 +270,14 @@ void route_mcp(conn *c, const http_request *r) {
     e->last_used = now;
     t->n++;
     mcp_session_on_decision(e->s, count_decision, w);
+    mcp_session_decide_with(e->s, decide, w);
     mcp_session_explain_refusal(e->s, refusal);
     rc = mcp_handle(e->s, r->body, r->body_len, &out);
     snprintf(extra, sizeof extra, "Mcp-Session-Id: %s\r\n", e->id);
   } else {
     mcp_session *s = mcp_session_new(srv->engine, srv->snapshots_dir);
     mcp_session_on_decision(s, count_decision, w);
+    mcp_session_decide_with(s, decide, w);
     mcp_session_explain_refusal(s, refusal);
     rc = s ? mcp_handle(s, r->body, r->body_len, &out) : -1;
     mcp_session_free(s);

@@ -121,24 +121,34 @@ static void hist_observe(metrics_hist *h, const bucket_table *t, uint64_t ns) {
   bump(&h->sum_ns, ns);
 }
 
-static uint64_t hash2(const char *a, const char *b) {
-  return hash_str(hash_str(0xcbf29ce484222325ull, a), b);
+const char *const metrics_side_name[METRICS_SIDES] = {"live", "shadow", "canary"};
+
+static uint64_t hash2(const char *a, const char *b, uint8_t side) {
+  return hash_str(hash_str(0xcbf29ce484222325ull ^ side, a), b);
 }
 
-/* The entry of t for (strategy, source), made on first use; 0 (empty
- * labels) when the table is full or a label too long. Owner only. */
-static uint32_t htable_index(metrics_htable *t, const char *a, const char *b) {
+static int same_series(const metrics_hseries *x, const metrics_hseries *y) {
+  return x->hash == y->hash && x->side == y->side && !strcmp(x->label[0], y->label[0]) &&
+         !strcmp(x->label[1], y->label[1]);
+}
+
+/* The entry of t for (strategy, source, side), made on first use; 0
+ * (empty labels) when the table is full or a label too long. Owner only. */
+static uint32_t htable_index(metrics_htable *t, const char *a, const char *b, uint8_t side) {
   if (strlen(a) >= METRICS_HLABEL || strlen(b) >= METRICS_HLABEL) return 0;
-  uint64_t h = hash2(a, b);
+  uint64_t h = hash2(a, b, side);
   uint32_t n = atomic_load_explicit(&t->nseries, memory_order_relaxed);
   for (uint32_t i = 0; i < n; i++) {
     const metrics_hseries *s = &t->series[i];
-    if (s->hash == h && strcmp(s->label[0], a) == 0 && strcmp(s->label[1], b) == 0) return i;
+    if (s->hash == h && s->side == side && strcmp(s->label[0], a) == 0 &&
+        strcmp(s->label[1], b) == 0)
+      return i;
   }
   if (n == METRICS_MAX_HSERIES) return 0;
   metrics_hseries *s = &t->series[n];
   strcpy(s->label[0], a);
   strcpy(s->label[1], b);
+  s->side = side < METRICS_SIDES ? side : METRICS_SIDE_LIVE;
   s->hash = h;
   atomic_store_explicit(&t->nseries, n + 1, memory_order_release);
   return n;
@@ -153,12 +163,12 @@ void metrics_count_decision(metrics *m, const vd_decision *d) {
     const char *r[3] = {l[0], rule, ""};
     table_count(&m->rules, r);
   }
-  uint32_t i = htable_index(&m->decide, l[0], l[2]);
+  uint32_t i = htable_index(&m->decide, l[0], l[2], m->side);
   hist_observe(&m->decide.series[i].h, &latency_buckets,
                (uint64_t)(vd_decision_latency_us(d) * 1e3));
   /* The request carrying it is labelled the same, unless it carries several
    * decisions of different labels (a batch, an MCP call): then empty. */
-  int r = (int)htable_index(&m->request, l[0], l[2]);
+  int r = (int)htable_index(&m->request, l[0], l[2], METRICS_SIDE_LIVE);
   m->req_series = m->req_series < 0 || m->req_series == r ? r : 0;
 }
 
@@ -328,9 +338,10 @@ static void render_hist(server *srv, json_buf *b, size_t off, const char *name, 
 }
 
 /* A (strategy, source) histogram table summed over the workers: each label
- * set once, by the first worker that has it (the sets are few). */
+ * set once, by the first worker that has it (the sets are few); with_side,
+ * the side label too (the decisions' table). */
 static void render_htable(server *srv, json_buf *b, size_t off, const char *name,
-                          const char *help) {
+                          const char *help, int with_side) {
   putf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
   for (int w = 0; w < srv->nworkers; w++) {
     metrics_htable *t = (metrics_htable *)((char *)&srv->workers[w].m + off);
@@ -341,9 +352,7 @@ static void render_htable(server *srv, json_buf *b, size_t off, const char *name
       for (int v = 0; v < w && !seen; v++) {
         metrics_htable *o = (metrics_htable *)((char *)&srv->workers[v].m + off);
         uint32_t on = atomic_load_explicit(&o->nseries, memory_order_acquire);
-        for (uint32_t j = 0; j < on && !seen; j++)
-          seen = o->series[j].hash == e->hash && !strcmp(o->series[j].label[0], e->label[0]) &&
-                 !strcmp(o->series[j].label[1], e->label[1]);
+        for (uint32_t j = 0; j < on && !seen; j++) seen = same_series(&o->series[j], e);
       }
       if (seen) continue;
       hist_sum s = {0};
@@ -352,9 +361,7 @@ static void render_htable(server *srv, json_buf *b, size_t off, const char *name
         metrics_htable *o = (metrics_htable *)((char *)&srv->workers[v].m + off);
         uint32_t on = atomic_load_explicit(&o->nseries, memory_order_acquire);
         for (uint32_t j = 0; j < on; j++)
-          if (o->series[j].hash == e->hash && !strcmp(o->series[j].label[0], e->label[0]) &&
-              !strcmp(o->series[j].label[1], e->label[1]))
-            hist_add(&s, &o->series[j].h);
+          if (same_series(&o->series[j], e)) hist_add(&s, &o->series[j].h);
       }
       if (i == 0 && s.count == 0) continue; /* the empty labels, unused so far */
       json_buf l;
@@ -364,6 +371,11 @@ static void render_htable(server *srv, json_buf *b, size_t off, const char *name
       PUT_LIT(&l, "\",source=\"");
       put_label(&l, e->label[1]);
       PUT_LIT(&l, "\",");
+      if (with_side) {
+        PUT_LIT(&l, "side=\"");
+        json_buf_put(&l, metrics_side_name[e->side], strlen(metrics_side_name[e->side]));
+        PUT_LIT(&l, "\",");
+      }
       if (!l.oom) render_hist_lines(b, name, l.data, &latency_buckets, &s);
       json_buf_free(&l);
     }
@@ -380,9 +392,12 @@ static void render_http(server *srv, json_buf *b) {
                                        offsetof(metrics, status) + (size_t)cls * sizeof(uint64_t)));
   render_htable(srv, b, offsetof(metrics, request), "verdict_http_request_duration_seconds",
                 "Time from the first byte of a request to its answer being queued, by the "
-                "strategy and source of its decision (empty: not one decision).");
+                "strategy and source of its decision (empty: not one decision).",
+                0);
   render_htable(srv, b, offsetof(metrics, decide), "verdict_decide_duration_seconds",
-                "Time the engine took for one decision: parsing the request and deciding.");
+                "Time the engine took for one answered decision: parsing the request and "
+                "deciding, by strategy, source and the side that answered (live, or canary).",
+                1);
   putf(b,
        "# HELP verdict_http_connections Open HTTP connections.\n"
        "# TYPE verdict_http_connections gauge\nverdict_http_connections %u\n",
@@ -579,6 +594,13 @@ void metrics_render_table(json_buf *b, metrics_table *t, const char *name,
     }
     putf(b, "} %llu\n", (unsigned long long)get(&s->count));
   }
+}
+
+void metrics_render_hist_lines(json_buf *b, metrics_hist *h, const char *name,
+                               const char *labels) {
+  hist_sum s = {0};
+  hist_add(&s, h);
+  render_hist_lines(b, name, labels, &latency_buckets, &s);
 }
 
 void metrics_render_hist(json_buf *b, metrics_hist *h, const char *name, const char *help) {

@@ -93,7 +93,7 @@ struct rollout {
   struct grave *graves; /* replaced candidates the rollout thread closes (under qlock) */
   /* the comparison: written by the rollout thread */
   metrics m;           /* decisions: compared by strategy/agreed; rules: changes */
-  metrics_hist decide; /* the off-path decisions' latency */
+  metrics_hist decide[3]; /* the off-path decisions' latency, by the side that made them */
   _Atomic uint64_t compared, agreed, errors, dropped, queued;
   _Atomic uint64_t answered[3];
   _Atomic uint64_t rollbacks[RB_REASONS], promotions;
@@ -391,7 +391,7 @@ static void compare(rollout *ro, const job *j, vd_decision *d, int rc, int other
   const char *act = ok ? vd_decision_action(d) : NULL;
   act = act ? act : "";
   int agree = ok && !j->failed && !strcmp(act, j->action) && vd_decision_allowed(d) == j->allowed;
-  if (ok) metrics_hist_observe(&ro->decide, (uint64_t)(vd_decision_latency_us(d) * 1e3));
+  if (ok) metrics_hist_observe(&ro->decide[other], (uint64_t)(vd_decision_latency_us(d) * 1e3));
   if (!ok || j->failed) atomic_fetch_add(&ro->errors, 1);
   if (ok && !j->failed) {
     atomic_fetch_add(&ro->compared, 1);
@@ -491,19 +491,19 @@ static void *rollout_main(void *arg) {
 
 /* Queues the other side's decision of a request just answered; a full
  * queue drops it (counted). */
-static void enqueue(rollout *ro, const http_request *r, const vd_decision *d, int failed,
+static void enqueue(rollout *ro, const char *body, size_t len, const vd_decision *d, int failed,
                     int answered, const service_side *side) {
   job j;
   memset(&j, 0, sizeof j);
   j.answered = (uint8_t)answered;
   j.failed = (uint8_t)failed;
-  if (!(j.body = malloc(r->body_len + 1))) {
+  if (!(j.body = malloc(len + 1))) {
     atomic_fetch_add(&ro->dropped, 1);
     return;
   }
-  memcpy(j.body, r->body, r->body_len);
-  j.body[r->body_len] = '\0';
-  j.len = r->body_len;
+  memcpy(j.body, body, len);
+  j.body[len] = '\0';
+  j.len = len;
   j.clock_ns = side->clock_ns;
   if (!failed) {
     copy_text(j.id, sizeof j.id, vd_decision_snapshot_id(d));
@@ -548,13 +548,14 @@ static uint64_t fnv1a(const char *s, size_t n) {
  * context field the strategy's `rollout_key:` names (a string's bytes, a
  * number's text), else the request's key. by says which ("field NAME",
  * "key", "no key"; into by_buf). -1: nothing to hash. */
-static int bucket_of(server *s, const http_request *r, char *by_buf, size_t byn, const char **by) {
+static int bucket_of(server *s, const char *body, size_t len, char *by_buf, size_t byn,
+                     const char **by) {
   arena a;
   arena_init(&a, NULL, 0, 0);
   value v;
   int bucket = -1;
   *by = "no key";
-  if (json_parse(&a, r->body, r->body_len, NULL, &v, NULL) == 0 && v.kind == V_MAP) {
+  if (json_parse(&a, body, len, NULL, &v, NULL) == 0 && v.kind == V_MAP) {
     const value *act = value_map_get(&v, "action", 6);
     char field[128] = "";
     if (act && act->kind == V_STRING)
@@ -586,8 +587,8 @@ static int bucket_of(server *s, const http_request *r, char *by_buf, size_t byn,
   return bucket;
 }
 
-int rollout_decide(conn *c, const http_request *r) {
-  worker *w = conn_worker(c);
+int rollout_decide_body(worker *w, const char *body, size_t len, vd_decision *d, vd_error *err,
+                        int *rc) {
   rollout *ro = w->srv->rollout;
   if (!ro || !atomic_load_explicit(&ro->active, memory_order_relaxed)) return 0;
   pthread_rwlock_rdlock(&ro->lock);
@@ -595,7 +596,6 @@ int rollout_decide(conn *c, const http_request *r) {
     pthread_rwlock_unlock(&ro->lock);
     return 0;
   }
-  vd_decision *d = conn_decision(c);
   char by_buf[160];
   service_side side;
   memset(&side, 0, sizeof side);
@@ -604,7 +604,7 @@ int rollout_decide(conn *c, const http_request *r) {
   vd_engine *e = w->srv->engine;
   if (ro->canary) {
     int pct = atomic_load(&ro->percent_bp);
-    int bucket = bucket_of(w->srv, r, by_buf, sizeof by_buf, &side.by);
+    int bucket = bucket_of(w->srv, body, len, by_buf, sizeof by_buf, &side.by);
     side.bucket = bucket < 0 ? 0 : bucket;
     side.percent = pct / 100.0;
     if (bucket < 0 ? ro->o.no_key_canary && pct > 0 : bucket < pct) {
@@ -615,29 +615,26 @@ int rollout_decide(conn *c, const http_request *r) {
     side.answered = side_name[answered];
   }
   atomic_fetch_add(&ro->answered[answered], 1);
-  vd_error err;
-  int rc = service_decide_side(e, r->body, r->body_len, &side, d, &err);
+  w->m.side = answered == SIDE_CANARY ? METRICS_SIDE_CANARY : METRICS_SIDE_LIVE;
+  *rc = service_decide_side(e, body, len, &side, d, err);
   pthread_rwlock_unlock(&ro->lock);
-  if (rc != 0) {
-    metrics_count_refused(&w->m);
-    conn_respond_error(c, route_error_status(err.code), vd_err_name(err.code), err.message,
-                       err.path);
-    /* a request the answering side refused: the other side still tries it
-     * (an error share is a canary's limit) */
-    if (err.code != VD_ESNAPSHOT) enqueue(ro, r, d, 1, answered, &side);
-    return 1;
-  }
-  const char *s;
-  size_t n;
-  if (vd_decision_render(d, 0, &s, &n) != 0) {
-    conn_respond_error(c, 503, vd_err_name(VD_ENOMEM), "out of memory writing the decision", NULL);
-    return 1;
-  }
-  metrics_count_decision(&w->m, d);
-  conn_note_decision(c, vd_decision_action(d), vd_decision_snapshot_id(d));
-  conn_respond(c, 200, "application/json", NULL, s, n);
-  enqueue(ro, r, d, 0, answered, &side); /* after the answer is the connection's */
+  /* The other side's job is queued now (a copy of the request and of what
+   * the answer says): the caller renders and sends the answer meanwhile,
+   * never waiting for it. A request the answering side refused is still
+   * tried by the other (an error share is a canary's limit); one refused
+   * for its snapshot is not a refusal of the request. */
+  if (*rc == 0)
+    enqueue(ro, body, len, d, 0, answered, &side);
+  else if (err->code != VD_ESNAPSHOT)
+    enqueue(ro, body, len, d, 1, answered, &side);
   return 1;
+}
+
+int server_decide_json(worker *w, const char *body, size_t len, vd_decision *d, vd_error *err) {
+  int rc;
+  if (rollout_decide_body(w, body, len, d, err, &rc)) return rc;
+  w->m.side = METRICS_SIDE_LIVE;
+  return vd_decide_json(w->srv->engine, body, (long)len, d, err);
 }
 
 /* ---- life cycle ---- */
@@ -812,9 +809,20 @@ void rollout_metrics(server *s, json_buf *b) {
           "counter\n");
   static const char *const ck[3] = {"strategy", "live", "candidate"};
   metrics_render_table(b, &ro->m.rules, "verdict_rollout_changes_total", ck);
-  metrics_render_hist(b, &ro->decide, "verdict_rollout_decide_duration_seconds",
-                      "Time the side that did not answer took for one decision (beside "
-                      "verdict_decide_duration_seconds, the answering side's).");
+  static const char *const hist_name = "verdict_rollout_decide_duration_seconds";
+  json_buf_put(b, t,
+               (size_t)snprintf(t, sizeof t,
+                                "# HELP %s Time the side that did not answer took for one "
+                                "decision, off the answer's path, by that side (shadow, canary, "
+                                "or live when the canary answered); beside "
+                                "verdict_decide_duration_seconds, the answering side's.\n"
+                                "# TYPE %s histogram\n",
+                                hist_name, hist_name));
+  for (int i = 0; i < 3; i++) {
+    char labels[32];
+    snprintf(labels, sizeof labels, "side=\"%s\",", side_name[i]);
+    metrics_render_hist_lines(b, &ro->decide[i], hist_name, labels);
+  }
   PUT_LIT(b,
           "# HELP verdict_rollout_answered_total Requests answered, by side.\n"
           "# TYPE verdict_rollout_answered_total counter\n");

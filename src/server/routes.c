@@ -42,11 +42,10 @@ int route_error_status(int code) {
 }
 
 static void decide(conn *c, const http_request *r) {
-  if (rollout_decide(c, r)) return; /* a shadow or a canary is set */
   worker *w = conn_worker(c);
   vd_decision *d = conn_decision(c);
   vd_error err;
-  if (vd_decide_json(w->srv->engine, r->body, (long)r->body_len, d, &err) != 0) {
+  if (server_decide_json(w, r->body, r->body_len, d, &err) != 0) { /* under a rollout too */
     metrics_count_refused(&w->m);
     stats_count_refused(&w->st);
     conn_respond_error(c, route_error_status(err.code), vd_err_name(err.code), err.message,

@@ -4,7 +4,9 @@
  * decision made with a side writes "side", "completes" and "rollout" after
  * "inputs", and one made with no side strings writes none of them (the
  * payload ends where it always did); the given clock is request.time and
- * the record's time; an off-path decision charges no counter. */
+ * the record's time; an off-path decision charges no counter; a refusal
+ * off the answer's path is recorded in its error form ("error"), one on it
+ * nowhere. */
 #define _GNU_SOURCE
 #include <ftw.h>
 #include <stdio.h>
@@ -73,6 +75,38 @@ static const value *at(const value *m, const char *k1, const char *k2) {
 static int ends_with(const char *s, const char *tail) {
   size_t n = strlen(s), m = strlen(tail);
   return n >= m && memcmp(s + n - m, tail, m) == 0;
+}
+
+static size_t count_records(const char *dir) {
+  snapshot_reader *r;
+  char e[SNAPSHOT_ERRLEN];
+  size_t n = 0;
+  if (snapshot_reader_open(dir, NULL, &r, e, sizeof e) != 0) return 0;
+  snapshot_rec rec;
+  while (snapshot_reader_next(r, &rec) == 1) n++;
+  snapshot_reader_close(r);
+  return n;
+}
+
+/* The record with "error" (a refusal's error form), 10 s at most. */
+static int read_refusal(const char *dir, arena *a, value *out, char **raw) {
+  for (int i = 0; i < 1000; i++) {
+    snapshot_reader *r;
+    char e[SNAPSHOT_ERRLEN];
+    if (snapshot_reader_open(dir, NULL, &r, e, sizeof e) != 0) return -1;
+    snapshot_rec rec;
+    int found = 0;
+    while (!found && snapshot_reader_next(r, &rec) == 1) {
+      if (!memmem(rec.payload, rec.payload_len, "\"error\":{", 9)) continue;
+      *raw = arena_strndup(a, rec.payload, rec.payload_len);
+      json_opts jo = {.lenient = 1};
+      found = *raw && json_parse(a, *raw, rec.payload_len, &jo, out, NULL) == 0;
+    }
+    snapshot_reader_close(r);
+    if (found) return 0;
+    usleep(10000);
+  }
+  return -1;
 }
 
 static void test_sides(void) {
@@ -153,6 +187,27 @@ static void test_sides(void) {
   const value *sh = get(&m, "shadow");
   CHECK(is_str(get(sh, "side"), "shadow") && get(sh, "action") && get(sh, "latency_us"));
   vd_free(merged);
+
+  /* a refusal off the answer's path: recorded in the error form; on the
+   * answer's path (no completes) it is an error, and recorded nowhere */
+  static const char bad[] = "{\"action\":\"nope\",\"key\":\"k-1\",\"context\":{}}";
+  size_t before = count_records(snaps);
+  service_side answered = {.side = "live", .clock_ns = 1796000000123456789LL};
+  CHECK(service_decide_side(live, bad, strlen(bad), &answered, d, &err) == VD_ENOTFOUND);
+  CHECK(!vd_decision_snapshot_id(d));
+  CHECK(service_decide_side(cand, bad, strlen(bad), &shadow, d, &err) == VD_ENOTFOUND);
+  CHECK(!vd_decision_snapshot_id(d)); /* not a decision */
+  value e;
+  CHECK(read_refusal(snaps, &a, &e, &raw) == 0);
+  CHECK(count_records(snaps) == before + 1);
+  CHECK(is_str(get(&e, "side"), "shadow") && is_str(get(&e, "completes"), id));
+  CHECK(get(&e, "action") && get(&e, "action")->kind == V_NULL);
+  CHECK(is_str(get(&e, "source"), "error") && is_str(get(&e, "point"), "nope"));
+  CHECK(is_str(get(&e, "policy_version"), "")); /* no strategy serves the point */
+  CHECK(is_str(at(&e, "error", "code"), "not_found") && is_str(at(&e, "error", "path"), "$.action"));
+  CHECK(at(&e, "error", "message") && at(&e, "error", "message")->kind == V_STRING &&
+        strstr(at(&e, "error", "message")->s, "no strategy serves"));
+  CHECK(raw && ends_with(raw, "\"path\":\"$.action\"}}"));
 
   /* no rollout: vd_decide_json writes no side members either */
   CHECK(vd_decide_json(live, REQ, -1, d, &err) == 0);

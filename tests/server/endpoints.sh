@@ -227,7 +227,7 @@ eq "$(cat "$T/load")" "200:300" "reload under load: 300 decisions, none failed"
 # ---- metrics added by these endpoints ----
 req GET /metrics
 has "$T/body" 'verdict_rule_hits_total{strategy="request_gate",rule="probe-path"}' "metrics: rule hits"
-has "$T/body" 'verdict_decide_duration_seconds_bucket{strategy="request_gate",source="rule",le="+Inf"}' "metrics: the decide-only histogram, by strategy and source"
+has "$T/body" 'verdict_decide_duration_seconds_bucket{strategy="request_gate",source="rule",side="live",le="+Inf"}' "metrics: the decide-only histogram, by strategy, source and side"
 has "$T/body" 'verdict_batches_total 4' "metrics: batches answered"
 has "$T/body" 'verdict_authz_total{code="401"} 1' "metrics: authz answers"
 has "$T/body" 'verdict_reloads_total{result="failed"} 1' "metrics: failed reloads"

@@ -108,6 +108,17 @@ assert abs(v["agreement"] - a / c) < 1e-5, (v, a, c)
 ' "$A" "$C2" && ok || bad "shadow: /v1/stats version.shadow and agreement"
 has "$T/m1" 'verdict_decide_duration_seconds_count' "shadow: beside the live one"
 has "$T/m1" 'verdict_rollout_disagreements_total{strategy="pay"}' "shadow: disagreements by strategy"
+# the latency histograms by side: the answers live's, the off-path ones the shadow's
+mval() { awk -v m="$2" '$1 == m { print $2 }' "$1"; }
+DL=$(( $(mval "$T/m1" 'verdict_decide_duration_seconds_count{strategy="pay",source="rule",side="live"}') + \
+       $(mval "$T/m1" 'verdict_decide_duration_seconds_count{strategy="pay",source="default",side="live"}') ))
+eq "$DL" 400 "shadow: the 400 answers in verdict_decide_duration_seconds{side=\"live\"}"
+eq "$(mval "$T/m1" 'verdict_rollout_decide_duration_seconds_count{side="shadow"}')" "$C" \
+  "shadow: its decisions in verdict_rollout_decide_duration_seconds{side=\"shadow\"}"
+grep -q '^verdict_decide_duration_seconds[_a-z]*{.*side="canary"' "$T/m1" && bad "shadow: canary answers" || ok
+if command -v promtool >/dev/null; then
+  promtool check metrics <"$T/m1" >"$T/promtool" 2>&1 && ok || bad "promtool: $(head -3 "$T/promtool")"
+fi
 # admin calls without the token are refused
 eq "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/rollout")" 401 "rollout status without the token"
 eq "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "$URL/v1/rollout/shadow")" 401 "drop without the token"
@@ -130,7 +141,7 @@ for _ in $(seq 1 50); do
   sleep 0.1
 done
 eq "$(py 'import sys,json; d=json.load(open(sys.argv[1])); s=d["shadow"]; print(d["action"], s["side"], s["action"], s["allowed"], s["rule"], s["bundle_version"] != d["bundle_version"], sorted(s))' "$T/body")" \
-  "allow shadow deny False big True ['action', 'allowed', 'bundle_version', 'confidence', 'id', 'latency_us', 'model_version', 'policy_version', 'review', 'rule', 'side', 'source']" \
+  "allow shadow deny False big True ['action', 'allowed', 'bundle_version', 'confidence', 'error', 'id', 'latency_us', 'model_version', 'policy_version', 'review', 'rule', 'side', 'source']" \
   "GET /v1/snapshots/{id}: both sides"
 stop
 export_snaps "$T/s1" "$T/e1"
@@ -160,6 +171,214 @@ has "$T/r1b" "every decision reproduced exactly" "shadow: the folder holds the c
 "$V" replay --snapshots "$T/s1" --policy "$T/cand" --json -q 2>/dev/null >"$T/r1.json"
 eq "$(py 'import sys,json; print(json.load(open(sys.argv[1]))["replayed"])' "$T/r1.json")" 402 "replay --policy: the shadow records not counted as traffic"
 
+# ---- the candidate's refusals: recorded as its side, with the error ----
+# errc answers 'hold' (not a candidate: on_no_candidate error) for amounts up
+# to 20, which live answers allow: the shadow refuses what live decides
+mkdir -p "$T/errc"
+cat >"$T/errc/pay.yaml" <<'EOF'
+strategy: pay
+decision_points: [payment]
+rules:
+  - name: big
+    if: context.amount > 50
+    action: deny
+  - name: mid
+    if: context.amount > 20
+    action: allow
+default: hold
+EOF
+# send PATH N: N requests with candidates allow/deny, amounts (i*3) % 60,
+# keys e<i>, each as PATH takes it; the answers' snapshot ids into $T/ids
+send() {
+  python3 - "$URL" "$1" "$2" "$T/ids" <<'EOF'
+import sys, json, http.client, urllib.parse
+u = urllib.parse.urlparse(sys.argv[1])
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+ids = []
+for i in range(int(sys.argv[3])):
+    body = json.dumps({"action": "payment", "key": "e%d" % i, "candidates": ["allow", "deny"],
+                       "context": {"amount": (i * 3) % 60}})
+    c.request("POST", sys.argv[2], body, {"Content-Type": "application/json"})
+    r = c.getresponse(); d = json.loads(r.read())
+    assert r.status == 200, (r.status, d)
+    ids.append(d["snapshot_id"])
+open(sys.argv[4], "w").write("\n".join(ids) + "\n")
+EOF
+}
+start "$T/loge" --policy "$T/live" --snapshots "$T/se" --shadow "$T/errc"
+send /v1/decide 100 && ok || bad "shadow errors: live answered every request"
+settle
+# amounts 0..20 of (i*3) % 60 for i < 100: 7 in each cycle of 20, 5 cycles
+eq "$(metric verdict_rollout_errors_total)" 35 "shadow errors: the refusals counted"
+EID=$(sed -n 1p "$T/ids") # amount 0: refused by the shadow
+for _ in $(seq 1 50); do
+  curl -s "$URL/v1/snapshots/$EID" >"$T/body"
+  grep -q '"shadow":' "$T/body" && break
+  sleep 0.1
+done
+py '
+import sys, json
+d = json.load(open(sys.argv[1])); s = d["shadow"]
+assert d["action"] == "allow" and "error" not in d, d
+assert s["side"] == "shadow" and s["action"] is None and s["allowed"] is False, s
+assert s["source"] == "error" and len(s["policy_version"]) == 64, s
+e = s["error"]
+assert sorted(e) == ["code", "message", "path"], e
+assert e["code"] == "no_candidate" and e["path"] == "$.candidates", e
+assert "hold" in e["message"] and "on_no_candidate" in e["message"], e
+' "$T/body" 2>"$T/err" && ok || bad "GET /v1/snapshots/{id}: the shadow error: $(tail -1 "$T/err")"
+AID=$(sed -n 8p "$T/ids") # amount 21: both decide
+curl -s "$URL/v1/snapshots/$AID" >"$T/body"
+eq "$(py 'import sys,json; s=json.load(open(sys.argv[1]))["shadow"]; print(s["action"], s["error"])' "$T/body")" \
+  "allow None" "a decision the shadow made has error null"
+stop
+export_snaps "$T/se" "$T/ee"
+py '
+import sys, json
+recs = [json.loads(l) for l in open(sys.argv[1])]
+ids = {r["id"]: r for r in recs}
+sh = [r for r in recs if r.get("side") == "shadow"]
+err = [r for r in sh if "error" in r]
+assert len(sh) == 100 and len(err) == 35, (len(sh), len(err))
+assert all(r["request"]["context"]["amount"] <= 20 for r in err), "refused what it decides"
+assert all(r["action"] is None and r["source"] == "error" for r in err), "the error form"
+assert all(ids[r["completes"]]["action"] == "allow" for r in err), "completes"
+assert all(r["error"]["code"] == "no_candidate" for r in err), "the code"
+assert not any("error" in r for r in recs if r.get("side") != "shadow"), "live records"
+' "$T/ee" 2>"$T/err" && ok || bad "shadow error records: $(tail -1 "$T/err")"
+# replay re-decides the shadow's side under its version: the same error
+"$V" replay --snapshots "$T/se" --json -q >"$T/re.json" 2>/dev/null
+eq "$(py 'import sys,json; r=json.load(open(sys.argv[1])); print(r["replayed"], r["reproduced"], r["errors"])' "$T/re.json")" \
+  "200 200 0" "shadow errors: replay reproduces the refusals exactly"
+# the report: an error is an outcome of its own, its share shown per side
+"$V" rollout --snapshots "$T/se" --json >"$T/rep.json" 2>"$T/err"
+py '
+import sys, json
+r = json.load(open(sys.argv[1]))
+# and amounts 51..59 (5 cycles of 3): live allow, the candidate deny
+assert r["compared"] == 100 and r["changed"] == 35 + 15, r
+assert r["errors"] == {"live": {"count": 0, "share": 0.0}, "candidate": {"count": 35, "share": 0.35}}, r["errors"]
+rows = {(x["live"], x["candidate"]): x["count"] for x in r["by_action"]}
+assert rows == {("allow", "error:no_candidate"): 35, ("allow", "deny"): 15}, rows
+' "$T/rep.json" 2>"$T/err" && ok || bad "rollout report: errors: $(tail -1 "$T/err")"
+"$V" rollout --snapshots "$T/se" >"$T/rep.txt" 2>&1
+has "$T/rep.txt" "errors: live 0 (0.00%), candidate 35 (35.00%)" "rollout report: the error share"
+
+# ---- every deciding endpoint: batch, /v1/authz, /mcp's decide_action ----
+# the bundles also serve http_request (authz) and tool_call (MCP), the same
+# in both: each endpoint's decisions are shadowed, and go to the canary by
+# the same key hash as /v1/decide's
+for b in live cand; do
+  mkdir -p "$T/${b}3"
+  cp -r "$T/$b/pay.yaml" examples/policies/request_gate.yaml examples/policies/agent_guard.yaml \
+    examples/policies/models "$T/${b}3/"
+done
+# endpoints N: N requests to each of batch (one batch of N), authz and MCP
+# (one session); keys b<i>, a<i>, m<i>; the answers into $T/ans.<endpoint>
+endpoints() {
+  python3 - "$URL" "$1" "$T/ans" <<'EOF'
+import sys, json, http.client, urllib.parse
+u = urllib.parse.urlparse(sys.argv[1]); n = int(sys.argv[2]); out = sys.argv[3]
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+def post(path, body, headers={}):
+    h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    h.update(headers)
+    c.request("POST", path, body, h); r = c.getresponse()
+    return r, r.read()
+batch = [{"action": "payment", "key": "b%d" % i, "context": {"amount": (i * 7) % 160}} for i in range(n)]
+r, body = post("/v1/decide/batch", json.dumps(batch))
+assert r.status == 200, (r.status, body)
+ans = json.loads(body)
+assert len(ans) == n and all("snapshot_id" in a for a in ans), ans
+open(out + ".batch", "w").write("\n".join(json.dumps([a["action"], a["snapshot_id"]]) for a in ans) + "\n")
+lines = []
+for i in range(n):
+    c.request("GET", "/v1/authz", headers={"X-Original-URI": "/shop/item/%d" % i, "X-Original-Method": "GET",
+                                           "X-Verdict-Key": "a%d" % i})
+    r = c.getresponse(); r.read()
+    assert r.status in (200, 401, 403), r.status
+    lines.append(json.dumps([r.status, r.getheader("X-Verdict-Snapshot")]))
+open(out + ".authz", "w").write("\n".join(lines) + "\n")
+r, body = post("/mcp", json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "rollout.sh", "version": "1"}}}))
+assert r.status == 200, (r.status, body)
+sid = r.getheader("Mcp-Session-Id")
+lines = []
+for i in range(n):
+    call = {"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": {"name": "decide_action", "arguments": {
+        "tool_name": "Bash", "tool_input": {"command": "ls /tmp/%d" % i}, "cwd": "/home/dev/p", "session_id": "m%d" % i}}}
+    r, body = post("/mcp", json.dumps(call), {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"})
+    d = json.loads(body)
+    assert r.status == 200 and "result" in d, (r.status, d)
+    sc = d["result"]["structuredContent"]
+    lines.append(json.dumps([sc["action"], sc.get("snapshot_id")]))
+open(out + ".mcp", "w").write("\n".join(lines) + "\n")
+EOF
+}
+# check_pairs EXPORT: every answered record of the three endpoints is
+# completed by exactly one record of the other side, at its clock reading
+check_pairs() {
+  py '
+import sys, json
+recs = [json.loads(l) for l in open(sys.argv[1])]
+ans = {r["id"]: r for r in recs if "completes" not in r}
+done = {}
+for r in recs:
+    if "completes" in r:
+        assert r["completes"] in ans, "an orphan"
+        a = ans[r["completes"]]
+        assert r["inputs"]["clock_ns"] == a["inputs"]["clock_ns"] and r["key"] == a["key"], "pair"
+        assert r["side"] != a.get("side", "live") and r["bundle_version"] != a["bundle_version"], "sides"
+        done[r["completes"]] = done.get(r["completes"], 0) + 1
+for p in ("payment", "http_request", "tool_call"):
+    mine = [i for i, a in ans.items() if a["point"] == p]
+    assert mine and all(done.get(i) == 1 for i in mine), (p, len(mine), sum(done.get(i, 0) for i in mine))
+print(len(ans), len(done))' "$1"
+}
+start "$T/log7" --policy "$T/live3" --snapshots "$T/s7" --shadow "$T/cand3"
+endpoints 40 && ok || bad "shadow: batch, authz and MCP answered"
+settle
+stop
+# the answers are live's: amounts 51..100 allow, though the shadow denies them
+py '
+import sys, json
+for i, l in enumerate(open(sys.argv[1])):
+    a = (i * 7) % 160
+    assert json.loads(l)[0] == ("deny" if a > 100 else "allow"), (i, l)
+' "$T/ans.batch" && ok || bad "shadow: the batch answers are live's"
+export_snaps "$T/s7" "$T/e7"
+check_pairs "$T/e7" >"$T/out" 2>"$T/err" && ok || bad "shadow endpoints: $(tail -1 "$T/err")"
+eq "$(cat "$T/out")" "120 120" "shadow endpoints: 120 answered, 120 completed"
+"$V" replay --snapshots "$T/s7" --json -q >"$T/r7.json" 2>/dev/null
+eq "$(py 'import sys,json; r=json.load(open(sys.argv[1])); print(r["replayed"], r["reproduced"])' "$T/r7.json")" \
+  "240 240" "shadow endpoints: replay of both sides exact"
+# the canary by the key's bucket (FNV-1a 64 of the key, mod 10000), whichever endpoint
+start "$T/log8" --policy "$T/live3" --snapshots "$T/s8" --canary "$T/cand3" --canary-percent 50
+endpoints 60 && ok || bad "canary: batch, authz and MCP answered"
+settle
+stop
+export_snaps "$T/s8" "$T/e8"
+check_pairs "$T/e8" >/dev/null 2>"$T/err" && ok || bad "canary endpoints: $(tail -1 "$T/err")"
+py '
+import sys, json
+def bucket(k):
+    h = 1469598103934665603
+    for ch in k.encode():
+        h = ((h ^ ch) * 1099511628211) % (1 << 64)
+    return h % 10000
+side = {}
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if "completes" in r: continue
+    ro = r["rollout"]
+    assert ro["by"] == "key" and ro["bucket"] == bucket(r["key"]), (r["key"], ro)
+    assert (ro["bucket"] < 5000) == (ro["answered"] == "canary") == (r["side"] == "canary"), ro
+    side.setdefault(r["point"], set()).add(ro["answered"])
+assert all(side.get(p) == {"live", "canary"} for p in ("payment", "http_request", "tool_call")), side
+' "$T/e8" 2>"$T/err" && ok || bad "canary endpoints: the share by the key: $(tail -1 "$T/err")"
+"$V" replay --snapshots "$T/s8" -q >"$T/r8" 2>&1
+has "$T/r8" "every decision reproduced exactly" "canary endpoints: replay exact"
+
 # ---- canary: the side follows the key, across a restart ----
 sides() { # the answered side of each key, sorted
   export_snaps "$1" "$T/e"
@@ -182,6 +401,25 @@ sides "$T/s2" >"$T/sides2"
 sides "$T/s3" >"$T/sides3"
 if cmp -s "$T/sides2" "$T/sides3"; then ok; else bad "canary: a key changed side across a restart"; fi
 N=$(grep -c ' canary ' "$T/sides2")
+# the canary's answers in the decide histogram under side="canary", live's
+# off-path decisions of them under the rollout histogram's side="live"
+curl -s "$URL/metrics" >"$T/m3"
+py '
+import sys, re
+m = {}
+for l in open(sys.argv[1]):
+    if l.startswith("#") or not l.strip(): continue
+    k, v = l.rsplit(" ", 1); m[k] = float(v)
+def total(pat): return sum(v for k, v in m.items() if re.fullmatch(pat, k))
+can = m["verdict_rollout_answered_total{side=\"canary\"}"]; live = m["verdict_rollout_answered_total{side=\"live\"}"]
+assert can > 0 and live > 0, (can, live)
+assert total(r"verdict_decide_duration_seconds_count\{.*side=\"canary\"\}") == can, "canary answers"
+assert total(r"verdict_decide_duration_seconds_count\{.*side=\"live\"\}") == live, "live answers"
+dropped = m["verdict_rollout_dropped_total"]
+off = total(r"verdict_rollout_decide_duration_seconds_count\{side=\"(live|canary)\"\}")
+assert off + dropped == can + live and m["verdict_rollout_decide_duration_seconds_count{side=\"live\"}"] > 0, "off path"
+assert m["verdict_rollout_decide_duration_seconds_count{side=\"shadow\"}"] == 0, "no shadow"
+' "$T/m3" 2>"$T/err" && ok || bad "canary: the latency histograms by side: $(tail -1 "$T/err")"
 [ "$N" -gt 20 ] && [ "$N" -lt 140 ] && ok || bad "canary: $N of 200 keys on the canary at 40%"
 # the answer's policy_version is the answering side's
 py '
