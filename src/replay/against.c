@@ -333,15 +333,20 @@ static int dechunk(char *p, size_t n, size_t *out_len, int apply) {
 /* One exchange on the current connection. 0 answer in *ans; -1 transport
  * error (*fresh_failure set when nothing at all came back, which on a
  * reused connection means the server closed it meanwhile). */
-static int exchange(against_client *c, const char *body, size_t len, int64_t deadline,
-                    http_answer *ans, int *nothing_back, char *err, size_t errlen) {
-  char head[1536];
+static int exchange(against_client *c, const char *path, const char *extra, const char *body,
+                    size_t len, int64_t deadline, http_answer *ans, int *nothing_back, char *err,
+                    size_t errlen) {
+  char head[4096];
   int hn = snprintf(head, sizeof head,
-                    "POST %s HTTP/1.1\r\nHost: %s%s%s:%s\r\nUser-Agent: verdict-replay/%s\r\n"
-                    "Content-Type: application/json\r\nAccept: application/json\r\n"
+                    "POST %s HTTP/1.1\r\nHost: %s%s%s:%s\r\nUser-Agent: verdict/%s\r\n"
+                    "Content-Type: application/json\r\nAccept: application/json\r\n%s"
                     "Content-Length: %zu\r\nConnection: keep-alive\r\n\r\n",
-                    c->path, strchr(c->host, ':') ? "[" : "", c->host,
-                    strchr(c->host, ':') ? "]" : "", c->port, vd_version(), len);
+                    path, strchr(c->host, ':') ? "[" : "", c->host,
+                    strchr(c->host, ':') ? "]" : "", c->port, vd_version(), extra, len);
+  if (hn < 0 || (size_t)hn >= sizeof head) {
+    snprintf(err, errlen, "%s:%s: request line too long", c->host, c->port);
+    return -1;
+  }
   *nothing_back = 0;
   if (send_two(c->fd, head, (size_t)hn, body, len, deadline) < 0) {
     *nothing_back = 1;
@@ -809,7 +814,7 @@ int against_decide(against_client *c, const against_map *map, const char *body, 
     if (!reused && do_connect(c, deadline, err, errlen) < 0) return AGAINST_ETRANSPORT;
     http_answer ans;
     int nothing_back = 0;
-    if (exchange(c, body, len, deadline, &ans, &nothing_back, err, errlen) < 0) {
+    if (exchange(c, c->path, "", body, len, deadline, &ans, &nothing_back, err, errlen) < 0) {
       disconnect(c);
       if (reused && nothing_back) continue; /* a stale keep-alive connection: once more */
       return AGAINST_ETRANSPORT;
@@ -820,6 +825,30 @@ int against_decide(against_client *c, const against_map *map, const char *body, 
     side->rtt_us = *rtt_us;
     if (side->timing == REPLAY_TIMING_ROUNDTRIP) side->latency_us = *rtt_us;
     return rc;
+  }
+  return AGAINST_ETRANSPORT;
+}
+
+int against_post(against_client *c, const char *path, const char *extra, const char *body,
+                 size_t len, int *status, const char **resp, size_t *resp_len, char *err,
+                 size_t errlen) {
+  int64_t deadline = (int64_t)clock_mono_ns() + (int64_t)c->timeout_ms * 1000000;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    int reused = c->fd >= 0;
+    if (!reused && do_connect(c, deadline, err, errlen) < 0) return AGAINST_ETRANSPORT;
+    http_answer ans;
+    int nothing_back = 0;
+    if (exchange(c, path, extra ? extra : "", body, len, deadline, &ans, &nothing_back, err,
+                 errlen) < 0) {
+      disconnect(c);
+      if (reused && nothing_back) continue;
+      return AGAINST_ETRANSPORT;
+    }
+    if (!ans.keep_alive) disconnect(c);
+    *status = ans.status;
+    *resp = ans.body;
+    *resp_len = ans.body_len;
+    return 0;
   }
   return AGAINST_ETRANSPORT;
 }
