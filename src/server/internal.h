@@ -134,7 +134,17 @@ struct server {
   struct reviews *reviews; /* the review queue (reviews.c); NULL: snapshots off */
   stats *stats;            /* the live figures (stats.c); NULL: out of memory at start */
   int loopback;            /* listening on a loopback address */
+  struct ship_thread *ship; /* ship_thread.c: serve --ship; NULL: not shipping */
 };
+
+/* ship_thread.c: serve --ship, the snapshot shipper (src/ship/ship.h) on a
+ * thread of its own, reading the folder's files (never the deciding path).
+ * start: 0, or -1 with why (a bad cursor, a folder that cannot be read);
+ * stop: asks it to finish, joins it (before the engine closes).
+ * render: its metrics for /metrics (nothing when not shipping). */
+int ship_thread_start(server *s, char *why, size_t whylen);
+void ship_thread_stop(server *s);
+void ship_thread_render(server *s, json_buf *b);
 
 /* server.c: reloads the bundle and logs it (trigger: "signal", "http",
  * "watch"). Returns 0, or the engine's error code with err filled. Safe

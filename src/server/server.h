@@ -75,6 +75,8 @@ typedef struct server_opts {
                                    * the MCP tool explain_decision over /mcp): one of
                                    * SERVER_SNAPSHOT_READS_* below; default _LOCAL */
   rollout_opts rollout;
+  const char *ship_url;  /* --ship clickhouse://HOST:PORT/DB.TABLE; NULL: no shipping */
+  const char *ship_node; /* --ship-node: the rows' node and the cursor's name */
 } server_opts;
 
 /* --snapshot-reads: a peer on a loopback address or a request with the admin

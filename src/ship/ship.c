@@ -380,6 +380,7 @@ int shipper_new(const ship_opts *o, shipper **out, int *usage, char *err, size_t
 }
 
 void shipper_stop(shipper *s) { atomic_store(&s->stop, 1); }
+int shipper_stopping(const shipper *s) { return atomic_load(&s->stop); }
 const ship_stats *shipper_stats(const shipper *s) { return &s->st; }
 
 uint64_t shipper_lag_records(const shipper *s) {
@@ -476,11 +477,13 @@ static int send_until_taken(shipper *s, const char *query, const char *body, siz
   for (;;) {
     char err[SHIP_ERRLEN];
     if (ch_post(s->c, &s->t, query, body, len, 1, NULL, err, sizeof err) == 0) {
-      atomic_store(&s->st.failing, 0);
+      if (atomic_exchange(&s->st.failing, 0) && s->o.log)
+        s->o.log(s->o.log_ud, "info", "ship_recovered", "ClickHouse takes the snapshots again");
       return 0;
     }
     atomic_fetch_add(&s->st.retries, 1);
-    atomic_store(&s->st.failing, 1);
+    if (!atomic_exchange(&s->st.failing, 1) && s->o.log)
+      s->o.log(s->o.log_ud, "error", "ship_failed", err);
     set_error(s, err);
     if (!s->o.quiet) fprintf(stderr, "verdict ship: %s (retrying in %u ms)\n", err, backoff);
     if (nap(s, backoff)) return 1;

@@ -62,6 +62,10 @@ typedef struct ship_opts {
    * (NULL: the lag counts only records read and not yet acknowledged) */
   uint64_t (*written)(void *ud);
   void *written_ud;
+  /* a failure after success and the recovery after failures (ship_failed,
+   * ship_recovered), for a server's log; NULL: stderr unless quiet */
+  void (*log)(void *ud, const char *level, const char *event, const char *msg);
+  void *log_ud;
 } ship_opts;
 
 void ship_opts_init(ship_opts *o);
@@ -93,6 +97,7 @@ int shipper_run(shipper *s, char *err, size_t errlen);
 /* Asks shipper_run to return (any thread; it returns within a poll or a
  * backoff step, leaving the batch in flight unacknowledged). */
 void shipper_stop(shipper *s);
+int shipper_stopping(const shipper *s);
 const ship_stats *shipper_stats(const shipper *s);
 /* Records not yet shipped as far as the shipper knows, and the age (s) of
  * the oldest of them it has read (0 when caught up). */
