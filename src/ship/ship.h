@@ -116,4 +116,13 @@ void shipper_status_json(shipper *s, json_buf *b);
 void shipper_cursor(shipper *s, char *segment, size_t cap, uint64_t *records);
 void shipper_free(shipper *s);
 
+/* Fetches a table's rows (time_ns in [since_ns, until_ns), 0: unbounded;
+ * one row per id, as after a merge) and its versions into dir, a new
+ * snapshot folder that replays alone. The rows written, or -1 with a
+ * message. */
+long long ship_fetch(const char *url, int64_t since_ns, int64_t until_ns, const char *dir,
+                     char *err, size_t errlen);
+/* Removes a folder ship_fetch made, and everything in it. */
+void ship_remove_folder(const char *dir);
+
 #endif
