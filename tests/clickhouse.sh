@@ -78,3 +78,16 @@ ch_query() {
   if [ "$code" != 200 ]; then bad "ch_query ($code): $1: $out"; return 1; fi
   printf '%s\n' "$out"
 }
+# ch_optimize DB.TABLE: OPTIMIZE TABLE ... FINAL until ClickHouse says it
+# merged (optimize_throw_if_noop: a merge already running makes it a no-op
+# otherwise); bounded, fails the test if it never does.
+ch_optimize() {
+  local out
+  for _ in $(seq 1 100); do
+    out=$(curl -s -w '%{http_code}' -o "$T/ch/optimize.out" --data-binary "OPTIMIZE TABLE $1 FINAL" \
+      "$CH_HTTP/?optimize_throw_if_noop=1")
+    [ "$out" = 200 ] && return 0
+    sleep 0.2
+  done
+  bad "OPTIMIZE TABLE $1 FINAL never merged: $(head -c 300 "$T/ch/optimize.out")"
+}

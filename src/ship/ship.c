@@ -360,6 +360,8 @@ int shipper_new(const ship_opts *o, shipper **out, int *usage, char *err, size_t
   }
   snprintf(s->cursor_path, sizeof s->cursor_path, "%s/ship-%s.cursor", o->dir, s->node);
   if (cursor_read(s, err, errlen) < 0) return -1;
+  /* a cursor from the start, so that retention holds what is not shipped yet */
+  if (access(s->cursor_path, F_OK) != 0 && cursor_write(s, "", 0, err, errlen) < 0) return -1;
   if (ch_open(&s->t, o->timeout_ms, &s->c, err, errlen) < 0) return -1;
   /* the backlog: records past the cursor now */
   snapshot_reader *r;

@@ -417,7 +417,12 @@ void snapshot_reader_close(snapshot_reader *r);
  * that loses records is rewritten to a temporary file and renamed over the
  * old one (readers holding the old file keep reading it); a segment with
  * nothing left is deleted. Segments a writer holds (its active segment,
- * flock'd) are skipped, so gc is safe against a running writer. */
+ * flock'd) are skipped, so gc is safe against a running writer. So are
+ * segments a snapshot shipper has not shipped yet (src/ship/ship.h): the
+ * one each DIR/ship-<node>.cursor names and every later one — a cursor
+ * that names none yet holds them all — so that retention never removes a
+ * decision before it reached ClickHouse, nor shifts the records a cursor
+ * counts (remove a cursor file to release what it holds). */
 typedef struct snapshot_gc_opts {
   double keep_days;      /* default 7 */
   double sample;         /* fraction of unremarkable old records kept: default 0.01 */
@@ -437,6 +442,7 @@ typedef struct snapshot_gc_opts {
 typedef struct snapshot_gc_stats {
   uint64_t segments;        /* segment files looked at */
   uint64_t segments_locked; /* skipped: held by a writer */
+  uint64_t segments_unshipped; /* skipped: a shipper (DIR/ship-*.cursor) has not passed them */
   uint64_t segments_rewritten;
   uint64_t segments_deleted; /* nothing left in them */
   uint64_t records_kept;     /* in every segment but those a writer holds */
