@@ -10,8 +10,8 @@
 
 #include "cli/cli.h"
 #include "policy/retention.h"
-#include "ship/ship.h"
 #include "server/server.h"
+#include "ship/ship.h"
 
 const char cmd_serve_help[] =
     "usage: verdict serve --policy DIR [options]\n"

@@ -341,8 +341,8 @@ static int exchange(against_client *c, const char *path, const char *extra, cons
                     "POST %s HTTP/1.1\r\nHost: %s%s%s:%s\r\nUser-Agent: verdict/%s\r\n"
                     "Content-Type: application/json\r\nAccept: application/json\r\n%s"
                     "Content-Length: %zu\r\nConnection: keep-alive\r\n\r\n",
-                    path, strchr(c->host, ':') ? "[" : "", c->host,
-                    strchr(c->host, ':') ? "]" : "", c->port, vd_version(), extra, len);
+                    path, strchr(c->host, ':') ? "[" : "", c->host, strchr(c->host, ':') ? "]" : "",
+                    c->port, vd_version(), extra, len);
   if (hn < 0 || (size_t)hn >= sizeof head) {
     snprintf(err, errlen, "%s:%s: request line too long", c->host, c->port);
     return -1;

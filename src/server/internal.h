@@ -129,11 +129,11 @@ struct server {
   worker *workers;
   int nworkers;
   char listen_text[80];
-  void *mcp;               /* the MCP session table (mcp_http.c) */
-  struct rollout *rollout; /* rollout.c; NULL: none configured */
-  struct reviews *reviews; /* the review queue (reviews.c); NULL: snapshots off */
-  stats *stats;            /* the live figures (stats.c); NULL: out of memory at start */
-  int loopback;            /* listening on a loopback address */
+  void *mcp;                /* the MCP session table (mcp_http.c) */
+  struct rollout *rollout;  /* rollout.c; NULL: none configured */
+  struct reviews *reviews;  /* the review queue (reviews.c); NULL: snapshots off */
+  stats *stats;             /* the live figures (stats.c); NULL: out of memory at start */
+  int loopback;             /* listening on a loopback address */
   struct ship_thread *ship; /* ship_thread.c: serve --ship; NULL: not shipping */
 };
 

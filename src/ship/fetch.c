@@ -5,10 +5,10 @@
  * replay reads a folder that replays alone. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,7 +18,7 @@
 #include "ship/ship.h"
 #include "snapshot/snapshot.h"
 
-#define PAGE_ROWS 100     /* rows a request: an answer stays far below the client's cap */
+#define PAGE_ROWS 100 /* rows a request: an answer stays far below the client's cap */
 #define PAGE_VERSIONS 8
 
 static const value *get(const value *m, const char *k) {
@@ -77,8 +77,8 @@ static int version_name_ok(const char *s, size_t n) {
          (n - h == 14 && memcmp(s + h, ".features.yaml", 14) == 0);
 }
 
-static int query(against_client *c, const ship_target *t, const char *sql, json_buf *out,
-                 char *err, size_t errlen) {
+static int query(against_client *c, const ship_target *t, const char *sql, json_buf *out, char *err,
+                 size_t errlen) {
   json_buf path;
   json_buf_init(&path, NULL);
   json_buf_put(&path, "/", 1);

@@ -44,8 +44,8 @@ int ship_target_parse(const char *url, ship_target *t, char *err, size_t errlen)
   }
   const char *hp = url + strlen(scheme), *slash = strchr(hp, '/');
   if (!slash || slash == hp) {
-    snprintf(err, errlen, "%s: no host, or no /DB.TABLE after it (clickhouse://HOST[:PORT]/DB.TABLE)",
-             url);
+    snprintf(err, errlen,
+             "%s: no host, or no /DB.TABLE after it (clickhouse://HOST[:PORT]/DB.TABLE)", url);
     return -1;
   }
   size_t hn = (size_t)(slash - hp);
@@ -501,8 +501,7 @@ static int was_sent(shipper *s, const char *name) {
 
 /* Version files under versions/ (top level and models/) not sent yet, as
  * JSONEachRow rows into b; their names into *names. */
-static void collect_versions(shipper *s, const char *sub, json_buf *b, char ***names,
-                             size_t *n) {
+static void collect_versions(shipper *s, const char *sub, json_buf *b, char ***names, size_t *n) {
   char *vdir = snapshot_versions_path(s->o.dir);
   if (!vdir) return;
   char path[4096];
@@ -634,10 +633,11 @@ static void row(shipper *s, const snapshot_rec *r, json_buf *b) {
   json_buf_put(b, ", \"confidence\": ", 16);
   json_write_double(b, (double)r->confidence);
   const value *tot = field(field(&p, "latency_ns"), "total");
-  double lat = !tot ? 0 : tot->kind == V_INT ? (double)tot->i / 1000.0
-                      : tot->kind == V_UINT  ? (double)tot->u / 1000.0
-                      : tot->kind == V_DOUBLE ? tot->d / 1000.0
-                                              : 0;
+  double lat = !tot                    ? 0
+               : tot->kind == V_INT    ? (double)tot->i / 1000.0
+               : tot->kind == V_UINT   ? (double)tot->u / 1000.0
+               : tot->kind == V_DOUBLE ? tot->d / 1000.0
+                                       : 0;
   json_buf_put(b, ", \"latency_us\": ", 16);
   json_write_double(b, lat);
   json_buf_put(b, ", \"review\": ", 12);

@@ -50,14 +50,14 @@ void ship_table_sql(const ship_target *t, json_buf *snapshots, json_buf *version
 int ship_create_tables(const ship_target *t, char *err, size_t errlen);
 
 typedef struct ship_opts {
-  const char *dir;   /* the snapshot folder */
-  const char *url;   /* clickhouse://... */
-  const char *node;  /* the rows' node and the cursor's name: default the host name */
-  uint32_t batch;    /* records a batch at most: default 5000 */
-  int once;          /* stop at the end of the folder instead of following it */
-  uint32_t poll_ms;  /* following: how often to look for new records (default 200) */
-  int timeout_ms;    /* per HTTP request: default 10000 */
-  int quiet;         /* no progress line per batch on stderr (ship_run) */
+  const char *dir;  /* the snapshot folder */
+  const char *url;  /* clickhouse://... */
+  const char *node; /* the rows' node and the cursor's name: default the host name */
+  uint32_t batch;   /* records a batch at most: default 5000 */
+  int once;         /* stop at the end of the folder instead of following it */
+  uint32_t poll_ms; /* following: how often to look for new records (default 200) */
+  int timeout_ms;   /* per HTTP request: default 10000 */
+  int quiet;        /* no progress line per batch on stderr (ship_run) */
   /* serve: the writer's count of records written, for the lag in records
    * (NULL: the lag counts only records read and not yet acknowledged) */
   uint64_t (*written)(void *ud);
@@ -72,16 +72,16 @@ void ship_opts_init(ship_opts *o);
 
 /* Counters, read at any time from any thread. */
 typedef struct ship_stats {
-  _Atomic uint64_t shipped;     /* records acknowledged by ClickHouse (this run) */
-  _Atomic uint64_t batches;     /* batches acknowledged */
-  _Atomic uint64_t retries;     /* failed attempts (each retried) */
-  _Atomic uint64_t versions;    /* version files sent */
-  _Atomic uint64_t pending;     /* records read, not yet acknowledged */
-  _Atomic uint64_t backlog0;    /* records past the cursor at the start */
-  _Atomic int64_t oldest_ns;    /* time of the oldest record not acknowledged (0: none) */
-  _Atomic int64_t last_ok_ns;   /* wall clock of the last acknowledged batch */
-  _Atomic int caught_up;        /* the last look found nothing new */
-  _Atomic int failing;          /* the last attempt failed */
+  _Atomic uint64_t shipped;   /* records acknowledged by ClickHouse (this run) */
+  _Atomic uint64_t batches;   /* batches acknowledged */
+  _Atomic uint64_t retries;   /* failed attempts (each retried) */
+  _Atomic uint64_t versions;  /* version files sent */
+  _Atomic uint64_t pending;   /* records read, not yet acknowledged */
+  _Atomic uint64_t backlog0;  /* records past the cursor at the start */
+  _Atomic int64_t oldest_ns;  /* time of the oldest record not acknowledged (0: none) */
+  _Atomic int64_t last_ok_ns; /* wall clock of the last acknowledged batch */
+  _Atomic int caught_up;      /* the last look found nothing new */
+  _Atomic int failing;        /* the last attempt failed */
 } ship_stats;
 
 typedef struct shipper shipper;

@@ -80,7 +80,7 @@ typedef struct gc_run {
   snapshot_gc_stats *st;
   char *err;
   size_t errlen;
-  int has_hold;  /* a shipper's cursor holds hold and every later segment */
+  int has_hold; /* a shipper's cursor holds hold and every later segment */
   seg_entry hold;
 } gc_run;
 

@@ -440,8 +440,8 @@ typedef struct snapshot_gc_opts {
 } snapshot_gc_opts;
 
 typedef struct snapshot_gc_stats {
-  uint64_t segments;        /* segment files looked at */
-  uint64_t segments_locked; /* skipped: held by a writer */
+  uint64_t segments;           /* segment files looked at */
+  uint64_t segments_locked;    /* skipped: held by a writer */
   uint64_t segments_unshipped; /* skipped: a shipper (DIR/ship-*.cursor) has not passed them */
   uint64_t segments_rewritten;
   uint64_t segments_deleted; /* nothing left in them */
