@@ -145,6 +145,11 @@ struct server {
 int ship_thread_start(server *s, char *why, size_t whylen);
 void ship_thread_stop(server *s);
 void ship_thread_render(server *s, json_buf *b);
+/* The shipper's state as one JSON object (shipper_status_json, ship.h:
+ * target, node, shipped, batches, retries, versions, lag_records,
+ * lag_seconds, failing, last_error, cursor), or null when not shipping:
+ * for a status endpoint to include as it is. Safe from any thread. */
+void ship_thread_status_json(server *s, json_buf *b);
 
 /* server.c: reloads the bundle and logs it (trigger: "signal", "http",
  * "watch"). Returns 0, or the engine's error code with err filled. Safe

@@ -91,6 +91,13 @@ void ship_thread_stop(server *s) {
   free(t);
 }
 
+void ship_thread_status_json(server *s, json_buf *b) {
+  if (s->ship)
+    shipper_status_json(s->ship->sh, b);
+  else
+    json_buf_put(b, "null", 4);
+}
+
 static void gauge(json_buf *b, const char *name, const char *help, const char *type, double v) {
   char line[512];
   int n = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name,
