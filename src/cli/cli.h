@@ -42,6 +42,8 @@ int cmd_store(int argc, char **argv);
 extern const char cmd_store_help[];
 int cmd_reviews(int argc, char **argv);
 extern const char cmd_reviews_help[];
+int cmd_ship(int argc, char **argv);
+extern const char cmd_ship_help[];
 int cmd_rollout(int argc, char **argv);
 extern const char cmd_rollout_help[];
 int cmd_bundle(int argc, char **argv);

@@ -30,10 +30,11 @@
 #include "replay/report.h"
 #include "replay/score.h"
 #include "replay/shard.h"
+#include "ship/ship.h"
 #include "snapshot/snapshot.h"
 
 const char cmd_replay_help[] =
-    "usage: verdict replay --snapshots DIR [--policy BUNDLE]... | [--against URL\n"
+    "usage: verdict replay --snapshots DIR|--from URL [--policy BUNDLE]... | [--against URL\n"
     "                      [--against-map FIELD=EXPR]... [--against-body EXPR]]\n"
     "                      [--labels FILE] [--json] [--html FILE] [--weights A,L,C,D]\n"
     "                      [filters] [--limit N] [--workers N] [--shard I/N]\n"
@@ -56,6 +57,10 @@ const char cmd_replay_help[] =
     "\n"
     "options:\n"
     "  -s, --snapshots DIR    the snapshot folder (default: $VERDICT_SNAPSHOTS)\n"
+    "      --from clickhouse://HOST[:PORT]/DB.TABLE  instead of a folder: the\n"
+    "                         snapshots shipped there (verdict ship), with their\n"
+    "                         versions, fetched into a scratch folder first (only\n"
+    "                         --since/--until's range)\n"
     "  -p, --policy BUNDLE    the candidate bundle\n"
     "      --against URL      the other service; --timeout MS per request (5000)\n"
     "      --against-map FIELD=EXPR  read the service's answer through a CEL\n"
@@ -472,7 +477,7 @@ static int replay_merge(const char *const *files, size_t n, int json, int quiet,
   return status;
 }
 
-int cmd_replay(int argc, char **argv) {
+static int replay_main(int argc, char **argv) {
   const char *dir = getenv("VERDICT_SNAPSHOTS"), *policy = NULL, *against = NULL, *store = NULL;
   const char *policies[MAX_POLICIES];
   int npolicies = 0;
@@ -746,4 +751,66 @@ int cmd_replay(int argc, char **argv) {
   score_free(r.acc);
   score_labels_free(labels);
   return status;
+}
+
+/* --from URL: the rows shipped to ClickHouse fetched into a scratch folder
+ * (ship_fetch), then the replay above on it as --snapshots. */
+int cmd_replay(int argc, char **argv) {
+  const char *from = NULL;
+  int64_t since = 0, until = 0, now = clock_wall_ns();
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (i + 1 < argc && (!strcmp(a, "--from") || !strcmp(a, "--since") || !strcmp(a, "--until"))) {
+      int64_t t = 0;
+      if (a[2] == 'f')
+        from = argv[i + 1];
+      else if (cli_parse_when(argv[i + 1], now, &t) == 0)
+        *(a[2] == 's' ? &since : &until) = t;
+      i++;
+    } else if (!strncmp(a, "--from=", 7)) {
+      from = a + 7;
+    }
+  }
+  if (!from) return replay_main(argc, argv);
+  char err[SHIP_ERRLEN];
+  ship_target t;
+  if (ship_target_parse(from, &t, err, sizeof err) < 0) return usage_error("--from:", err);
+  const char *tmp = getenv("TMPDIR");
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/verdict-replay-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(dir)) {
+    fprintf(stderr, "verdict replay: cannot make a scratch folder in %s: %s\n",
+            tmp && *tmp ? tmp : "/tmp", strerror(errno));
+    return 1;
+  }
+  long long n = ship_fetch(from, since, until, dir, err, sizeof err);
+  int st;
+  if (n < 0) {
+    fprintf(stderr, "verdict replay: --from %s: %s\n", from, err);
+    st = 1;
+  } else {
+    char **args = calloc((size_t)argc + 3, sizeof *args);
+    int k = 0;
+    if (!args) {
+      fprintf(stderr, "verdict replay: out of memory\n");
+      st = 1;
+      goto out;
+    }
+    for (int i = 0; i < argc; i++) {
+      if (i > 0 && !strcmp(argv[i], "--from") && i + 1 < argc) {
+        i++;
+        continue;
+      }
+      if (!strncmp(argv[i], "--from=", 7)) continue;
+      args[k++] = argv[i];
+    }
+    args[k++] = "--snapshots";
+    args[k++] = dir;
+    st = replay_main(k, args);
+    free(args);
+  }
+out:;
+  /* the scratch folder: its versions and segments, then itself */
+  ship_remove_folder(dir);
+  return st;
 }

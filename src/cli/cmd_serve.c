@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "policy/retention.h"
 #include "server/server.h"
+#include "ship/ship.h"
 
 const char cmd_serve_help[] =
     "usage: verdict serve --policy DIR [options]\n"
@@ -84,6 +85,12 @@ const char cmd_serve_help[] =
     "                         snapshot folder carries its own in any case\n"
     "      --snapshot-secret FILE  this node's secret for the fields strategies\n"
     "                         keyed-hash in their snapshots (snapshot: {hash})\n"
+    "      --ship URL         send the snapshots to ClickHouse as they are written\n"
+    "                         (clickhouse://HOST[:PORT]/DB.TABLE; verdict ship --help),\n"
+    "                         on a thread of its own: decisions never wait for it;\n"
+    "                         lag, batches, retries, last error on /metrics\n"
+    "      --ship-node NAME   the shipped rows' node and the cursor's name (default:\n"
+    "                         the host name)\n"
     "      --retention FILE   run gc on the snapshot folder on a schedule, under the\n"
     "                         rule the retention file declares (its `every`,\n"
     "                         default 1h), on a thread of its own: decisions go on\n"
@@ -232,6 +239,8 @@ static const struct {
     {"--bundle-pubkey", 1, 0},
     {"--bundle-dir", 1, 0},
     {"--bundle-poll", 1, 0},
+    {"--ship", 1, 0},
+    {"--ship-node", 1, 0},
 };
 enum { NSETTINGS = sizeof settings / sizeof settings[0] };
 
@@ -277,6 +286,15 @@ static int apply(serve_args *s, const char *name, const char *v, const origin *a
     else
       s->store = v;
     s->store_cli |= cli;
+  } else if (strcmp(name, "--ship") == 0) {
+    ship_target t;
+    char why[SHIP_ERRLEN];
+    if (ship_target_parse(v, &t, why, sizeof why) < 0)
+      return bad(at, name, "wants clickhouse://HOST[:PORT]/DB.TABLE, not", v);
+    o->ship_url = v;
+  } else if (strcmp(name, "--ship-node") == 0) {
+    if (!*v) return bad(at, name, "needs a name", NULL);
+    o->ship_node = v;
   } else if (strcmp(name, "--retention") == 0) {
     if (!*v) return bad(at, name, "needs a file", NULL);
     s->retention = v;
@@ -588,7 +606,9 @@ int cmd_serve(int argc, char **argv) {
   s.o.engine.snapshot_durability = s.durability;
   retention *ret = NULL;
   gc_sched *gc = NULL;
-  if (s.retention && s.no_snapshots) {
+  if (s.o.ship_url && s.no_snapshots) {
+    rc = usage_error("--ship sends the snapshot folder: not with --no-snapshots", NULL);
+  } else if (s.retention && s.no_snapshots) {
     rc = usage_error("--retention keeps a snapshot folder: not with --no-snapshots", NULL);
   } else if (s.retention && cli_retention_load("serve", s.retention, &ret) != 0) {
     rc = 1;

@@ -197,6 +197,9 @@ static int run_gc(const char *dir, snapshot_gc_opts *o, const char *retention_fi
          o->dry_run ? "dry run: " : "", (unsigned long long)st.segments,
          (unsigned long long)st.segments_locked, (unsigned long long)st.segments_rewritten,
          (unsigned long long)st.segments_deleted);
+  if (st.segments_unshipped)
+    printf("%s%llu segments not shipped yet (a ship-*.cursor in the folder), skipped\n",
+           o->dry_run ? "dry run: " : "", (unsigned long long)st.segments_unshipped);
   printf("%srecords looked at: %llu kept, %llu removed; bytes %llu -> %llu\n",
          o->dry_run ? "dry run: " : "", (unsigned long long)st.records_kept,
          (unsigned long long)st.records_removed, (unsigned long long)st.bytes_before,

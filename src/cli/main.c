@@ -25,6 +25,8 @@ static const command commands[] = {
      cmd_snapshots_help},
     {"replay", "decide recorded snapshots again: determinism check, score a candidate", cmd_replay,
      cmd_replay_help},
+    {"ship", "send recorded decision snapshots to ClickHouse, or create its table", cmd_ship,
+     cmd_ship_help},
     {"serve", "serve decisions over HTTP: /v1/decide, snapshots, health, metrics", cmd_serve,
      cmd_serve_help},
     {"gen", "generate realistic labelled requests for the example strategies", cmd_gen,

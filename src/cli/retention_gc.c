@@ -63,12 +63,12 @@ static void log_run(const gc_sched *s, int rc, const snapshot_gc_stats *st, cons
   snprintf(f, sizeof f,
            ",\"segments\":%llu,\"locked\":%llu,\"rewritten\":%llu,\"deleted\":%llu,"
            "\"kept\":%llu,\"removed\":%llu,\"bytes_before\":%llu,\"bytes_after\":%llu,"
-           "\"condition_errors\":%llu",
+           "\"condition_errors\":%llu,\"unshipped\":%llu",
            (unsigned long long)st->segments, (unsigned long long)st->segments_locked,
            (unsigned long long)st->segments_rewritten, (unsigned long long)st->segments_deleted,
            (unsigned long long)st->records_kept, (unsigned long long)st->records_removed,
            (unsigned long long)st->bytes_before, (unsigned long long)st->bytes_after,
-           (unsigned long long)errors);
+           (unsigned long long)errors, (unsigned long long)st->segments_unshipped);
   server_log(errors ? "warn" : "info", "snapshot_gc", errors ? first : NULL, f);
 }
 

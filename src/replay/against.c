@@ -340,26 +340,26 @@ static int dechunk(char *p, size_t n, size_t max, size_t *out_len, int apply) {
   }
 }
 
-/* One exchange on the current connection: a POST of body, or (body NULL)
- * a GET with the extra header lines `extra` (each ending in \r\n). 0 answer
- * in *ans; -1 transport error (*nothing_back set when nothing at all came
- * back, which on a reused connection means the server closed it meanwhile). */
-static int exchange(against_client *c, const char *body, size_t len, const char *extra,
-                    int64_t deadline, http_answer *ans, int *nothing_back, char *err,
+/* One exchange on the current connection: a POST of body to path, or (body
+ * NULL) a GET of path, with the extra header lines `extra` (each ending in
+ * \r\n; NULL: none). 0 answer in *ans; -1 transport error (*nothing_back
+ * set when nothing at all came back, which on a reused connection means the
+ * server closed it meanwhile). */
+static int exchange(against_client *c, const char *path, const char *extra, const char *body,
+                    size_t len, int64_t deadline, http_answer *ans, int *nothing_back, char *err,
                     size_t errlen) {
-  char head[2048];
+  char head[4096];
+  const char *br_open = strchr(c->host, ':') ? "[" : "", *br_close = strchr(c->host, ':') ? "]" : "";
+  if (!extra) extra = "";
   int hn = body ? snprintf(head, sizeof head,
-                           "POST %s HTTP/1.1\r\nHost: %s%s%s:%s\r\nUser-Agent: verdict-replay/%s\r\n"
-                           "Content-Type: application/json\r\nAccept: application/json\r\n"
+                           "POST %s HTTP/1.1\r\nHost: %s%s%s:%s\r\nUser-Agent: verdict/%s\r\n"
+                           "Content-Type: application/json\r\nAccept: application/json\r\n%s"
                            "Content-Length: %zu\r\nConnection: keep-alive\r\n\r\n",
-                           c->path, strchr(c->host, ':') ? "[" : "", c->host,
-                           strchr(c->host, ':') ? "]" : "", c->port, vd_version(), len)
+                           path, br_open, c->host, br_close, c->port, vd_version(), extra, len)
                 : snprintf(head, sizeof head,
                            "GET %s HTTP/1.1\r\nHost: %s%s%s:%s\r\nUser-Agent: verdict/%s\r\n"
                            "%sConnection: close\r\n\r\n",
-                           c->path, strchr(c->host, ':') ? "[" : "", c->host,
-                           strchr(c->host, ':') ? "]" : "", c->port, vd_version(),
-                           extra ? extra : "");
+                           path, br_open, c->host, br_close, c->port, vd_version(), extra);
   if (hn < 0 || (size_t)hn >= sizeof head) {
     snprintf(err, errlen, "%s:%s: the request head is too long", c->host, c->port);
     return -1;
@@ -499,7 +499,7 @@ int against_fetch(const char *url, const char *etag, int timeout_ms, size_t max_
   http_answer ans;
   int nothing_back, rc = -1;
   if (do_connect(c, deadline, err, errlen) == 0 &&
-      exchange(c, NULL, 0, extra, deadline, &ans, &nothing_back, err, errlen) == 0) {
+      exchange(c, c->path, extra, NULL, 0, deadline, &ans, &nothing_back, err, errlen) == 0) {
     out->status = ans.status;
     out->body = malloc(ans.body_len + 1);
     out->etag = ans.etag ? strdup(ans.etag) : NULL;
@@ -887,7 +887,7 @@ int against_decide(against_client *c, const against_map *map, const char *body, 
     if (!reused && do_connect(c, deadline, err, errlen) < 0) return AGAINST_ETRANSPORT;
     http_answer ans;
     int nothing_back = 0;
-    if (exchange(c, body, len, NULL, deadline, &ans, &nothing_back, err, errlen) < 0) {
+    if (exchange(c, c->path, NULL, body, len, deadline, &ans, &nothing_back, err, errlen) < 0) {
       disconnect(c);
       if (reused && nothing_back) continue; /* a stale keep-alive connection: once more */
       return AGAINST_ETRANSPORT;
@@ -898,6 +898,30 @@ int against_decide(against_client *c, const against_map *map, const char *body, 
     side->rtt_us = *rtt_us;
     if (side->timing == REPLAY_TIMING_ROUNDTRIP) side->latency_us = *rtt_us;
     return rc;
+  }
+  return AGAINST_ETRANSPORT;
+}
+
+int against_post(against_client *c, const char *path, const char *extra, const char *body,
+                 size_t len, int *status, const char **resp, size_t *resp_len, char *err,
+                 size_t errlen) {
+  int64_t deadline = (int64_t)clock_mono_ns() + (int64_t)c->timeout_ms * 1000000;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    int reused = c->fd >= 0;
+    if (!reused && do_connect(c, deadline, err, errlen) < 0) return AGAINST_ETRANSPORT;
+    http_answer ans;
+    int nothing_back = 0;
+    if (exchange(c, path, extra ? extra : "", body, len, deadline, &ans, &nothing_back, err,
+                 errlen) < 0) {
+      disconnect(c);
+      if (reused && nothing_back) continue;
+      return AGAINST_ETRANSPORT;
+    }
+    if (!ans.keep_alive) disconnect(c);
+    *status = ans.status;
+    *resp = ans.body;
+    *resp_len = ans.body_len;
+    return 0;
   }
   return AGAINST_ETRANSPORT;
 }

@@ -88,6 +88,15 @@ typedef struct against_fetched {
 int against_fetch(const char *url, const char *etag, int timeout_ms, size_t max_body,
                   against_fetched *out, char *err, size_t errlen);
 void against_fetched_free(against_fetched *f);
+/* A plain POST on the same connection, for other HTTP services (the
+ * snapshot shipper's ClickHouse): path (with its query string, already
+ * escaped), extra header lines (each ending in CRLF; NULL: none), body.
+ * 0 with the status and the answer's body in *resp (valid until the next
+ * call), or AGAINST_ETRANSPORT with err (no answer, after one retry on a
+ * fresh connection when a kept-alive one had gone stale). */
+int against_post(against_client *c, const char *path, const char *extra, const char *body,
+                 size_t len, int *status, const char **resp, size_t *resp_len, char *err,
+                 size_t errlen);
 
 /* Connections opened so far (1 for a whole run when keep-alive holds). */
 uint64_t against_connections(const against_client *c);

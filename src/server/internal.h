@@ -140,7 +140,7 @@ struct server {
   worker *workers;
   int nworkers;
   char listen_text[80];
-  void *mcp;               /* the MCP session table (mcp_http.c) */
+  void *mcp;                /* the MCP session table (mcp_http.c) */
   struct rollout *rollout; /* rollout.c; NULL: none configured */
   struct reviews *reviews; /* the review queue (reviews.c); NULL: snapshots off */
   stats *stats;            /* the live figures (stats.c); NULL: out of memory at start */
@@ -148,7 +148,22 @@ struct server {
   struct bundle_pull *pull; /* bundle_pull.c; NULL: no --bundle-url */
   uint64_t started_mono_ns; /* for /v1/status: uptime */
   int64_t started_wall_ns;
+  struct ship_thread *ship; /* ship_thread.c: serve --ship; NULL: not shipping */
 };
+
+/* ship_thread.c: serve --ship, the snapshot shipper (src/ship/ship.h) on a
+ * thread of its own, reading the folder's files (never the deciding path).
+ * start: 0, or -1 with why (a bad cursor, a folder that cannot be read);
+ * stop: asks it to finish, joins it (before the engine closes).
+ * render: its metrics for /metrics (nothing when not shipping). */
+int ship_thread_start(server *s, char *why, size_t whylen);
+void ship_thread_stop(server *s);
+void ship_thread_render(server *s, json_buf *b);
+/* The shipper's state as one JSON object (shipper_status_json, ship.h:
+ * target, node, shipped, batches, retries, versions, lag_records,
+ * lag_seconds, failing, last_error, cursor), or null when not shipping:
+ * for a status endpoint to include as it is. Safe from any thread. */
+void ship_thread_status_json(server *s, json_buf *b);
 
 /* server.c: reloads the bundle and logs it (trigger: "signal", "http",
  * "watch"). Returns 0, or the engine's error code with err filled. Safe

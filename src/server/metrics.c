@@ -615,6 +615,7 @@ void metrics_render(server *srv, json_buf *b) {
   render_http(srv, b);
   render_reviews(srv, b);
   render_engine(srv, b);
+  ship_thread_render(srv, b);
   putf(b,
        "# HELP verdict_reloads_total Bundle reloads, by result.\n"
        "# TYPE verdict_reloads_total counter\nverdict_reloads_total{result=\"ok\"} %llu\n"

@@ -368,6 +368,17 @@ static int run(const server_opts *o, bundle_pull *pull) {
     if (srv.access_fd > STDOUT_FILENO) close(srv.access_fd);
     return 1;
   }
+  if (ship_thread_start(&srv, why, sizeof why) != 0) {
+    failed("start_failed", why);
+    rollout_stop(&srv);
+    reviews_close(srv.reviews);
+    stats_free(srv.stats);
+    vd_engine_close(srv.engine);
+    free(srv.admin_token);
+    free(srv.store_dir);
+    if (srv.access_fd > STDOUT_FILENO) close(srv.access_fd);
+    return 1;
+  }
   int nw = o->threads > 0 ? o->threads : 1;
   srv.workers = calloc((size_t)nw, sizeof *srv.workers);
   int *fds = calloc((size_t)nw, sizeof *fds);
@@ -525,6 +536,7 @@ out:
   mcp_http_free(srv.mcp); /* its sessions hold decisions of the engine */
   rollout_stop(&srv);     /* its queue drains into the live engine's log first */
   bundle_pull_stop(srv.pull); /* no reload after this */
+  ship_thread_stop(&srv); /* the cursor stays at the last batch ClickHouse took */
   reviews_close(srv.reviews);
   stats_free(srv.stats);
   /* The snapshot log drains here: on a disk that refuses writes, for

@@ -81,6 +81,8 @@ typedef struct server_opts {
   const char *bundle_pubkey; /* --bundle-pubkey: the ed25519 public key (PEM) */
   const char *bundle_dir;    /* --bundle-dir: where pulled bundles are kept */
   unsigned bundle_poll_ms;   /* --bundle-poll: default 30 s, jittered by ±10% */
+  const char *ship_url;  /* --ship clickhouse://HOST:PORT/DB.TABLE; NULL: no shipping */
+  const char *ship_node; /* --ship-node: the rows' node and the cursor's name */
 } server_opts;
 
 /* --snapshot-reads: a peer on a loopback address or a request with the admin

@@ -35,6 +35,13 @@ static int policy_section(server *s, json_buf *b) {
 
 static int pull_section(server *s, json_buf *b) { return bundle_pull_status(s->pull, b); }
 
+/* serve --ship: the snapshot shipper's target, lag, counts and last error. */
+static int ship_section(server *s, json_buf *b) {
+  if (!s->ship) return 1;
+  ship_thread_status_json(s, b);
+  return 0;
+}
+
 /* name, and the writer of its object: 0 written, 1 off (null). */
 static const struct {
   const char *name;
@@ -42,6 +49,7 @@ static const struct {
 } sections[] = {
     {"policy", policy_section},
     {"bundle_pull", pull_section},
+    {"ship", ship_section},
 };
 
 void route_status(conn *c, const http_request *r) {

@@ -26,7 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/arena.h"
 #include "core/clock.h"
+#include "core/json.h"
 #include "snapshot/internal.h"
 
 #define NS_PER_DAY 86400000000000.0
@@ -78,6 +80,8 @@ typedef struct gc_run {
   snapshot_gc_stats *st;
   char *err;
   size_t errlen;
+  int has_hold; /* a shipper's cursor holds hold and every later segment */
+  seg_entry hold;
 } gc_run;
 
 /* The selection: everything in the full window, then the declared
@@ -170,6 +174,49 @@ static void untouched(gc_run *g, int fd) {
   g->st->bytes_after += (uint64_t)st.st_size;
 }
 
+/* The shippers' cursors (DIR/ship-<node>.cursor, src/ship/ship.h): the
+ * oldest segment any of them has not shipped past, into *held (its first
+ * id and name). 0 none, 1 found (a cursor naming no segment yet, or one
+ * that cannot be read, holds every segment: first id all zero, name ""). */
+static int ship_hold(const char *dir, seg_entry *held) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int found = 0;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    size_t ln = strlen(de->d_name);
+    if (ln < 12 || strncmp(de->d_name, "ship-", 5) != 0 ||
+        strcmp(de->d_name + ln - 7, ".cursor") != 0)
+      continue;
+    char path[4096], buf[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0) close(fd);
+    seg_entry e;
+    memset(&e, 0, sizeof e);
+    arena a;
+    char abuf[2048];
+    arena_init(&a, abuf, sizeof abuf, 0);
+    value v;
+    const value *seg = NULL;
+    uint32_t day;
+    if (n > 0 && json_parse(&a, buf, (size_t)n, NULL, &v, NULL) == 0 && v.kind == V_MAP)
+      seg = value_map_get(&v, "segment", 7);
+    if (seg && seg->kind == V_STRING && seg->n > 0 && seg->n < sizeof e.name) {
+      memcpy(e.name, seg->s, seg->n);
+      e.name[seg->n] = '\0';
+      if (seg_name_parse(e.name, &day, e.first_id) < 0) memset(&e, 0, sizeof e);
+    }
+    arena_free(&a);
+    int c = memcmp(e.first_id, held->first_id, 16);
+    if (!found || c < 0 || (c == 0 && strcmp(e.name, held->name) < 0)) *held = e;
+    found = 1;
+  }
+  closedir(d);
+  return found;
+}
+
 static int gc_segment(gc_run *g, const seg_entry *e) {
   char path[4096], ipath[4096];
   if (seg_path(path, sizeof path, g->dir, e->name, 0) < 0 ||
@@ -178,6 +225,15 @@ static int gc_segment(gc_run *g, const seg_entry *e) {
   g->st->segments++;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0; /* gone meanwhile */
+  if (g->has_hold) {
+    int c = memcmp(e->first_id, g->hold.first_id, 16);
+    if (c > 0 || (c == 0 && strcmp(e->name, g->hold.name) >= 0)) {
+      g->st->segments_unshipped++; /* a shipper has not passed it: left as it is */
+      untouched(g, fd);
+      close(fd);
+      return 0;
+    }
+  }
   struct stat a, b;
   if (flock(fd, (g->o->dry_run ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
     g->st->segments_locked++;
@@ -308,7 +364,14 @@ int snapshot_gc(const char *dir, const snapshot_gc_opts *opts, snapshot_gc_stats
     return SNAPSHOT_EINVAL;
   }
   int64_t now = o.now_ns ? o.now_ns : clock_wall_ns();
-  gc_run g = {dir, &o, now - (int64_t)(o.keep_days * NS_PER_DAY), stats, err, errlen};
+  gc_run g;
+  memset(&g, 0, sizeof g);
+  g.dir = dir;
+  g.o = &o;
+  g.cutoff = now - (int64_t)(o.keep_days * NS_PER_DAY);
+  g.st = stats;
+  g.err = err;
+  g.errlen = errlen;
 
   char lpath[4096];
   snprintf(lpath, sizeof lpath, "%s/gc.lock", dir);
@@ -330,6 +393,7 @@ int snapshot_gc(const char *dir, const snapshot_gc_opts *opts, snapshot_gc_stats
     snprintf(err, errlen, "list %s: %s", dir, strerror(errno));
     rc = SNAPSHOT_EIO;
   } else {
+    g.has_hold = ship_hold(dir, &g.hold);
     for (size_t i = 0; i < n && rc == 0; i++) rc = gc_segment(&g, &segs[i]);
     free(segs);
   }

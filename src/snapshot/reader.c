@@ -50,6 +50,10 @@ struct snapshot_reader {
   frame_scan find_scan;
   int find_scanning;
   uint64_t skipped;
+  /* a resumed reader (open_at): the segment to start in and the records of
+   * it to pass over; ordinal: records returned or passed in the current one */
+  char *start_seg;
+  uint64_t start_skip, to_skip, ordinal;
   char err[SNAPSHOT_ERRLEN];
 };
 
@@ -178,6 +182,9 @@ static int segment_next(snapshot_reader *r) {
     }
     r->scanning = 1;
     r->followed = 0;
+    r->ordinal = 0;
+    r->to_skip = 0;
+    if (r->start_seg && strcmp(e->name, r->start_seg) == 0) r->to_skip = r->start_skip;
     r->use_idx = r->timed;
     r->blk = 0;
     r->left = r->timed ? 0 : UINT64_MAX;
@@ -251,6 +258,11 @@ int snapshot_reader_next(snapshot_reader *r, snapshot_rec *rec) {
       continue;
     }
     if (rec_body_decode(body, len, rec) < 0) continue; /* cannot happen: the scan checked */
+    r->ordinal++;
+    if (r->to_skip) {
+      r->to_skip--;
+      continue;
+    }
     if (!r->filtered || rec_matches(rec, &r->f)) return 1;
   }
 }
@@ -332,8 +344,38 @@ int snapshot_reader_find(snapshot_reader *r, const uint8_t id[16], snapshot_rec 
   return found < 0 ? SNAPSHOT_EIO : found;
 }
 
+int snapshot_reader_open_at(const char *dir, const char *segment, uint64_t skip,
+                            snapshot_reader **out, char *err, size_t errlen) {
+  int rc = snapshot_reader_open(dir, NULL, out, err, errlen);
+  if (rc < 0 || !segment || !*segment) return rc;
+  snapshot_reader *r = *out;
+  uint32_t day;
+  uint8_t first[16];
+  if (seg_name_parse(segment, &day, first) < 0 || !(r->start_seg = strdup(segment))) {
+    if (err) snprintf(err, errlen, "%s: not a segment's name", segment);
+    snapshot_reader_close(r);
+    *out = NULL;
+    return SNAPSHOT_EINVAL;
+  }
+  r->start_skip = skip;
+  /* segments sort by first id, then name (seg_list): pass those before */
+  while (r->next_seg < r->nseg) {
+    const seg_entry *e = &r->segs[r->next_seg];
+    int c = memcmp(e->first_id, first, 16);
+    if (c > 0 || (c == 0 && strcmp(e->name, segment) >= 0)) break;
+    r->next_seg++;
+  }
+  return 0;
+}
+
+void snapshot_reader_position(const snapshot_reader *r, const char **segment, uint64_t *ordinal) {
+  *segment = r->have_last ? r->last.name : "";
+  *ordinal = r->have_last ? r->ordinal : 0;
+}
+
 void snapshot_reader_close(snapshot_reader *r) {
   if (!r) return;
+  free(r->start_seg);
   segment_close(r);
   if (r->find_scanning) frame_scan_free(&r->find_scan);
   if (r->find_fd >= 0) close(r->find_fd);

@@ -392,6 +392,18 @@ int snapshot_reader_next(snapshot_reader *r, snapshot_rec *rec);
  * stale) the block of 1024 records to read. Ignores the filter. 1 found, 0
  * not found, < 0 error. Does not move the iteration of _next. */
 int snapshot_reader_find(snapshot_reader *r, const uint8_t id[16], snapshot_rec *rec);
+/* Resuming where a reader stopped (the shipper's cursor): no filter; the
+ * segments sorted before `segment` are passed over, and so are the first
+ * `skip` records of `segment` itself (a segment's records keep their order
+ * when it is compacted into blocks). A segment no longer there is passed
+ * over too: reading starts at the next one. segment NULL or "": from the
+ * start. SNAPSHOT_EINVAL when segment is not a segment's name. */
+int snapshot_reader_open_at(const char *dir, const char *segment, uint64_t skip,
+                            snapshot_reader **out, char *err, size_t errlen);
+/* The segment (its file name) of the record _next returned last and that
+ * record's place in it, 1 for the first: what open_at resumes after.
+ * "" and 0 before the first record. *segment is valid until the next call. */
+void snapshot_reader_position(const snapshot_reader *r, const char **segment, uint64_t *ordinal);
 const char *snapshot_reader_error(const snapshot_reader *r);
 /* Damaged spans skipped so far (bytes), for a "some data was unreadable" note. */
 uint64_t snapshot_reader_skipped_bytes(const snapshot_reader *r);
@@ -405,7 +417,12 @@ void snapshot_reader_close(snapshot_reader *r);
  * that loses records is rewritten to a temporary file and renamed over the
  * old one (readers holding the old file keep reading it); a segment with
  * nothing left is deleted. Segments a writer holds (its active segment,
- * flock'd) are skipped, so gc is safe against a running writer. */
+ * flock'd) are skipped, so gc is safe against a running writer. So are
+ * segments a snapshot shipper has not shipped yet (src/ship/ship.h): the
+ * one each DIR/ship-<node>.cursor names and every later one — a cursor
+ * that names none yet holds them all — so that retention never removes a
+ * decision before it reached ClickHouse, nor shifts the records a cursor
+ * counts (remove a cursor file to release what it holds). */
 typedef struct snapshot_gc_opts {
   double keep_days;      /* default 7 */
   double sample;         /* fraction of unremarkable old records kept: default 0.01 */
@@ -423,8 +440,9 @@ typedef struct snapshot_gc_opts {
 } snapshot_gc_opts;
 
 typedef struct snapshot_gc_stats {
-  uint64_t segments;        /* segment files looked at */
-  uint64_t segments_locked; /* skipped: held by a writer */
+  uint64_t segments;           /* segment files looked at */
+  uint64_t segments_locked;    /* skipped: held by a writer */
+  uint64_t segments_unshipped; /* skipped: a shipper (DIR/ship-*.cursor) has not passed them */
   uint64_t segments_rewritten;
   uint64_t segments_deleted; /* nothing left in them */
   uint64_t records_kept;     /* in every segment but those a writer holds */
