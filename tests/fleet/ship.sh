@@ -118,6 +118,10 @@ eq "$(ch_query "SELECT count() FROM (SELECT DISTINCT policy_version FROM fleet.d
   0 "every policy version a row names is in the versions table"
 curl -s "$URL/metrics" | grep -c '^verdict_ship_' >"$T/nm"
 eq "$(cat "$T/nm")" 7 "the shipping metrics"
+# the node's status page says the same
+curl -s "$URL/v1/status" >"$T/status.json"
+eq "$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["ship"]; print(s["node"], s["lag_records"], s["failing"], s["shipped"] >= int(sys.argv[2]))' "$T/status.json" "$N4")" \
+  "edge-1 0 False True" "/v1/status: the shipper's node, lag 0, not failing, what it shipped"
 stop
 has "$T/snap/ship-edge-1.cursor" '"segment": "seg-' "the cursor in the folder"
 
