@@ -74,6 +74,15 @@ if openssl version >/dev/null 2>&1; then
   base64 -d A.tar.gz.sig >A.raw
   openssl pkeyutl -verify -pubin -inkey rel.pub -rawin -in A.tar.gz -sigfile A.raw >/dev/null 2>&1
   eq "$?" 0 "openssl pkeyutl verifies the signature"
+  # and keys openssl makes are verdict's: it signs with one, openssl checks it
+  openssl genpkey -algorithm ed25519 -out ossl.key 2>/dev/null &&
+    openssl pkey -in ossl.key -pubout -out ossl.pub 2>/dev/null
+  "$V" bundle sign --key ossl.key B.tar.gz >/dev/null; eq "$?" 0 "sign with an openssl key"
+  "$V" bundle verify --pub ossl.pub B.tar.gz >/dev/null; eq "$?" 0 "verify with its openssl public key"
+  base64 -d B.tar.gz.sig >B.raw
+  openssl pkeyutl -verify -pubin -inkey ossl.pub -rawin -in B.tar.gz -sigfile B.raw >/dev/null 2>&1
+  eq "$?" 0 "openssl verifies what verdict signed with its key"
+  rm -f B.tar.gz.sig B.raw
 fi
 "$V" bundle verify --pub other.pub A.tar.gz >"$T/out" 2>&1; eq "$?" 1 "verify with the wrong key: 1"
 has "$T/out" "does not match" "the wrong key: says so"
