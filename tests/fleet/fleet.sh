@@ -96,8 +96,8 @@ http {
   }
 
   upstream verdict_nodes {
-    server 127.0.0.1:$APORT;
-    server 127.0.0.1:$BPORT;
+    server 127.0.0.1:$APORT max_fails=1 fail_timeout=2s;
+    server 127.0.0.1:$BPORT max_fails=1 fail_timeout=2s;
     keepalive 16;
   }
   server {
@@ -183,8 +183,10 @@ wait_more 300 "node-a back"
 
 # ClickHouse down while decisions go on, and up again
 ch_stop
-for _ in $(seq 1 100); do [ "$(sget a 'd["ship"]["failing"]')" = True ] && break; sleep 0.1; done
-eq "$(sget a 'd["ship"]["failing"]')" True "ClickHouse down: node-a's shipper failing"
+for n in a b; do
+  for _ in $(seq 1 300); do [ "$(sget $n 'd["ship"]["failing"]')" = True ] && break; sleep 0.1; done
+  eq "$(sget $n 'd["ship"]["failing"]')" True "ClickHouse down: node-$n's shipper failing"
+done
 wait_more 300 "ClickHouse down"
 ch_start
 wait_more 200 "ClickHouse back"
