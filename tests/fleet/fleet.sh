@@ -284,7 +284,7 @@ for n in a b; do
   kill -TERM "$P"; wait "$P"; eq "$?" 0 "node-$n: SIGTERM, exit 0"
   if [ $n = a ]; then PA=; else PB=; fi
 done
-echo "fleet: $N decisions answered through nginx ($NA by node-a, $NB by node-b in ClickHouse)," \
+echo "fleet: $N of $TOTAL decisions answered through nginx ($NA by node-a, $NB by node-b in ClickHouse)," \
   "$CUT requests cut by the kill and answered by the other node, $X of them recorded by node-a as it died"
 summary
 [ "$fail" -eq 0 ]
