@@ -65,8 +65,13 @@ cp "$T/B.tar.gz" "$T/Bx.tar.gz" && "$V" bundle sign --key "$T/other.key" "$T/Bx.
   bad "sign Bx"
 W="$T/www"
 mkdir -p "$W" "$T/nginx/logs" "$T/nginx/tmp"
+# nginx's ETag is the file's mtime in seconds and its size: each publish gets
+# an mtime of its own (Bx is B's bytes under another key's signature)
+PUB_T=$(($(date +%s) - 100000))
 publish() { # publish FILE SIGFILE: the .tar.gz and its .sig as the bundle
   cp "$2" "$W/bundle.tar.gz.sig.new" && cp "$1" "$W/bundle.tar.gz.new"
+  PUB_T=$((PUB_T + 1))
+  touch -m -d "@$PUB_T" "$W/bundle.tar.gz.new"
   mv "$W/bundle.tar.gz.sig.new" "$W/bundle.tar.gz.sig"
   mv "$W/bundle.tar.gz.new" "$W/bundle.tar.gz"
 }

@@ -108,8 +108,14 @@ cd - >/dev/null || exit 1
 # ---- the hostile bundles (made with tar: pack would not make them) ----
 W="$T/www"
 mkdir -p "$W" "$T/nginx/logs" "$T/nginx/tmp"
+# nginx's ETag is the file's mtime in seconds and its size: each publish gets
+# an mtime of its own, or two within a second (B, then B with another key's
+# .sig) would share one and the second be answered 304
+PUB_T=$(($(date +%s) - 100000))
 publish() { # publish FILE [SIGFILE|-]: the .tar.gz (and its .sig, unless -) as the bundle
   cp "$1" "$W/bundle.tar.gz.new"
+  PUB_T=$((PUB_T + 1))
+  touch -m -d "@$PUB_T" "$W/bundle.tar.gz.new"
   if [ "${2:-}" = - ]; then rm -f "$W/bundle.tar.gz.sig"
   else cp "${2:-$1.sig}" "$W/bundle.tar.gz.sig"; fi
   mv "$W/bundle.tar.gz.new" "$W/bundle.tar.gz"
