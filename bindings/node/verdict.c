@@ -33,6 +33,7 @@
 /* ---- per-addon state ---- */
 
 #define STR_CACHE 256
+#define STR_PROBES 8
 
 typedef struct {
   napi_ref error_class; /* VerdictError, from init() */
@@ -604,8 +605,18 @@ static long cached_index(napi_env env, addon *a, const char *s) {
   uint32_t h = (2166136261u ^ (uint32_t)n) * 16777619u;
   for (size_t i = 0; i < n && i < 16; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
   for (size_t i = n > 32 ? n - 16 : 16; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
-  uint32_t at = h % STR_CACHE;
-  if (a->cache[at].used && a->cache[at].n == n && memcmp(a->cache[at].s, s, n) == 0) return at;
+  /* open addressing over a few slots, so that two strings of one bundle
+   * whose hashes meet do not keep replacing each other: the first free or
+   * matching slot of the probe; when all are taken, the home slot */
+  uint32_t home = h % STR_CACHE, at = home;
+  for (uint32_t k = 0; k < STR_PROBES; k++) {
+    uint32_t i = (home + k) % STR_CACHE;
+    if (!a->cache[i].used) {
+      at = i;
+      break;
+    }
+    if (a->cache[i].n == n && memcmp(a->cache[i].s, s, n) == 0) return i;
+  }
   napi_value v = str_n(env, s, n);
   if (!v || napi_set_element(env, get_ref(env, a->strings), at, v) != napi_ok) return -2;
   a->cache[at].used = 1;
