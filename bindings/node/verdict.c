@@ -692,6 +692,10 @@ typedef struct {
   pthread_mutex_t mu;
   pthread_cond_t idle;
   int running, closing;
+  /* the JavaScript objects that hold this struct (main thread): the Engine
+   * and its own _decideEncoded, which finds it without napi_unwrap; freed
+   * when both are gone */
+  int holders;
 } engine;
 
 static void engine_close_now(engine *en) {
@@ -710,9 +714,12 @@ static void engine_close_now(engine *en) {
   }
 }
 
+/* The Engine collected, or its _decideEncoded: the first closes it, the
+ * last frees it (a _decideEncoded kept past its Engine says it is closed). */
 static void engine_finalize(napi_env env, void *data, void *hint) {
   engine *en = data;
   engine_close_now(en);
+  if (--en->holders > 0) return;
   pthread_mutex_destroy(&en->mu);
   pthread_cond_destroy(&en->idle);
   free(en);
@@ -822,6 +829,8 @@ static void open_args_free(open_args *o) {
 
 /* new Engine(path, {snapshots, durability, state, stateFile, node,
  * maxRequestBytes, store}) */
+static napi_value engine_decide_encoded(napi_env env, napi_callback_info info);
+
 static napi_value engine_new(napi_env env, napi_callback_info info) {
   size_t argc = 2;
   napi_value argv[2] = {NULL, NULL}, self, target;
@@ -902,10 +911,24 @@ static napi_value engine_new(napi_env env, napi_callback_info info) {
   open_args_free(&a);
   pthread_mutex_init(&en->mu, NULL);
   pthread_cond_init(&en->idle, NULL);
+  en->holders = 1;
   if (napi_wrap(env, self, en, engine_finalize, NULL, NULL) != napi_ok) {
     engine_finalize(env, en, NULL);
     return NULL;
   }
+  /* _decideEncoded as the engine's own function with en as its data: the
+   * hot path then skips napi_unwrap (a private-property lookup) */
+  napi_value fn;
+  CHECK(napi_create_function(env, "_decideEncoded", NAPI_AUTO_LENGTH, engine_decide_encoded, en,
+                             &fn));
+  en->holders++;
+  if (napi_add_finalizer(env, fn, en, engine_finalize, NULL, NULL) != napi_ok) {
+    en->holders--;
+    return NULL;
+  }
+  napi_property_descriptor own = {"_decideEncoded", NULL, NULL, NULL, NULL, fn, napi_default,
+                                  NULL};
+  CHECK(napi_define_properties(env, self, 1, &own));
   return self;
 fail:
   open_args_free(&a);
@@ -1073,9 +1096,9 @@ static int replay_value(cursor *c, vd_builder *b) {
 static napi_value engine_decide_encoded(napi_env env, napi_callback_info info) {
   size_t argc = 0;
   napi_value undef;
+  engine *en = NULL;
   napi_get_undefined(env, &undef);
-  engine *en = this_engine(env, info, &argc, NULL, NULL);
-  if (!en) return NULL;
+  if (napi_get_cb_info(env, info, &argc, NULL, NULL, (void **)&en) != napi_ok || !en) return NULL;
   addon *a = addon_of(env);
   if (!a->io_in || !a->io_out || a->io_out_len < 11 || !(a->io_out[0] >= 0) ||
       a->io_out[0] > (double)a->io_in_len)
@@ -1520,7 +1543,6 @@ NAPI_MODULE_INIT() {
 
   napi_property_descriptor methods[] = {
       {"decide", NULL, engine_decide, NULL, NULL, NULL, napi_default_method, NULL},
-      {"_decideEncoded", NULL, engine_decide_encoded, NULL, NULL, NULL, napi_writable, NULL},
       {"decideAsync", NULL, engine_decide_async, NULL, NULL, NULL, napi_default_method, NULL},
       {"reload", NULL, engine_reload, NULL, NULL, NULL, napi_default_method, NULL},
       {"close", NULL, engine_close, NULL, NULL, NULL, napi_default_method, NULL},

@@ -441,6 +441,10 @@ test('close', async () => {
   e.close(); // again: nothing to do
   assert.equal(e.policyVersion, null);
   raises(() => e.decide(requests(1)[0]), 'invalid', undefined, 'the engine is closed');
+  // the engine's own fast entry, even taken away from it, knows it is closed
+  const fast = e._decideEncoded;
+  raises(() => fast(), 'invalid', undefined, 'the engine is closed');
+  raises(() => e.decide(JSON.stringify(requests(1)[0])), 'invalid', undefined, 'closed');
   raises(() => e.decideAsync(requests(1)[0]), 'invalid', undefined, 'the engine is closed');
   raises(() => e.reload(), 'invalid', undefined, 'the engine is closed');
   raises(() => e.stats(), 'invalid', undefined, 'the engine is closed');
