@@ -352,7 +352,9 @@ const char *vd_decision_snapshot_id(const vd_decision *d);
 #define VD_JSON_TRACE 1 /* add "trace" (needs vd_decision_set_trace(d, 1) before deciding) */
 
 /* The decision as JSON in memory d owns (valid until d decides again or is
- * freed): no allocation outside d's arena, for the hot path. */
+ * freed): no allocation outside d's arena, for the hot path. Without flags
+ * the text is made once a decision (in the decide call when it is traced,
+ * else by the first call here) and handed out again after. */
 int vd_decision_render(vd_decision *d, int flags, const char **out, size_t *len);
 /* The same, copied into a string the caller frees with vd_free. */
 int vd_decision_json(vd_decision *d, int flags, char **out);

@@ -92,8 +92,12 @@ let buf = new Uint8Array(1 << 16);
 let view = new DataView(buf.buffer);
 let pos = 0;
 let walking = false;
+// the answer of _decideEncoded (and, going in, out[0] the events' length and
+// out[1] 1 for a trace): both buffers are registered with the addon once,
+// and again when buf grows
 const out = new Float64Array(11);
 const strings = native.strings;
+native.setBuffers(buf, out);
 
 function room(n) {
   if (pos + n <= buf.length) return;
@@ -103,6 +107,7 @@ function room(n) {
   b.set(buf.subarray(0, pos));
   buf = b;
   view = new DataView(b.buffer);
+  native.setBuffers(buf, out);
 }
 
 function putString(tag, s, nul) {
@@ -230,8 +235,9 @@ Object.defineProperty(Engine.prototype, 'decide', {
       }
     }
     if (encoded) {
-      const trace = options !== null && typeof options === 'object' && !!options.trace;
-      const id = this._decideEncoded(buf, pos, trace, out);
+      out[0] = pos;
+      out[1] = options !== null && typeof options === 'object' && options.trace ? 1 : 0;
+      const id = this._decideEncoded();
       if (id === null || typeof id === 'string') {
         return new Decision(str(out[0]), out[7] === 1, out[8] === 1, out[9], str(out[1]),
                             str(out[2]), str(out[3]), str(out[4]), str(out[5]), str(out[6]), id,

@@ -33,6 +33,7 @@
 /* ---- per-addon state ---- */
 
 #define STR_CACHE 256
+#define STR_PROBES 8
 
 typedef struct {
   napi_ref error_class; /* VerdictError, from init() */
@@ -41,6 +42,14 @@ typedef struct {
   napi_ref json_parse, json_stringify;
   napi_ref decision_class; /* Decision, from init() */
   napi_ref strings;        /* an array: the cached strings (cached_str) */
+  /* index.js's event buffer and answer array (setBuffers), held here so
+   * that _decideEncoded reads them without a Node-API call each */
+  napi_ref io_in_ref, io_out_ref;
+  const unsigned char *io_in;
+  size_t io_in_len;
+  double *io_out;
+  size_t io_out_len;
+  long last_at[7]; /* per string of an encoded answer, the cache index it had last */
   struct {
     int used;
     size_t n;
@@ -596,13 +605,38 @@ static long cached_index(napi_env env, addon *a, const char *s) {
   uint32_t h = (2166136261u ^ (uint32_t)n) * 16777619u;
   for (size_t i = 0; i < n && i < 16; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
   for (size_t i = n > 32 ? n - 16 : 16; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
-  uint32_t at = h % STR_CACHE;
-  if (a->cache[at].used && a->cache[at].n == n && memcmp(a->cache[at].s, s, n) == 0) return at;
+  /* open addressing over a few slots, so that two strings of one bundle
+   * whose hashes meet do not keep replacing each other: the first free or
+   * matching slot of the probe; when all are taken, the home slot */
+  uint32_t home = h % STR_CACHE, at = home;
+  for (uint32_t k = 0; k < STR_PROBES; k++) {
+    uint32_t i = (home + k) % STR_CACHE;
+    if (!a->cache[i].used) {
+      at = i;
+      break;
+    }
+    if (a->cache[i].n == n && memcmp(a->cache[i].s, s, n) == 0) return i;
+  }
   napi_value v = str_n(env, s, n);
   if (!v || napi_set_element(env, get_ref(env, a->strings), at, v) != napi_ok) return -2;
   a->cache[at].used = 1;
   a->cache[at].n = n;
   memcpy(a->cache[at].s, s, n);
+  return at;
+}
+
+/* cached_index for one of the answer's strings: the index that field had
+ * the last time is tried first (a decision's strings mostly repeat the
+ * previous one's), before the hash. */
+static long cached_index_at(napi_env env, addon *a, const char *s, long *last) {
+  if (!s) return -1;
+  long at = *last;
+  if (at >= 0) {
+    size_t n = strlen(s);
+    if (a->cache[at].used && a->cache[at].n == n && memcmp(a->cache[at].s, s, n) == 0) return at;
+  }
+  at = cached_index(env, a, s);
+  if (at >= 0) *last = at;
   return at;
 }
 
@@ -658,6 +692,10 @@ typedef struct {
   pthread_mutex_t mu;
   pthread_cond_t idle;
   int running, closing;
+  /* the JavaScript objects that hold this struct (main thread): the Engine
+   * and its own _decideEncoded, which finds it without napi_unwrap; freed
+   * when both are gone */
+  int holders;
 } engine;
 
 static void engine_close_now(engine *en) {
@@ -676,9 +714,12 @@ static void engine_close_now(engine *en) {
   }
 }
 
+/* The Engine collected, or its _decideEncoded: the first closes it, the
+ * last frees it (a _decideEncoded kept past its Engine says it is closed). */
 static void engine_finalize(napi_env env, void *data, void *hint) {
   engine *en = data;
   engine_close_now(en);
+  if (--en->holders > 0) return;
   pthread_mutex_destroy(&en->mu);
   pthread_cond_destroy(&en->idle);
   free(en);
@@ -788,6 +829,8 @@ static void open_args_free(open_args *o) {
 
 /* new Engine(path, {snapshots, durability, state, stateFile, node,
  * maxRequestBytes, store}) */
+static napi_value engine_decide_encoded(napi_env env, napi_callback_info info);
+
 static napi_value engine_new(napi_env env, napi_callback_info info) {
   size_t argc = 2;
   napi_value argv[2] = {NULL, NULL}, self, target;
@@ -868,10 +911,24 @@ static napi_value engine_new(napi_env env, napi_callback_info info) {
   open_args_free(&a);
   pthread_mutex_init(&en->mu, NULL);
   pthread_cond_init(&en->idle, NULL);
+  en->holders = 1;
   if (napi_wrap(env, self, en, engine_finalize, NULL, NULL) != napi_ok) {
     engine_finalize(env, en, NULL);
     return NULL;
   }
+  /* _decideEncoded as the engine's own function with en as its data: the
+   * hot path then skips napi_unwrap (a private-property lookup) */
+  napi_value fn;
+  CHECK(napi_create_function(env, "_decideEncoded", NAPI_AUTO_LENGTH, engine_decide_encoded, en,
+                             &fn));
+  en->holders++;
+  if (napi_add_finalizer(env, fn, en, engine_finalize, NULL, NULL) != napi_ok) {
+    en->holders--;
+    return NULL;
+  }
+  napi_property_descriptor own = {"_decideEncoded", NULL, NULL, NULL, NULL, fn, napi_default,
+                                  NULL};
+  CHECK(napi_define_properties(env, self, 1, &own));
   return self;
 fail:
   open_args_free(&a);
@@ -930,10 +987,12 @@ static napi_value engine_decide(napi_env env, napi_callback_info info) {
  * refuses, a class instance...) goes to decide() instead, and so does any
  * event the builder refuses here (_decideEncoded returns undefined), so that
  * errors and their paths are decide()'s. A JSON string request comes the
- * same way (E_JSON, its text), for the answer's sake: the answer comes back in `out`
- * (a Float64Array): the strings as indexes into the cache array, the
- * numbers as they are; the call returns the snapshot id (or null), or a
- * Decision when the strings do not fit the cache. */
+ * same way (E_JSON, its text), for the answer's sake. Both the events'
+ * buffer and the answer's Float64Array are registered once (setBuffers), so
+ * that a decision costs one Node-API call with no arguments to read: the
+ * answer comes back in that array (the strings as indexes into the cache
+ * array, the numbers as they are); the call returns the snapshot id (or
+ * null), or a Decision when the strings do not fit the cache. */
 
 enum {
   E_NULL = 0,
@@ -1031,30 +1090,27 @@ static int replay_value(cursor *c, vd_builder *b) {
   return 0;
 }
 
-/* engine._decideEncoded(bytes, length, trace, out) */
+/* engine._decideEncoded(): the events are the first out[0] bytes of the
+ * buffer setBuffers registered, out[1] is 1 for a trace; the answer goes
+ * to the registered answer array. */
 static napi_value engine_decide_encoded(napi_env env, napi_callback_info info) {
-  size_t argc = 4;
-  napi_value argv[4], undef;
+  size_t argc = 0;
+  napi_value undef;
+  engine *en = NULL;
   napi_get_undefined(env, &undef);
-  engine *en = this_engine(env, info, &argc, argv, NULL);
-  if (!en) return NULL;
+  if (napi_get_cb_info(env, info, &argc, NULL, NULL, (void **)&en) != napi_ok || !en) return NULL;
   addon *a = addon_of(env);
-  void *data = NULL, *outp = NULL;
-  size_t len = 0, outn = 0;
-  napi_typedarray_type tt;
-  uint32_t used = 0;
-  bool trace = false;
-  if (argc < 4 || napi_get_typedarray_info(env, argv[0], &tt, &len, &data, NULL, NULL) != napi_ok ||
-      tt != napi_uint8_array || napi_get_value_uint32(env, argv[1], &used) != napi_ok ||
-      used > len || napi_get_value_bool(env, argv[2], &trace) != napi_ok ||
-      napi_get_typedarray_info(env, argv[3], &tt, &outn, &outp, NULL, NULL) != napi_ok ||
-      tt != napi_float64_array || outn < 11)
-    return throw_own(env, VD_EINVAL, NULL, "_decideEncoded(bytes, length, trace, out)");
+  if (!a->io_in || !a->io_out || a->io_out_len < 11 || !(a->io_out[0] >= 0) ||
+      a->io_out[0] > (double)a->io_in_len)
+    return throw_own(env, VD_EINVAL, NULL, "_decideEncoded: setBuffers(bytes, out) first");
+  const unsigned char *data = a->io_in;
+  size_t used = (size_t)a->io_out[0];
+  bool trace = a->io_out[1] == 1;
   slot *s = take_slot(env, en);
   if (!s) return NULL;
   vd_decision_set_trace(s->d, trace);
   vd_builder_reset(s->b);
-  cursor c = {data, (const unsigned char *)data + used};
+  cursor c = {data, data + used};
   vd_request r;
   memset(&r, 0, sizeof r);
   size_t ncands = 0;
@@ -1116,13 +1172,13 @@ answer:;
   } else {
     fields f;
     fields_of(s->d, trace, &f);
-    double *out = outp;
+    double *out = a->io_out;
     const char *str[7] = {f.action,   f.source,         f.rule,         f.reason,
                           f.strategy, f.policy_version, f.model_version};
     long at[7];
     int fits = !f.trace;
     for (int i = 0; fits && i < 7; i++) {
-      at[i] = cached_index(env, a, str[i]);
+      at[i] = cached_index_at(env, a, str[i], &a->last_at[i]);
       if (at[i] == -2) fits = 0;
       for (int j = 0; fits && j < i; j++) /* two at one index: the later replaced the earlier */
         if (at[j] == at[i] && at[i] >= 0 && strcmp(str[i], str[j]) != 0) fits = 0;
@@ -1397,6 +1453,39 @@ static napi_value verdict_evaluate(napi_env env, napi_callback_info info) {
 /* ---- the module ---- */
 
 /* init(VerdictError, Decision): the classes errors and decisions are made of. */
+/* setBuffers(bytes, out): the Uint8Array index.js encodes requests into and
+ * the Float64Array (11 numbers at least) the answers come back in, for every
+ * later _decideEncoded; called again when index.js grows its buffer. */
+static napi_value verdict_set_buffers(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  void *in = NULL, *out = NULL;
+  size_t in_len = 0, out_len = 0;
+  napi_typedarray_type t0, t1;
+  addon *a = addon_of(env);
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 2 || napi_get_typedarray_info(env, argv[0], &t0, &in_len, &in, NULL, NULL) != napi_ok ||
+      t0 != napi_uint8_array ||
+      napi_get_typedarray_info(env, argv[1], &t1, &out_len, &out, NULL, NULL) != napi_ok ||
+      t1 != napi_float64_array || out_len < 11)
+    return throw_own(env, VD_EINVAL, NULL, "setBuffers(Uint8Array, Float64Array of 11)");
+  napi_ref rin, rout;
+  CHECK(napi_create_reference(env, argv[0], 1, &rin));
+  if (napi_create_reference(env, argv[1], 1, &rout) != napi_ok) {
+    napi_delete_reference(env, rin);
+    return NULL;
+  }
+  if (a->io_in_ref) napi_delete_reference(env, a->io_in_ref);
+  if (a->io_out_ref) napi_delete_reference(env, a->io_out_ref);
+  a->io_in_ref = rin;
+  a->io_out_ref = rout;
+  a->io_in = in;
+  a->io_in_len = in_len;
+  a->io_out = out;
+  a->io_out_len = out_len;
+  return NULL;
+}
+
 static napi_value verdict_init(napi_env env, napi_callback_info info) {
   size_t argc = 2;
   napi_value cls[2] = {NULL, NULL};
@@ -1419,7 +1508,8 @@ static napi_value verdict_init(napi_env env, napi_callback_info info) {
 static void addon_free(napi_env env, void *data, void *hint) {
   addon *a = data;
   napi_ref refs[] = {a->error_class,    a->engine_class,   a->object_proto, a->json_parse,
-                     a->json_stringify, a->decision_class, a->strings};
+                     a->json_stringify, a->decision_class, a->strings,
+                     a->io_in_ref,      a->io_out_ref};
   for (size_t i = 0; i < sizeof refs / sizeof *refs; i++)
     if (refs[i]) napi_delete_reference(env, refs[i]);
   free(a);
@@ -1447,12 +1537,12 @@ NAPI_MODULE_INIT() {
     return NULL;
   CHECK(napi_get_named_property(env, global, "Object", &object));
   if (!ref_to(env, object, "prototype", &a->object_proto)) return NULL;
+  for (int i = 0; i < 7; i++) a->last_at[i] = -1;
   CHECK(napi_create_array_with_length(env, STR_CACHE, &strings));
   CHECK(napi_create_reference(env, strings, 1, &a->strings));
 
   napi_property_descriptor methods[] = {
       {"decide", NULL, engine_decide, NULL, NULL, NULL, napi_default_method, NULL},
-      {"_decideEncoded", NULL, engine_decide_encoded, NULL, NULL, NULL, napi_writable, NULL},
       {"decideAsync", NULL, engine_decide_async, NULL, NULL, NULL, napi_default_method, NULL},
       {"reload", NULL, engine_reload, NULL, NULL, NULL, napi_default_method, NULL},
       {"close", NULL, engine_close, NULL, NULL, NULL, napi_default_method, NULL},
@@ -1464,13 +1554,16 @@ NAPI_MODULE_INIT() {
                           sizeof methods / sizeof *methods, methods, &cls));
   CHECK(napi_create_reference(env, cls, 1, &a->engine_class));
 
-  napi_value init_fn, eval_fn, version;
+  napi_value init_fn, eval_fn, version, buffers_fn;
   CHECK(napi_create_function(env, "init", NAPI_AUTO_LENGTH, verdict_init, NULL, &init_fn));
+  CHECK(napi_create_function(env, "setBuffers", NAPI_AUTO_LENGTH, verdict_set_buffers, NULL,
+                             &buffers_fn));
   CHECK(napi_create_function(env, "evaluate", NAPI_AUTO_LENGTH, verdict_evaluate, NULL, &eval_fn));
   CHECK(napi_create_string_utf8(env, vd_version(), NAPI_AUTO_LENGTH, &version));
   napi_property_descriptor props[] = {
       {"Engine", NULL, NULL, NULL, NULL, cls, napi_enumerable, NULL},
       {"strings", NULL, NULL, NULL, NULL, strings, napi_default, NULL},
+      {"setBuffers", NULL, NULL, NULL, NULL, buffers_fn, napi_default, NULL},
       {"init", NULL, NULL, NULL, NULL, init_fn, napi_enumerable, NULL},
       {"evaluate", NULL, NULL, NULL, NULL, eval_fn, napi_enumerable, NULL},
       {"version", NULL, NULL, NULL, NULL, version, napi_enumerable, NULL},

@@ -494,9 +494,14 @@ static int decide_live(vd_engine *e, const decide_request *req, vd_decision *d, 
   if (rc != 0 && rc != VD_ENOMEM && rin && rin->side && rin->side->off_path &&
       rin->side->completes)
     record_side_refusal(e, l->bundle, req, d, rin, err);
-  if (rc == 0) { /* the answer, once, snapshots on or off; with them, it carries the id */
+  if (rc == 0) {
     if (rin) record_id(e->rec, d, rin);
-    decision_answer(d);
+    /* The answer (with snapshots on it carries the id) is rendered here when
+     * the render is timed: traced decisions, so every recorded one, whose
+     * snapshot and trace report latency_ns.render. Otherwise nothing reads
+     * it but vd_decision_render, which renders it on its first call: a
+     * caller that reads only the fields (a binding) does not pay for it. */
+    if (d->trace_on) decision_answer(d);
     const strategy *ms = rin && l->any_mask ? mask_strategy(l->bundle, d->strategy) : NULL;
     if (ms && mask_for_record(ms, req, d, e->secret, e->secret_len, rin) != 0)
       rc = engine_error(err, VD_ENOMEM, 0, 0, NULL, "out of memory masking the snapshot");

@@ -170,9 +170,10 @@ struct vd_decision {
   const char *snapshot_id;
   char snapshot_id_buf[40];
   char bundle_version[65]; /* the bundle that decided (for the snapshot) */
-  /* the decision JSON without flags, rendered in the decide path
-   * (decision_answer); vd_decision_render hands it out instead of rendering
-   * again; NULL when it must be rendered (again) on demand */
+  /* the decision JSON without flags, rendered in the decide path when it is
+   * traced (decision_answer) or by the first vd_decision_render, which hands
+   * it out afterwards instead of rendering again; NULL until then, or when
+   * it must be rendered again */
   const char *answer;
   size_t answer_len;
 };
@@ -239,10 +240,11 @@ void action_name_defaults(const char *name, size_t len, bool *allowed, bool *rev
 /* render.c: writes the decision JSON into d's arena. */
 int decision_render(vd_decision *d, int flags, const char **out, size_t *len);
 /* render.c: the answer (the decision JSON without flags) into d->answer,
- * which vd_decision_render hands out; the engine renders every decision it
- * answers here, once, snapshots on or off. Timed as the render stage
- * (d->ns_render, which the snapshot and the trace report) when the decision
- * is traced. */
+ * which vd_decision_render hands out. The engine renders a traced decision's
+ * answer here, in the decide call (so every recorded one, snapshots on
+ * meaning traced), timed as the render stage (d->ns_render, which the
+ * snapshot and the trace report); an untraced one is rendered by the first
+ * vd_decision_render instead. */
 void decision_answer(vd_decision *d);
 
 /* The engine's names for core's error filling (core/error.h). */

@@ -225,12 +225,17 @@ int vd_decision_render(vd_decision *d, int flags, const char **out, size_t *len)
   *out = NULL;
   if (len) *len = 0;
   if (!d->decided) return VD_EINVAL;
-  if (!flags && d->answer) { /* rendered already, in the decide path */
+  if (!flags && d->answer) { /* rendered already, in the decide path or by a call before */
     *out = d->answer;
     if (len) *len = d->answer_len;
     return 0;
   }
-  return decision_render(d, flags, out, len);
+  int rc = decision_render(d, flags, out, len);
+  if (rc == 0 && !flags) { /* kept for the next call: the fields do not change until d decides */
+    d->answer = *out;
+    d->answer_len = len ? *len : strlen(*out);
+  }
+  return rc;
 }
 
 int vd_decision_json(vd_decision *d, int flags, char **out) {

@@ -90,9 +90,9 @@ static void test_strings_render_as_json_write_string_does(void) {
   arena_free(&a);
 }
 
-/* The answer is rendered once, in the decide path, whether snapshots are on
- * or off: vd_decision_render without flags hands out that text (the same
- * bytes, no second rendering), with flags renders anew. */
+/* The answer is rendered once, whether snapshots are on or off:
+ * vd_decision_render without flags hands out that text (the same bytes, no
+ * second rendering), with flags renders anew. */
 static void test_rendered_once_snapshots_on_or_off(void) {
   for (int on = 0; on < 2; on++) {
     char dir[256];
@@ -126,8 +126,47 @@ static void test_rendered_once_snapshots_on_or_off(void) {
   }
 }
 
+/* Untraced with snapshots off, the decide call leaves the answer unrendered
+ * (nothing records it); traced, it renders it then (the trace times it). The
+ * first vd_decision_render makes the same text either way, up to the
+ * latency, and a decision after it starts unrendered again. */
+static void test_answer_rendered_in_decide_only_when_traced(void) {
+  vd_engine_opts o;
+  memset(&o, 0, sizeof o);
+  o.store_dir = "";
+  vd_engine *e = NULL;
+  vd_error err;
+  CHECK_MSG(vd_engine_open("examples/policies", &o, &e, &err) == 0, "%s", err.message);
+  if (!e) return;
+  const char *req =
+      "{\"action\":\"payment_authorization\",\"context\":{\"payment\":{\"amount_usd\":620.0,"
+      "\"currency\":\"EUR\"},\"card\":{\"country\":\"DE\",\"age_days\":3}},\"key\":\"k\"}";
+  vd_decision *plain = vd_decision_new(), *traced = vd_decision_new();
+  vd_decision_set_trace(traced, 1);
+  CHECK_MSG(vd_decide_json(e, req, -1, plain, &err) == 0, "%s", err.message);
+  CHECK_MSG(vd_decide_json(e, req, -1, traced, &err) == 0, "%s", err.message);
+  CHECK(plain->answer == NULL);
+  CHECK(traced->answer != NULL);
+  const char *a = NULL, *b = NULL, *again = NULL;
+  size_t an = 0, bn = 0, n = 0;
+  CHECK(vd_decision_render(plain, 0, &a, &an) == 0 && a && strlen(a) == an);
+  CHECK(plain->answer == a && plain->answer_len == an);
+  CHECK(vd_decision_render(plain, 0, &again, &n) == 0 && again == a && n == an);
+  CHECK(vd_decision_render(traced, 0, &b, &bn) == 0 && b == traced->answer);
+  const char *la = a ? strstr(a, "\"latency_us\":") : NULL;
+  const char *lb = b ? strstr(b, "\"latency_us\":") : NULL;
+  CHECK(la && lb && la - a == lb - b && memcmp(a, b, (size_t)(la - a)) == 0);
+  CHECK(la && lb && strcmp(strchr(la + 13, ','), strchr(lb + 13, ',')) == 0);
+  CHECK_MSG(vd_decide_json(e, req, -1, plain, &err) == 0, "%s", err.message);
+  CHECK(plain->answer == NULL);
+  vd_decision_free(plain);
+  vd_decision_free(traced);
+  vd_engine_close(e);
+}
+
 int main(void) {
   TEST_RUN(test_strings_render_as_json_write_string_does);
   TEST_RUN(test_rendered_once_snapshots_on_or_off);
+  TEST_RUN(test_answer_rendered_in_decide_only_when_traced);
   TEST_END();
 }

@@ -400,6 +400,37 @@ test('reload under load', async () => {
   }
 });
 
+test('decisions after a reload carry the new version\'s names', () => {
+  // the answer's strings come from a cache the addon fills and index.js
+  // reads by index: renamed rules, actions and reasons must show at once
+  const dir = bundle();
+  const file = path.join(dir, 'gate.yaml');
+  const reqs = requests(200);
+  const e = new Engine(dir, { store: false, snapshots: false });
+  try {
+    const before = reqs.map((r) => e.decide(r));
+    const renamed = POLICY_A.replace(/\bdeny\b/g, 'refuse').replace('name: scanners', 'name: bots')
+      .replace('known scanner', 'a known bot').replace('name: low-score', 'name: weak-score');
+    fs.writeFileSync(file, renamed);
+    e.reload();
+    for (let i = 0; i < reqs.length; i++) {
+      const d = e.decide(reqs[i]);
+      const viaText = e.decide(JSON.stringify(reqs[i]));
+      const walked = e._decideWalked(reqs[i]);
+      assert.notEqual(d.policyVersion, before[i].policyVersion);
+      assert.deepEqual(stable(d), stable(walked));
+      assert.deepEqual(stable(viaText), stable(walked));
+      const old = before[i];
+      assert.equal(d.action, old.action === 'deny' ? 'refuse' : old.action);
+      assert.equal(d.rule, { scanners: 'bots', 'low-score': 'weak-score' }[old.rule] ?? old.rule);
+      assert.equal(d.reason, old.reason === 'known scanner' ? 'a known bot' : old.reason);
+    }
+    assert.ok(reqs.some((r, i) => before[i].action === 'deny'));
+  } finally {
+    e.close();
+  }
+});
+
 test('close', async () => {
   const dir = bundle();
   const e = new Engine(dir, { store: false });
@@ -410,6 +441,10 @@ test('close', async () => {
   e.close(); // again: nothing to do
   assert.equal(e.policyVersion, null);
   raises(() => e.decide(requests(1)[0]), 'invalid', undefined, 'the engine is closed');
+  // the engine's own fast entry, even taken away from it, knows it is closed
+  const fast = e._decideEncoded;
+  raises(() => fast(), 'invalid', undefined, 'the engine is closed');
+  raises(() => e.decide(JSON.stringify(requests(1)[0])), 'invalid', undefined, 'closed');
   raises(() => e.decideAsync(requests(1)[0]), 'invalid', undefined, 'the engine is closed');
   raises(() => e.reload(), 'invalid', undefined, 'the engine is closed');
   raises(() => e.stats(), 'invalid', undefined, 'the engine is closed');
