@@ -315,8 +315,10 @@ for i in range(n):
 open(out + ".mcp", "w").write("\n".join(lines) + "\n")
 EOF
 }
-# check_pairs EXPORT: every answered record of the three endpoints is
-# completed by exactly one record of the other side, at its clock reading
+# check_pairs EXPORT DROPPED: every answered record of the three endpoints is
+# completed by at most one record of the other side, at its clock reading,
+# and the ones without are exactly the DROPPED the server counted (the
+# off-path queue drops when the machine is saturated, by design)
 check_pairs() {
   py '
 import sys, json
@@ -330,14 +332,18 @@ for r in recs:
         assert r["inputs"]["clock_ns"] == a["inputs"]["clock_ns"] and r["key"] == a["key"], "pair"
         assert r["side"] != a.get("side", "live") and r["bundle_version"] != a["bundle_version"], "sides"
         done[r["completes"]] = done.get(r["completes"], 0) + 1
+missing = 0
 for p in ("payment", "http_request", "tool_call"):
     mine = [i for i, a in ans.items() if a["point"] == p]
-    assert mine and all(done.get(i) == 1 for i in mine), (p, len(mine), sum(done.get(i, 0) for i in mine))
-print(len(ans), len(done))' "$1"
+    assert mine and all(done.get(i, 0) <= 1 for i in mine), (p, len(mine), sum(done.get(i, 0) for i in mine))
+    missing += sum(1 for i in mine if i not in done)
+assert missing == int(sys.argv[2]), ("not completed", missing, "dropped", sys.argv[2])
+print(len(ans), len(done))' "$1" "$2"
 }
 start "$T/log7" --policy "$T/live3" --snapshots "$T/s7" --shadow "$T/cand3"
 endpoints 40 && ok || bad "shadow: batch, authz and MCP answered"
 settle
+D7=$(metric verdict_rollout_dropped_total)
 stop
 # the answers are live's: amounts 51..100 allow, though the shadow denies them
 py '
@@ -347,18 +353,19 @@ for i, l in enumerate(open(sys.argv[1])):
     assert json.loads(l)[0] == ("deny" if a > 100 else "allow"), (i, l)
 ' "$T/ans.batch" && ok || bad "shadow: the batch answers are live's"
 export_snaps "$T/s7" "$T/e7"
-check_pairs "$T/e7" >"$T/out" 2>"$T/err" && ok || bad "shadow endpoints: $(tail -1 "$T/err")"
-eq "$(cat "$T/out")" "120 120" "shadow endpoints: 120 answered, 120 completed"
+check_pairs "$T/e7" "$D7" >"$T/out" 2>"$T/err" && ok || bad "shadow endpoints: $(tail -1 "$T/err")"
+eq "$(cat "$T/out")" "120 $((120 - D7))" "shadow endpoints: 120 answered, all but the dropped ($D7) completed"
 "$V" replay --snapshots "$T/s7" --json -q >"$T/r7.json" 2>/dev/null
 eq "$(py 'import sys,json; r=json.load(open(sys.argv[1])); print(r["replayed"], r["reproduced"])' "$T/r7.json")" \
-  "240 240" "shadow endpoints: replay of both sides exact"
+  "$((240 - D7)) $((240 - D7))" "shadow endpoints: replay of both sides exact"
 # the canary by the key's bucket (FNV-1a 64 of the key, mod 10000), whichever endpoint
 start "$T/log8" --policy "$T/live3" --snapshots "$T/s8" --canary "$T/cand3" --canary-percent 50
 endpoints 60 && ok || bad "canary: batch, authz and MCP answered"
 settle
+D8=$(metric verdict_rollout_dropped_total)
 stop
 export_snaps "$T/s8" "$T/e8"
-check_pairs "$T/e8" >/dev/null 2>"$T/err" && ok || bad "canary endpoints: $(tail -1 "$T/err")"
+check_pairs "$T/e8" "$D8" >/dev/null 2>"$T/err" && ok || bad "canary endpoints: $(tail -1 "$T/err")"
 py '
 import sys, json
 def bucket(k):
