@@ -4,12 +4,16 @@
  * answer, close (which writes the snapshot). Once the agent is known every
  * failure is answered in that agent's format as a refusal (fail closed);
  * the formats themselves are src/agent/hook.c. */
+#define _GNU_SOURCE /* clone, pipe2 */
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -75,7 +79,6 @@ const char cmd_hook_help[] =
     "\n"
     "Configuration for each agent: docs/agents.md\n";
 
-/* Writes the answer and returns the exit status. */
 /* After the answer, the snapshot's sync (durability interval) is all that
  * is left, and an agent waits for the hook to exit and its pipes to close:
  * a child does the engine's close (the sync, then the segment's seal, the
@@ -83,22 +86,31 @@ const char cmd_hook_help[] =
  * and in a session of its own, so the agent neither waits for the disk nor
  * has the child stopped with its process group. The record itself was
  * written before the answer, and the child waits for the hook's exit before
- * it syncs. Returns 1 in the hook, which then exits
- * at once without closing the engine; 0 in the child, or when there is no
- * child (fork failed: the hook syncs, as before). */
-static int sync_after_exit(void) {
-  fflush(stdout);
-  fflush(stderr);
-  /* The child starts the sync only once the hook has exited: it reads a pipe
-   * whose only writer is the hook, so end of file is the hook's exit. */
+ * it syncs: it reads a pipe whose only writer is the hook, so end of file is
+ * the hook's exit.
+ *
+ * The child is made with clone(CLONE_VM) rather than fork: it shares the
+ * hook's memory instead of copying its page tables, and the hook's exit then
+ * leaves the address space's teardown to the child. On this kind of machine
+ * (page-table work trapped by the hypervisor) fork and the exit of a forked
+ * process were most of what the default call cost above `--durability
+ * none` (bench/README.md). Sharing is safe because of the gate: until the
+ * hook is gone the child makes only system calls on its own stack and its
+ * own copy of the descriptor table, and the hook leaves by _exit (no atexit
+ * handler, no destructor, nothing freed), so the child finds the memory as
+ * the hook left it and is then its only user. The hook has no other thread
+ * by then. Under the sanitizers, whose runtimes keep per-thread state a
+ * second user of the same memory would confuse, it forks. */
+#define SYNC_STACK (256 * 1024)
+
+typedef struct {
+  vd_engine *e;
   int gate[2];
-  if (pipe(gate) != 0) gate[0] = gate[1] = -1;
-  pid_t pid = fork();
-  if (pid != 0) {
-    if (gate[0] >= 0) close(gate[0]); /* gate[1] stays open until the hook exits */
-    if (pid < 0 && gate[1] >= 0) close(gate[1]);
-    return pid > 0;
-  }
+} sync_child;
+
+/* The child's first steps: stdio on /dev/null, its own session, then the
+ * wait for the hook's exit. System calls only. */
+static void sync_child_detach(sync_child *c) {
   int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (nul >= 0) {
     dup2(nul, 0);
@@ -111,16 +123,57 @@ static int sync_after_exit(void) {
     close(2);
   }
   setsid();
-  if (gate[1] >= 0) {
-    close(gate[1]);
-    char c;
-    while (read(gate[0], &c, 1) < 0 && errno == EINTR) {
+  if (c->gate[1] >= 0) {
+    close(c->gate[1]);
+    char ch;
+    while (read(c->gate[0], &ch, 1) < 0 && errno == EINTR) {
     }
-    close(gate[0]);
+    close(c->gate[0]);
   }
-  return 0;
 }
 
+#ifndef VD_SANITIZE
+static int sync_child_main(void *arg) {
+  sync_child *c = arg;
+  sync_child_detach(c);
+  vd_engine_close(c->e);
+  _exit(0);
+}
+#endif
+
+/* Returns 1 in the hook, which then exits at once by _exit without closing
+ * the engine; 0 when there is no child (the hook closes the engine itself,
+ * syncing as before). A forked child (sanitizer builds) returns 0 too, and
+ * closes the engine on the caller's path. */
+static int sync_after_exit(vd_engine *e, int *in_child) {
+  static sync_child c;
+  *in_child = 0;
+  fflush(stdout);
+  fflush(stderr);
+  c.e = e;
+  if (pipe2(c.gate, O_CLOEXEC) != 0) c.gate[0] = c.gate[1] = -1;
+  pid_t pid = -1;
+#ifndef VD_SANITIZE
+  void *stack = mmap(NULL, SYNC_STACK, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+  if (stack != MAP_FAILED) {
+    pid = clone(sync_child_main, (char *)stack + SYNC_STACK, CLONE_VM | SIGCHLD, &c);
+    if (pid < 0) munmap(stack, SYNC_STACK);
+  }
+#else
+  pid = fork();
+  if (pid == 0) {
+    sync_child_detach(&c);
+    *in_child = 1;
+    return 0;
+  }
+#endif
+  if (c.gate[0] >= 0) close(c.gate[0]); /* gate[1] stays open until the hook exits */
+  if (pid < 0 && c.gate[1] >= 0) close(c.gate[1]);
+  return pid > 0;
+}
+
+/* Writes the answer and returns the exit status. */
 static int emit(json_buf *out, json_buf *err, int code) {
   if (out->len) fwrite(out->data, 1, out->len, stdout);
   if (err->len) fwrite(err->data, 1, err->len, stderr);
@@ -462,9 +515,12 @@ done:
       fprintf(stderr, "verdict hook: the decision was not recorded: %s\n", c.snapshot_last_error);
     /* the hook's own exit (nothing of its is left to flush): the child
      * closes the engine */
-    if (snapshots && !no_snapshots && durability == VD_DURABILITY_INTERVAL && sync_after_exit())
+    int in_child = 0;
+    if (snapshots && !no_snapshots && durability == VD_DURABILITY_INTERVAL &&
+        sync_after_exit(e, &in_child))
       _exit(code);
     vd_engine_close(e);
+    if (in_child) _exit(0);
   }
   json_buf_free(&out);
   json_buf_free(&err);
