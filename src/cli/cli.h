@@ -54,7 +54,8 @@ extern const char cmd_bundle_help[];
 int cli_usage_error(const char *cmd, const char *msg, const char *arg);
 
 /* A time filter (--since/--until): RFC 3339, or a span before `now` (unix ns)
- * such as "15m", "1h30m" or "7d". Sets *out (unix ns); 0, or -1 when malformed. */
+ * such as "15m", "1h30m" or "7d". Sets *out (unix ns); 0, or -1 when malformed
+ * or outside what 64-bit nanoseconds hold (the years 1678 to 2261). */
 int cli_parse_when(const char *s, int64_t now, int64_t *out);
 
 /* The snapshot folder a command records into when not told: $VERDICT_SNAPSHOTS,

@@ -576,7 +576,7 @@ static int replay_main(int argc, char **argv) {
     } else if (!strcmp(opt, "--since") || !strcmp(opt, "--until")) {
       int64_t t;
       if (cli_parse_when(val, now, &t) < 0)
-        return usage_error("expected RFC 3339 or a time ago like 1h or 7d, got", val);
+        return usage_error("expected RFC 3339 (the years 1678 to 2261) or a time ago like 1h or 7d, got", val);
       if (!strcmp(opt, "--since"))
         o.since_ns = t ? t : 1;
       else

@@ -101,6 +101,8 @@ int cli_parse_when(const char *s, int64_t now, int64_t *out) {
   int64_t sec;
   int32_t nanos;
   if (timefmt_parse_rfc3339(s, n, &sec, &nanos) == 0) {
+    /* nanoseconds since 1970 in 64 bits: the years 1678 to 2261 */
+    if (sec <= INT64_MIN / 1000000000 || sec >= INT64_MAX / 1000000000) return -1;
     *out = sec * 1000000000 + nanos;
     return 0;
   }

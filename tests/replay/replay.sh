@@ -223,6 +223,9 @@ expect_rc() {
 ( unset VERDICT_SNAPSHOTS; expect_rc 2 )
 expect_rc 2 -s "$SNAPS" --weights 1,2,3
 expect_rc 2 -s "$SNAPS" --since yesterday
+# past what 64-bit nanoseconds since 1970 hold: refused, not wrapped around
+expect_rc 2 -s "$SNAPS" --since 2300-01-01T00:00:00Z
+expect_rc 2 -s "$SNAPS" --until 1600-01-01T00:00:00Z
 expect_rc 2 -s "$SNAPS" --source guess
 expect_rc 2 -s "$SNAPS" --limit -3
 expect_rc 2 -s "$SNAPS" --frobnicate
