@@ -14,16 +14,12 @@ set -u
 BUILD=${1:?usage: fleet.sh BUILD_DIR}
 V="$BUILD/verdict"
 PY=/usr/bin/python3
-NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
-if [ ! -x "$NGINX" ]; then
-  echo "fleet.sh: skipped: nginx is not installed (scripts/deps --test installs it)"
-  exit 0
-fi
 . tests/lib.sh
 . tests/clickhouse.sh
 scratch
+. tests/nginx.sh
 need curl
-NPID= LOAD= PA= PB=
+LOAD= PA= PB=
 on_exit() {
   touch "$T/stop" 2>/dev/null
   if [ -n "$LOAD" ]; then wait "$LOAD" 2>/dev/null; fi
@@ -63,34 +59,13 @@ done
 # B signed by a key the nodes do not trust
 cp "$T/B.tar.gz" "$T/Bx.tar.gz" && "$V" bundle sign --key "$T/other.key" "$T/Bx.tar.gz" >/dev/null ||
   bad "sign Bx"
-W="$T/www"
-mkdir -p "$W" "$T/nginx/logs" "$T/nginx/tmp"
-# nginx's ETag is the file's mtime in seconds and its size: each publish gets
-# an mtime of its own (Bx is B's bytes under another key's signature)
-PUB_T=$(($(date +%s) - 100000))
-publish() { # publish FILE SIGFILE: the .tar.gz and its .sig as the bundle
-  cp "$2" "$W/bundle.tar.gz.sig.new" && cp "$1" "$W/bundle.tar.gz.new"
-  PUB_T=$((PUB_T + 1))
-  touch -m -d "@$PUB_T" "$W/bundle.tar.gz.new"
-  mv "$W/bundle.tar.gz.sig.new" "$W/bundle.tar.gz.sig"
-  mv "$W/bundle.tar.gz.new" "$W/bundle.tar.gz"
-}
+nginx_www
 publish "$T/A.tar.gz" "$T/A.tar.gz.sig"
 
 # ---- nginx: the bundles, and an upstream of the two nodes ----
 NPORT=$(free_port); FRONT=$(free_port); APORT=$(free_port); BPORT=$(free_port)
-cat >"$T/nginx/nginx.conf" <<EOF
-daemon off;
-master_process off;
-pid "$T/nginx/nginx.pid";
-error_log "$T/nginx/logs/error.log" warn;
-events { worker_connections 256; }
-http {
-  client_body_temp_path "$T/nginx/tmp/body";
-  proxy_temp_path "$T/nginx/tmp/proxy";
-  fastcgi_temp_path "$T/nginx/tmp/fastcgi";
-  uwsgi_temp_path "$T/nginx/tmp/uwsgi";
-  scgi_temp_path "$T/nginx/tmp/scgi";
+BURL="http://127.0.0.1:$NPORT/bundle.tar.gz"
+nginx_start "$BURL" <<EOF
   log_format fleet '\$status|\$upstream_addr|\$upstream_status';
 
   # the signed bundles the nodes pull
@@ -119,17 +94,7 @@ http {
       proxy_read_timeout 10s;
     }
   }
-}
 EOF
-"$NGINX" -p "$T/nginx" -c "$T/nginx/nginx.conf" -t >"$T/nginx-t" 2>&1 || {
-  bad "nginx -t"; sed 's/^/  | /' "$T/nginx-t" >&2; summary; exit 1; }
-"$NGINX" -p "$T/nginx" -c "$T/nginx/nginx.conf" 2>"$T/nginx.err" &
-NPID=$!
-BURL="http://127.0.0.1:$NPORT/bundle.tar.gz"
-for _ in $(seq 1 50); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "$BURL")" = 200 ] && break
-  sleep 0.1
-done
 
 # ---- the two nodes ----
 node() { # node a|b: starts node-a or node-b (pulling the bundle, shipping), waits for it

@@ -14,15 +14,11 @@ BUILD=${1:?usage: bundle_pull.sh BUILD_DIR}
 V="$BUILD/verdict"
 HERE=$(dirname "$0")
 PY=/usr/bin/python3
-NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
-if [ ! -x "$NGINX" ]; then
-  echo "bundle_pull.sh: skipped: nginx is not installed (scripts/deps --test installs it)"
-  exit 0
-fi
 . tests/lib.sh
 scratch
+. tests/nginx.sh
 need curl tar
-NPID= LOAD=
+LOAD=
 on_exit() {
   touch "$T/stop" 2>/dev/null
   if [ -n "$LOAD" ]; then wait "$LOAD" 2>/dev/null; fi
@@ -106,20 +102,7 @@ has "$T/out" "pw.yaml" "pack: names the link"
 cd - >/dev/null || exit 1
 
 # ---- the hostile bundles (made with tar: pack would not make them) ----
-W="$T/www"
-mkdir -p "$W" "$T/nginx/logs" "$T/nginx/tmp"
-# nginx's ETag is the file's mtime in seconds and its size: each publish gets
-# an mtime of its own, or two within a second (B, then B with another key's
-# .sig) would share one and the second be answered 304
-PUB_T=$(($(date +%s) - 100000))
-publish() { # publish FILE [SIGFILE|-]: the .tar.gz (and its .sig, unless -) as the bundle
-  cp "$1" "$W/bundle.tar.gz.new"
-  PUB_T=$((PUB_T + 1))
-  touch -m -d "@$PUB_T" "$W/bundle.tar.gz.new"
-  if [ "${2:-}" = - ]; then rm -f "$W/bundle.tar.gz.sig"
-  else cp "${2:-$1.sig}" "$W/bundle.tar.gz.sig"; fi
-  mv "$W/bundle.tar.gz.new" "$W/bundle.tar.gz"
-}
+nginx_www
 sign() { "$V" bundle sign --key "$T/rel.key" "$1" >/dev/null || bad "sign $1"; }
 sign "$T/B.tar.gz"
 "$V" bundle sign --key "$T/other.key" "$T/B.tar.gz" >/dev/null && mv "$T/B.tar.gz.sig" "$T/B.other.sig"
@@ -157,32 +140,14 @@ publish "$T/A.tar.gz"
 
 # ---- nginx serves $W ----
 NPORT=$(free_port)
-cat >"$T/nginx/nginx.conf" <<EOF
-daemon off;
-master_process off;
-pid "$T/nginx/nginx.pid";
-error_log "$T/nginx/logs/error.log" warn;
-events { worker_connections 64; }
-http {
-  client_body_temp_path "$T/nginx/tmp/body";
-  proxy_temp_path "$T/nginx/tmp/proxy";
-  fastcgi_temp_path "$T/nginx/tmp/fastcgi";
-  uwsgi_temp_path "$T/nginx/tmp/uwsgi";
-  scgi_temp_path "$T/nginx/tmp/scgi";
+BURL="http://127.0.0.1:$NPORT/bundle.tar.gz"
+NGINX_CONNS=64 nginx_start "$BURL" <<EOF
   access_log "$T/nginx/logs/access.log";
   server {
     listen 127.0.0.1:$NPORT;
     root "$W";
   }
-}
 EOF
-"$NGINX" -p "$T/nginx" -c "$T/nginx/nginx.conf" 2>"$T/nginx.err" &
-NPID=$!
-for _ in $(seq 1 50); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$NPORT/bundle.tar.gz")" = 200 ] && break
-  sleep 0.1
-done
-BURL="http://127.0.0.1:$NPORT/bundle.tar.gz"
 
 # ---- serve pulls A ----
 PORT=$(free_port)

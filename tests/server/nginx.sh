@@ -10,18 +10,14 @@
 set -u
 BUILD=${1:?usage: nginx.sh BUILD_DIR}
 V="$BUILD/verdict"
-NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
-if [ ! -x "$NGINX" ]; then
-  echo "nginx.sh: skipped: nginx is not installed (scripts/deps --test installs it)"
-  exit 0
-fi
 . tests/lib.sh
 scratch
+. tests/nginx.sh
 need curl
 NPID=
 on_exit() { kill_wait TERM "$NPID"; } # nginx first, then the server
 
-mkdir -p "$T/bundle" "$T/nginx/logs" "$T/nginx/tmp"
+mkdir -p "$T/bundle"
 # A small edge policy of its own, reading the context docs/nginx.md describes
 # (the example request_gate leaves ordinary traffic to its model, whose
 # answers change as it is retrained; these rules do not).
@@ -57,18 +53,7 @@ URL="http://127.0.0.1:$VPORT"
 wait_ready verdict "$T/verdict.log"
 
 # The configuration of docs/nginx.md, on loopback ports, in a temp prefix.
-cat >"$T/nginx/nginx.conf" <<EOF
-daemon off;
-master_process off;
-pid "$T/nginx/nginx.pid";
-error_log "$T/nginx/logs/error.log" warn;
-events { worker_connections 128; }
-http {
-  client_body_temp_path "$T/nginx/tmp/body";
-  proxy_temp_path "$T/nginx/tmp/proxy";
-  fastcgi_temp_path "$T/nginx/tmp/fastcgi";
-  uwsgi_temp_path "$T/nginx/tmp/uwsgi";
-  scgi_temp_path "$T/nginx/tmp/scgi";
+NGINX_CONNS=128 nginx_start "http://127.0.0.1:$UP/ready" <<EOF
   access_log off;
   log_format upstream '\$request_method \$request_uri action=\$http_x_verdict_action snapshot=\$http_x_verdict_snapshot';
 
@@ -113,16 +98,7 @@ http {
       proxy_read_timeout 2s;
     }
   }
-}
 EOF
-"$NGINX" -p "$T/nginx" -c "$T/nginx/nginx.conf" -t >"$T/nginx-t" 2>&1 || {
-  bad "nginx -t"; sed 's/^/  | /' "$T/nginx-t" >&2; summary; exit 1; }
-"$NGINX" -p "$T/nginx" -c "$T/nginx/nginx.conf" 2>"$T/nginx.err" &
-NPID=$!
-for _ in $(seq 1 50); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$UP/ready")" = 200 ] && break
-  sleep 0.1
-done
 : >"$T/nginx/logs/upstream.log.seen"
 
 # get PATH [curl args...]: through nginx; status in $CODE, headers in $T/head, body in $T/body.

@@ -12,13 +12,9 @@
 set -u
 BUILD=${1:?usage: cluster.sh BUILD_DIR}
 V="$BUILD/verdict"
-NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
-if [ ! -x "$NGINX" ]; then
-  echo "cluster.sh: skipped: nginx is not installed (scripts/deps --test installs it)"
-  exit 0
-fi
 . tests/lib.sh
 scratch
+. tests/nginx.sh
 need curl
 PIDS=() NPID=
 on_exit() { # nginx first, then the three nodes
@@ -28,7 +24,7 @@ on_exit() { # nginx first, then the three nodes
   done
 }
 
-mkdir -p "$T/bundle" "$T/nginx/logs" "$T/nginx/tmp"
+mkdir -p "$T/bundle"
 cat >"$T/bundle/api.yaml" <<'YAML'
 strategy: api
 limits:
@@ -59,18 +55,7 @@ for n in 0 1 2; do
   done
 done
 
-cat >"$T/nginx/nginx.conf" <<EOF
-daemon off;
-master_process off;
-pid "$T/nginx/nginx.pid";
-error_log "$T/nginx/logs/error.log" warn;
-events { worker_connections 128; }
-http {
-  client_body_temp_path "$T/nginx/tmp/body";
-  proxy_temp_path "$T/nginx/tmp/proxy";
-  fastcgi_temp_path "$T/nginx/tmp/fastcgi";
-  uwsgi_temp_path "$T/nginx/tmp/uwsgi";
-  scgi_temp_path "$T/nginx/tmp/scgi";
+NGINX_CONNS=128 nginx_start "http://127.0.0.1:$FRONT/healthz" <<EOF
   access_log off;
   upstream verdict {
     hash \$http_x_verdict_key consistent;
@@ -89,14 +74,7 @@ http {
       add_header X-Upstream \$upstream_addr always;
     }
   }
-}
 EOF
-"$NGINX" -p "$T/nginx" -c "$T/nginx/nginx.conf" 2>"$T/nginx/start.log" &
-NPID=$!
-for _ in $(seq 1 100); do
-  curl -s -o /dev/null "http://127.0.0.1:$FRONT/healthz" && break
-  sleep 0.1
-done
 
 # ask KEY [PORT]: one decision for KEY, through nginx (or one node directly);
 # prints "ACTION UPSTREAM"
